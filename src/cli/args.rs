@@ -1,0 +1,138 @@
+//! The command-line grammar (clap derive). `--help` text lives here.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "podtap",
+    version,
+    about = "Bridge a prepared pod network namespace to VM NICs",
+    long_about = "podtap scans a pod network namespace, creates one TAP per pod interface, wires each \
+pair with tc redirect or a Linux bridge, and prints a JSON description a VMM launcher boots from.\n\n\
+Exit codes: 0 ok, 1 failure, 2 usage, 3 netns missing, 4 not a netns, 5 host netns refused, \
+6 permission denied, 7 invalid sandbox id, 8 corrupt checkpoint, 9 busy, 10 kernel operation failed, \
+11 id attached elsewhere, 12 check failed, 13 invalid input, 14 no such checkpoint, 15 render refused.\n\n\
+When CNI_COMMAND is set, podtap runs as a chained CNI plugin instead."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the JSON network description of a netns (read-only).
+    Scan {
+        /// The netns: a pinned file (/var/run/netns/NAME) or /proc/PID/ns/net.
+        #[arg(long)]
+        netns: PathBuf,
+        /// Allow scanning the host's own netns.
+        #[arg(long)]
+        allow_host_netns: bool,
+        /// Write the JSON here instead of stdout.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Create one TAP per pod interface inside the netns, wire it, record a checkpoint, print the description.
+    Attach {
+        /// The pod netns: a pinned file (/var/run/netns/NAME) or /proc/PID/ns/net.
+        #[arg(long)]
+        netns: PathBuf,
+        /// Sandbox id: the checkpoint's key (letters, digits, -_.:@+=; at most 128 bytes).
+        #[arg(long)]
+        id: String,
+        /// Wiring between each pod interface and its TAP.
+        #[arg(long, value_enum, default_value_t = ModeArg::Tc)]
+        mode: ModeArg,
+        /// Queues per TAP; more than 1 makes a multi-queue TAP.
+        #[arg(long, default_value_t = 1)]
+        queues: u32,
+        /// Create TAPs without IFF_VNET_HDR.
+        #[arg(long)]
+        no_vnet_hdr: bool,
+        /// Let UID[:GID] open the TAPs without CAP_NET_ADMIN (for an unprivileged or jailed VMM).
+        #[arg(long, value_name = "UID[:GID]")]
+        tap_owner: Option<String>,
+        /// Only these pod interfaces (comma-separated); default: every eligible one.
+        #[arg(long, value_delimiter = ',')]
+        interfaces: Option<Vec<String>>,
+        #[command(flatten)]
+        state: StateArgs,
+        /// Allow attaching in the host's own netns.
+        #[arg(long)]
+        allow_host_netns: bool,
+        /// Write the JSON here instead of stdout.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Undo exactly what attach did. Succeeds for unknown ids and for gone or reused netns.
+    Detach {
+        #[arg(long)]
+        id: String,
+        #[command(flatten)]
+        state: StateArgs,
+        /// For a corrupt checkpoint: clean up by podtap's own markers (TAP/bridge ifalias, link group).
+        #[arg(long)]
+        force: bool,
+        /// With --force: the netns to clean, when the checkpoint no longer names it.
+        #[arg(long, requires = "force")]
+        netns: Option<PathBuf>,
+    },
+    /// Exit 0 only if every object of the attachment exists and is wired as recorded.
+    Check {
+        #[arg(long)]
+        id: String,
+        #[command(flatten)]
+        state: StateArgs,
+    },
+    /// List the checkpoints in the state dir.
+    List {
+        #[command(flatten)]
+        state: StateArgs,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Render a description for a VMM or guest: qemu, cloud-hypervisor, cloud-hypervisor-api,
+    /// firecracker, libvirt, cloud-init, kernel-cmdline, guest-args.
+    Render {
+        /// Output format.
+        format: crate::render::Format,
+        /// Render the description recorded for this sandbox id.
+        #[arg(
+            long,
+            conflicts_with = "description",
+            required_unless_present = "description"
+        )]
+        id: Option<String>,
+        /// Render the description in this JSON file.
+        #[arg(long)]
+        description: Option<PathBuf>,
+        #[command(flatten)]
+        state: StateArgs,
+    },
+    /// Build a throwaway pod netns, run podtap on it, print the result, and remove everything.
+    Demo {
+        /// Keep the demo namespaces and print how to remove them (for poking around).
+        #[arg(long)]
+        keep: bool,
+    },
+}
+
+/// Where checkpoints live.
+#[derive(Debug, clap::Args)]
+pub struct StateArgs {
+    /// State directory (tmpfs, like the netns it describes).
+    #[arg(long, env = "PODTAP_STATE_DIR", default_value = crate::checkpoint::DEFAULT_STATE_DIR)]
+    pub state_dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModeArg {
+    /// ingress qdisc + u32 match-all + mirred redirect, both ways (works for every kind).
+    Tc,
+    /// A Linux bridge per interface (veth and physical; others fall back to tc).
+    Bridge,
+}

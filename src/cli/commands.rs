@@ -1,0 +1,205 @@
+//! One handler per subcommand.
+
+use crate::checkpoint::{validate_id, StateDir};
+use crate::error::{exit, Error, Result};
+use crate::model::{Description, Wiring};
+use crate::netns::NetNs;
+use crate::plan::AttachOptions;
+
+use super::args::{ModeArg, StateArgs};
+use super::{emit, emit_text, Command};
+
+pub fn dispatch(cli: super::Cli) -> Result<i32> {
+    match cli.command {
+        Command::Scan {
+            netns,
+            allow_host_netns,
+            output,
+        } => {
+            let ns = NetNs::open(&netns, allow_host_netns)?;
+            let desc = crate::scan::scan(&ns)?;
+            emit(&desc, output.as_deref())?;
+        }
+        Command::Attach {
+            netns,
+            id,
+            mode,
+            queues,
+            no_vnet_hdr,
+            tap_owner,
+            interfaces,
+            state,
+            allow_host_netns,
+            output,
+        } => {
+            let (owner, group) = match tap_owner.as_deref() {
+                Some(s) => parse_owner(s)?,
+                None => (None, None),
+            };
+            let opts = AttachOptions {
+                mode: match mode {
+                    ModeArg::Tc => Wiring::Tc,
+                    ModeArg::Bridge => Wiring::Bridge,
+                },
+                queues,
+                vnet_hdr: !no_vnet_hdr,
+                owner,
+                group,
+                interfaces,
+            };
+            let desc =
+                crate::attach::attach(&netns, allow_host_netns, &id, &opts, &state_dir(&state))?;
+            emit(&desc, output.as_deref())?;
+        }
+        Command::Detach {
+            id,
+            state,
+            force,
+            netns,
+        } => {
+            let report = crate::detach::detach(&id, &state_dir(&state), force, netns.as_deref())?;
+            if !report.found {
+                eprintln!("podtap: sandbox {id}: nothing to detach");
+            }
+            for w in report.warnings {
+                eprintln!("podtap: warning: {w}");
+            }
+        }
+        Command::Check { id, state } => {
+            crate::check::check(&id, &state_dir(&state))?;
+            println!("sandbox {id}: ok");
+        }
+        Command::List { state, json } => list(&state_dir(&state), json)?,
+        Command::Render {
+            format,
+            id,
+            description,
+            state,
+        } => {
+            let desc = match (id, description) {
+                (Some(id), _) => recorded_description(&id, &state_dir(&state))?,
+                (None, Some(path)) => read_description(&path)?,
+                (None, None) => {
+                    return Err(Error::Invalid("render needs --id or --description".into()))
+                }
+            };
+            let mut text =
+                crate::render::render(format, &desc).map_err(|e| Error::Render(e.to_string()))?;
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+            emit_text(&text, None)?;
+        }
+        Command::Demo { keep } => crate::demo::run(keep)?,
+    }
+    Ok(exit::OK)
+}
+
+fn state_dir(args: &StateArgs) -> StateDir {
+    StateDir::new(&args.state_dir)
+}
+
+/// `UID` or `UID:GID`.
+fn parse_owner(s: &str) -> Result<(Option<u32>, Option<u32>)> {
+    let bad = || {
+        Error::Invalid(format!(
+            "--tap-owner {s:?}: expected UID or UID:GID (numbers)"
+        ))
+    };
+    let (uid, gid) = match s.split_once(':') {
+        Some((u, g)) => (u, Some(g)),
+        None => (s, None),
+    };
+    let uid = uid.parse::<u32>().map_err(|_| bad())?;
+    let gid = gid
+        .map(|g| g.parse::<u32>().map_err(|_| bad()))
+        .transpose()?;
+    Ok((Some(uid), gid))
+}
+
+/// The description `attach` printed for `id`.
+pub fn recorded_description(id: &str, state: &StateDir) -> Result<Description> {
+    validate_id(id)?;
+    let cp = state.load(id)?.ok_or_else(|| Error::NotFound {
+        id: id.into(),
+        dir: state.path().into(),
+    })?;
+    cp.description.ok_or_else(|| Error::CheckFailed {
+        id: id.into(),
+        problems: "attach did not finish".into(),
+    })
+}
+
+fn read_description(path: &std::path::Path) -> Result<Description> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io("read description", path, e))?;
+    serde_json::from_str(&text)
+        .map_err(|e| Error::Invalid(format!("description {}: {e}", path.display())))
+}
+
+fn list(state: &StateDir, json: bool) -> Result<()> {
+    let mut rows = Vec::new();
+    for id in state.ids()? {
+        let row = match state.load(&id) {
+            Ok(Some(cp)) => serde_json::json!({
+                "id": id,
+                "netns": cp.netns.path,
+                "inode": cp.netns.inode,
+                "phase": cp.phase,
+                "mode": cp.plan.mode,
+                "taps": cp.plan.nics.iter().map(|n| n.tap.name.clone()).collect::<Vec<_>>(),
+            }),
+            Ok(None) => continue,
+            Err(e) => serde_json::json!({ "id": id, "error": e.to_string() }),
+        };
+        rows.push(row);
+    }
+    if json {
+        let text =
+            serde_json::to_string_pretty(&rows).map_err(|e| Error::Invalid(e.to_string()))?;
+        return emit_text(&(text + "\n"), None);
+    }
+    let mut out = String::from("ID\tPHASE\tMODE\tNETNS\tTAPS\n");
+    for r in rows {
+        let s = |k: &str| {
+            r.get(k).map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string())
+            })
+        };
+        let taps = r.get("taps").and_then(|t| t.as_array()).map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        });
+        match s("error") {
+            Some(err) => out.push_str(&format!(
+                "{}\tcorrupt\t-\t-\t{err}\n",
+                s("id").unwrap_or_default()
+            )),
+            None => out.push_str(&format!(
+                "{}\t{}\t{}\t{}\t{}\n",
+                s("id").unwrap_or_default(),
+                s("phase").unwrap_or_default(),
+                s("mode").unwrap_or_default(),
+                s("netns").unwrap_or_default(),
+                taps.unwrap_or_default()
+            )),
+        }
+    }
+    emit_text(&out, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_parses() {
+        assert_eq!(parse_owner("1000").unwrap(), (Some(1000), None));
+        assert_eq!(parse_owner("1000:100").unwrap(), (Some(1000), Some(100)));
+        assert!(parse_owner("bob").is_err());
+        assert!(parse_owner("1:x").is_err());
+    }
+}

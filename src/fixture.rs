@@ -1,0 +1,200 @@
+//! Throwaway network namespaces for `podtap demo`, built over netlink the way a CNI plugin would.
+//!
+//! A named netns is a bind mount of a thread's `/proc/thread-self/ns/net`
+//! onto a file under `/run/netns`, which is what `ip netns add` makes.
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use nix::sched::{unshare, CloneFlags};
+
+use crate::error::{Error, Result};
+
+const NETNS_DIR: &str = "/run/netns";
+
+/// A netns pinned at `/run/netns/NAME`, removed on drop.
+#[derive(Debug)]
+pub struct PinnedNetns {
+    path: PathBuf,
+}
+
+impl PinnedNetns {
+    /// Create a new, empty netns pinned at `/run/netns/<name>`.
+    pub fn create(name: &str) -> Result<Self> {
+        std::fs::create_dir_all(NETNS_DIR).map_err(|e| Error::io("create", NETNS_DIR, e))?;
+        let path = Path::new(NETNS_DIR).join(name);
+        File::options()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| Error::io("create netns pin", &path, e))?;
+        let pinned = PinnedNetns { path: path.clone() };
+        let target = path.clone();
+        let result = std::thread::spawn(move || -> io::Result<()> {
+            unshare(CloneFlags::CLONE_NEWNET)?;
+            mount(
+                Some("/proc/thread-self/ns/net"),
+                &target,
+                None::<&str>,
+                MsFlags::MS_BIND,
+                None::<&str>,
+            )?;
+            Ok(())
+        })
+        .join();
+        match result {
+            Ok(Ok(())) => Ok(pinned),
+            Ok(Err(e)) => Err(Error::kernel(
+                &path.display().to_string(),
+                "create netns",
+                "",
+                e,
+            )),
+            Err(_) => Err(Error::Invalid(format!(
+                "netns {}: creating thread panicked",
+                path.display()
+            ))),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for PinnedNetns {
+    fn drop(&mut self) {
+        let _ = umount2(&self.path, MntFlags::MNT_DETACH);
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// A pod netns wired to a peer ("node") netns by a veth, as a CNI bridge/ptp plugin leaves it:
+/// pod `eth0` with 198.18.0.2/24 and 2001:db8:0:1::2/64, default routes via the peer.
+pub struct DemoPod {
+    pub peer: PinnedNetns,
+    pub pod: PinnedNetns,
+}
+
+pub const DEMO_POD_V4: &str = "198.18.0.2/24";
+pub const DEMO_PEER_V4: &str = "198.18.0.1";
+pub const DEMO_POD_V6: &str = "2001:db8:0:1::2/64";
+pub const DEMO_PEER_V6: &str = "2001:db8:0:1::1";
+
+impl DemoPod {
+    /// Build it under names derived from `tag` (pid-unique). Removed on drop.
+    pub fn create(tag: &str) -> Result<Self> {
+        let peer = PinnedNetns::create(&format!("{tag}-node"))?;
+        let pod = PinnedNetns::create(&format!("{tag}-pod"))?;
+        let demo = DemoPod { peer, pod };
+        crate::runtime::block_on(demo.wire())?;
+        Ok(demo)
+    }
+
+    async fn wire(&self) -> Result<()> {
+        use std::net::IpAddr;
+
+        use futures::TryStreamExt;
+        use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags};
+        use rtnetlink::{LinkUnspec, LinkVeth, RouteMessageBuilder};
+
+        let peer_ns = crate::netns::NetNs::open(self.peer.path(), false)?;
+        let pod_ns = crate::netns::NetNs::open(self.pod.path(), false)?;
+        let peer = crate::scan::Netlink::connect(&peer_ns)?;
+        let pod = crate::scan::Netlink::connect(&pod_ns)?;
+        let pod_file =
+            File::open(self.pod.path()).map_err(|e| Error::io("open", self.pod.path(), e))?;
+
+        let ph = &peer.handle;
+        ph.link()
+            .add(LinkVeth::new("veth-pod", "eth0").build())
+            .execute()
+            .await
+            .map_err(|e| peer.err("add veth", "", e))?;
+        let index = |h: rtnetlink::Handle, name: &'static str| async move {
+            h.link()
+                .get()
+                .match_name(name)
+                .execute()
+                .try_next()
+                .await
+                .ok()
+                .flatten()
+                .map(|l| l.header.index)
+                .unwrap_or(0)
+        };
+        let eth0 = index(ph.clone(), "eth0").await;
+        let host_end = index(ph.clone(), "veth-pod").await;
+        use std::os::fd::AsRawFd;
+        ph.link()
+            .set(
+                LinkUnspec::new_with_index(eth0)
+                    .setns_by_fd(pod_file.as_raw_fd())
+                    .build(),
+            )
+            .execute()
+            .await
+            .map_err(|e| peer.err("move veth into pod netns", "eth0", e))?;
+        let eth0 = index(pod.handle.clone(), "eth0").await;
+        let lo = index(pod.handle.clone(), "lo").await;
+
+        let addr = |nl: &crate::scan::Netlink, idx: u32, cidr: &str| {
+            let (ip, len) = cidr.split_once('/').unwrap_or((cidr, "128"));
+            let ip: IpAddr = ip.parse().unwrap_or(IpAddr::from([0, 0, 0, 0]));
+            let mut req = nl.handle.address().add(idx, ip, len.parse().unwrap_or(32));
+            if ip.is_ipv6() {
+                req.message_mut()
+                    .attributes
+                    .push(AddressAttribute::Flags(AddressFlags::Nodad));
+            }
+            req.execute()
+        };
+        for (nl, idx) in [(&peer, host_end), (&pod, eth0), (&pod, lo)] {
+            nl.handle
+                .link()
+                .set(LinkUnspec::new_with_index(idx).up().build())
+                .execute()
+                .await
+                .map_err(|e| nl.err("set up", "", e))?;
+        }
+        addr(&peer, host_end, "198.18.0.1/24")
+            .await
+            .map_err(|e| peer.err("add address", "veth-pod", e))?;
+        addr(&peer, host_end, "2001:db8:0:1::1/64")
+            .await
+            .map_err(|e| peer.err("add address", "veth-pod", e))?;
+        addr(&pod, eth0, DEMO_POD_V4)
+            .await
+            .map_err(|e| pod.err("add address", "eth0", e))?;
+        addr(&pod, eth0, DEMO_POD_V6)
+            .await
+            .map_err(|e| pod.err("add address", "eth0", e))?;
+        let v4 = RouteMessageBuilder::<std::net::Ipv4Addr>::new()
+            .gateway([198, 18, 0, 1].into())
+            .output_interface(eth0)
+            .build();
+        pod.handle
+            .route()
+            .add(v4)
+            .execute()
+            .await
+            .map_err(|e| pod.err("add default route", "eth0", e))?;
+        let v6 = RouteMessageBuilder::<std::net::Ipv6Addr>::new()
+            .gateway(
+                DEMO_PEER_V6
+                    .parse()
+                    .unwrap_or(std::net::Ipv6Addr::UNSPECIFIED),
+            )
+            .output_interface(eth0)
+            .build();
+        pod.handle
+            .route()
+            .add(v6)
+            .execute()
+            .await
+            .map_err(|e| pod.err("add default route", "eth0", e))?;
+        Ok(())
+    }
+}

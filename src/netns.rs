@@ -1,0 +1,210 @@
+//! The one way into a network namespace.
+//!
+//! `setns(2)` changes only the calling thread, so podtap never calls it on a
+//! tokio worker. [`NetNs::run`] enters the namespace on a fresh OS thread that
+//! exits when the work is done. Sockets and `/dev/net/tun` fds created there
+//! keep that namespace for life, so the thread hands them back and the rest
+//! of podtap drives them from the normal runtime.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use nix::sched::{setns, CloneFlags};
+use rtnetlink::sys::{protocols::NETLINK_ROUTE, Socket, TokioSocket};
+
+use crate::error::{Error, Result};
+
+/// `statfs.f_type` of nsfs, the filesystem behind `/proc/PID/ns/*` and pinned netns files.
+const NSFS_MAGIC: i64 = 0x6e73_6673;
+/// `ioctl(fd, NS_GET_NSTYPE)` returns the CLONE_NEW* flag of the namespace.
+const NS_GET_NSTYPE: libc::c_ulong = 0xb703;
+
+/// `PROC_NET_INIT_INO`: the nsfs inode of the kernel's initial netns.
+const INIT_NET_INODE: u64 = 0xEFFF_FFF9;
+
+/// An opened, validated network namespace.
+#[derive(Debug)]
+pub struct NetNs {
+    path: PathBuf,
+    file: File,
+    dev: u64,
+    inode: u64,
+}
+
+/// The kernel objects a netns thread hands back for the runtime to use.
+pub struct NetnsLink {
+    pub socket: TokioSocket,
+    pub ipv6_enabled: bool,
+}
+
+impl NetNs {
+    /// Open `path` and verify it is a network namespace (and not the host's, unless allowed).
+    pub fn open(path: &Path, allow_host: bool) -> Result<Self> {
+        let file = File::open(path).map_err(|e| open_error(path, e))?;
+        let meta = file.metadata().map_err(|e| Error::io("netns", path, e))?;
+        if meta.is_dir() {
+            return Err(Error::NotNetns {
+                path: path.into(),
+                what: "a directory".into(),
+            });
+        }
+        let fs_type = nix::sys::statfs::fstatfs(file.as_fd())
+            .map_err(|e| Error::io("netns", path, e.into()))?
+            .filesystem_type()
+            .0 as i64;
+        if fs_type != NSFS_MAGIC {
+            let what = if meta.is_file() {
+                "a regular file".to_string()
+            } else {
+                format!("filesystem type {fs_type:#x}")
+            };
+            return Err(Error::NotNetns {
+                path: path.into(),
+                what,
+            });
+        }
+        // SAFETY: NS_GET_NSTYPE takes no argument and only reads the fd.
+        let ns_type = unsafe { libc::ioctl(file.as_raw_fd(), NS_GET_NSTYPE as _) };
+        if ns_type != libc::CLONE_NEWNET {
+            return Err(Error::NotNetns {
+                path: path.into(),
+                what: "another kind of namespace".into(),
+            });
+        }
+        let ns = NetNs {
+            path: path.into(),
+            file,
+            dev: meta.dev(),
+            inode: meta.ino(),
+        };
+        if !allow_host && ns.is_host()? {
+            return Err(Error::HostNetns { path: path.into() });
+        }
+        Ok(ns)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The path as text, for messages and the description.
+    pub fn display(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    /// `(st_dev, st_ino)`: what identifies a netns, whatever path names it.
+    pub fn identity(&self) -> (u64, u64) {
+        (self.dev, self.inode)
+    }
+
+    pub fn inode(&self) -> u64 {
+        self.inode
+    }
+
+    pub fn dev(&self) -> u64 {
+        self.dev
+    }
+
+    /// Whether this is the host's netns: PID 1's, or the kernel's initial one.
+    pub fn is_host(&self) -> Result<bool> {
+        let host = Path::new("/proc/1/ns/net");
+        match std::fs::metadata(host) {
+            Ok(meta) => Ok((meta.dev(), meta.ino()) == self.identity()),
+            // Inside a sandbox PID 1 may be a process we cannot inspect; the
+            // initial netns still has a fixed inode number on current kernels.
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                Ok(self.inode == INIT_NET_INODE)
+            }
+            Err(e) => Err(Error::io("host netns", host, e)),
+        }
+    }
+
+    /// Run `work` on a fresh thread inside this netns and return its result.
+    pub fn run<T, F>(&self, work: F) -> Result<T>
+    where
+        T: Send,
+        F: FnOnce() -> io::Result<T> + Send,
+    {
+        let fd = self.file.as_fd();
+        let result = std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .name("podtap-netns".into())
+                .spawn_scoped(s, move || -> io::Result<T> {
+                    setns(fd, CloneFlags::CLONE_NEWNET).map_err(io::Error::from)?;
+                    work()
+                })
+                .map(|h| h.join())
+        });
+        match result {
+            Ok(Ok(value)) => {
+                value.map_err(|e| Error::kernel(&self.display(), "enter netns / open", "", e))
+            }
+            Ok(Err(_)) => Err(Error::Invalid(format!(
+                "netns {}: worker thread panicked",
+                self.display()
+            ))),
+            Err(e) => Err(Error::io("spawn netns thread for", self.path.clone(), e)),
+        }
+    }
+
+    /// Open a rtnetlink socket inside the netns, and learn whether IPv6 is on there.
+    /// Must be called from within a tokio runtime (the socket registers with its reactor).
+    pub fn netlink(&self) -> Result<NetnsLink> {
+        let (fd, ipv6_enabled) = self.run(|| {
+            let mut socket = Socket::new(NETLINK_ROUTE)?;
+            socket.bind_auto()?;
+            // A 64-link dump overflows the default buffer on busy machines.
+            socket.set_rx_buf_sz(1 << 20)?;
+            // /proc/sys/net shows the netns of the thread that opens it.
+            let ipv6 = match std::fs::read_to_string("/proc/sys/net/ipv6/conf/all/disable_ipv6") {
+                Ok(s) => s.trim() == "0",
+                Err(_) => false,
+            };
+            // SAFETY: into_raw_fd transfers ownership of a valid open fd.
+            Ok((unsafe { OwnedFd::from_raw_fd(socket.into_raw_fd()) }, ipv6))
+        })?;
+        // SAFETY: fd is an owned, open netlink socket; TokioSocket takes ownership.
+        let socket = unsafe { TokioSocket::from_raw_fd(fd.into_raw_fd()) };
+        Ok(NetnsLink {
+            socket,
+            ipv6_enabled,
+        })
+    }
+}
+
+fn open_error(path: &Path, e: io::Error) -> Error {
+    match e.kind() {
+        io::ErrorKind::NotFound => Error::NetnsMissing {
+            path: path.into(),
+            hint: proc_hint(path),
+        },
+        _ => Error::io("netns", path, e),
+    }
+}
+
+/// For `/proc/PID/ns/net` paths, say why they vanish.
+fn proc_hint(path: &Path) -> &'static str {
+    let s = path.to_string_lossy();
+    if s.starts_with("/proc/") && s.ends_with("/ns/net") {
+        " (has its process exited?)"
+    } else {
+        ""
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_paths_get_a_hint() {
+        assert_eq!(
+            proc_hint(Path::new("/proc/123/ns/net")),
+            " (has its process exited?)"
+        );
+        assert_eq!(proc_hint(Path::new("/var/run/netns/x")), "");
+    }
+}

@@ -1,0 +1,176 @@
+//! cloud-init network-config version 2 (the netplan dialect), written by hand.
+
+use std::fmt::Write as _;
+
+use super::nic::{attached_nics, Nic};
+use super::route::{guest_routes, GuestRoute};
+use super::RenderError;
+use crate::model::Description;
+
+/// Text form: a NoCloud `network-config` file (top-level `version: 2`).
+pub(crate) fn render_cloud_init(desc: &Description) -> Result<String, RenderError> {
+    let mut yaml = String::from("version: 2\nethernets:\n");
+    for nic in attached_nics(desc)? {
+        write_ethernet(&mut yaml, desc, &nic)?;
+    }
+    Ok(yaml)
+}
+
+fn write_ethernet(yaml: &mut String, desc: &Description, nic: &Nic<'_>) -> Result<(), RenderError> {
+    let addresses = nic.guest_addresses()?;
+    let routes = guest_routes(desc, &nic.interface.name)?;
+    push_line(yaml, 1, &format!("{}:", nic.id));
+    push_line(yaml, 2, "match:");
+    push_line(yaml, 3, &format!("macaddress: {}", quote(&nic.mac)));
+    push_line(
+        yaml,
+        2,
+        &format!("set-name: {}", quote(&nic.interface.name)),
+    );
+    push_line(yaml, 2, &format!("mtu: {}", nic.interface.mtu));
+    if !addresses.is_empty() {
+        push_line(yaml, 2, "addresses:");
+        for address in &addresses {
+            push_line(yaml, 3, &format!("- {}", quote(&address.to_string())));
+        }
+    }
+    if !routes.is_empty() {
+        push_line(yaml, 2, "routes:");
+        for route in &routes {
+            write_route(yaml, route);
+        }
+    }
+    Ok(())
+}
+
+/// `to` is always a CIDR (`0.0.0.0/0`, `::/0` for defaults): netplan 0.99
+/// and older cloud-init releases do not know `to: default`. A route without
+/// gateway gets `scope: link`, which netplan requires for it.
+fn write_route(yaml: &mut String, route: &GuestRoute) {
+    push_line(
+        yaml,
+        3,
+        &format!("- to: {}", quote(&route.destination.to_string())),
+    );
+    match route.gateway {
+        Some(gateway) => push_line(yaml, 4, &format!("via: {}", quote(&gateway.to_string()))),
+        None => push_line(yaml, 4, &format!("scope: {}", quote("link"))),
+    }
+    push_line(yaml, 4, &format!("metric: {}", route.metric));
+    if route.onlink && route.gateway.is_some() {
+        push_line(yaml, 4, "on-link: true");
+    }
+    if let Some(mtu) = route.mtu {
+        push_line(yaml, 4, &format!("mtu: {mtu}"));
+    }
+}
+
+fn push_line(yaml: &mut String, depth: usize, content: &str) {
+    yaml.push_str(&"  ".repeat(depth));
+    yaml.push_str(content);
+    yaml.push('\n');
+}
+
+/// A YAML double-quoted scalar. Every string is quoted: an all-digit MAC
+/// such as `00:11:22:33:44:55` would otherwise be a YAML 1.1 base-60 number.
+fn quote(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => quoted.push_str("\\\""),
+            '\\' => quoted.push_str("\\\\"),
+            '\n' => quoted.push_str("\\n"),
+            '\t' => quoted.push_str("\\t"),
+            c if c.is_control() => {
+                let _ = write!(quoted, "\\u{:04x}", u32::from(c));
+            }
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('"');
+    quoted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::fixture;
+
+    #[test]
+    fn full_pod_network_config() {
+        let yaml = render_cloud_init(&fixture::pod()).unwrap();
+        let expected = r#"version: 2
+ethernets:
+  net0:
+    match:
+      macaddress: "0a:58:0a:f4:01:05"
+    set-name: "eth0"
+    mtu: 1400
+    addresses:
+      - "10.244.1.5/24"
+      - "fd00:10:244:1::5/64"
+    routes:
+      - to: "10.96.0.0/12"
+        scope: "link"
+        metric: 0
+      - to: "0.0.0.0/0"
+        via: "169.254.1.1"
+        metric: 0
+        on-link: true
+      - to: "10.100.0.0/16"
+        via: "10.244.1.1"
+        metric: 100
+        mtu: 1300
+      - to: "::/0"
+        via: "fd00:10:244:1::1"
+        metric: 1024
+      - to: "172.16.0.0/16"
+        via: "10.244.1.1"
+        metric: 50
+  net1:
+    match:
+      macaddress: "52:54:00:12:34:04"
+    set-name: "net1"
+    mtu: 9000
+    addresses:
+      - "192.168.50.10/24"
+    routes:
+      - to: "192.168.60.0/24"
+        scope: "link"
+        metric: 0
+      - to: "172.16.0.0/16"
+        via: "192.168.50.1"
+        metric: 50
+"#;
+        assert_eq!(yaml, expected);
+    }
+
+    #[test]
+    fn on_link_metric_and_route_mtu_are_kept() {
+        let yaml = render_cloud_init(&fixture::pod()).unwrap();
+        assert!(yaml.contains("on-link: true"));
+        assert!(yaml.contains("metric: 100"));
+        assert!(yaml.contains("        mtu: 1300\n"));
+    }
+
+    #[test]
+    fn kernel_link_local_and_multicast_entries_are_left_out() {
+        let yaml = render_cloud_init(&fixture::pod()).unwrap();
+        for absent in [
+            "fe80",
+            "ff00",
+            "10.244.1.0/24",
+            "fd00:10:244:1::/64",
+            "eth9",
+        ] {
+            assert!(!yaml.contains(absent), "{absent}");
+        }
+    }
+
+    #[test]
+    fn strings_are_quoted_and_escaped() {
+        assert_eq!(quote("00:11:22:33:44:55"), "\"00:11:22:33:44:55\"");
+        assert_eq!(quote("a\"b\\c\u{1}"), "\"a\\\"b\\\\c\\u0001\"");
+    }
+}

@@ -1,0 +1,113 @@
+//! Renderers: turn a `Description` into what a VMM or a guest consumes.
+//!
+//! Pure functions: no I/O, no kernel calls. Only interfaces with a TAP
+//! become VM NICs, in description order; NIC n has id `net{n}` and the
+//! guest MAC (`guest_mac`, else `mac`). See `docs/render.md`.
+
+mod cloud_hypervisor;
+mod cloud_hypervisor_api;
+mod cloud_init;
+mod error;
+mod fds;
+mod firecracker;
+mod format;
+mod guest_args;
+mod kernel_cmdline;
+mod libvirt;
+mod nic;
+mod qemu;
+mod route;
+
+#[cfg(test)]
+pub(crate) mod fixture;
+
+pub use cloud_hypervisor::cloud_hypervisor_net_args;
+pub use cloud_hypervisor_api::{cloud_hypervisor_net_configs, CloudHypervisorNetConfig};
+pub use error::RenderError;
+pub use firecracker::{firecracker_config, firecracker_interfaces, FirecrackerInterface};
+pub use format::Format;
+pub use qemu::{qemu_args, QemuTapSource};
+
+use crate::model::Description;
+
+/// The text the CLI prints for `format`, ending with a newline.
+pub fn render(format: Format, desc: &Description) -> Result<String, RenderError> {
+    match format {
+        Format::Qemu => qemu::render_qemu(desc),
+        Format::CloudHypervisor => cloud_hypervisor::render_cloud_hypervisor(desc),
+        Format::CloudHypervisorApi => cloud_hypervisor_api::render_cloud_hypervisor_api(desc),
+        Format::Firecracker => firecracker::render_firecracker(desc),
+        Format::Libvirt => libvirt::render_libvirt(desc),
+        Format::CloudInit => cloud_init::render_cloud_init(desc),
+        Format::KernelCmdline => kernel_cmdline::render_kernel_cmdline(desc),
+        Format::GuestArgs => guest_args::render_guest_args(desc),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn single_queue_pod() -> Description {
+        let mut desc = fixture::pod();
+        fixture::set_queues(&mut desc, "net1", 1);
+        desc
+    }
+
+    #[test]
+    fn every_format_is_deterministic_and_ends_with_a_newline() {
+        let desc = single_queue_pod();
+        for format in Format::ALL
+            .into_iter()
+            .filter(|f| *f != Format::KernelCmdline)
+        {
+            let first = render(format, &desc).unwrap();
+            assert_eq!(first, render(format, &desc.clone()).unwrap(), "{format}");
+            assert!(first.ends_with('\n'), "{format}");
+        }
+        let single = fixture::single_ipv4();
+        assert!(render(Format::KernelCmdline, &single)
+            .unwrap()
+            .ends_with('\n'));
+    }
+
+    #[test]
+    fn every_format_refuses_a_description_without_taps() {
+        let mut desc = fixture::pod();
+        desc.interfaces.iter_mut().for_each(|i| i.tap = None);
+        for format in Format::ALL {
+            assert_eq!(
+                render(format, &desc).unwrap_err(),
+                RenderError::NoAttachedInterfaces,
+                "{format}"
+            );
+        }
+    }
+
+    #[test]
+    fn unattached_interfaces_never_appear() {
+        let desc = single_queue_pod();
+        for format in Format::ALL
+            .into_iter()
+            .filter(|f| *f != Format::KernelCmdline)
+        {
+            let text = render(format, &desc).unwrap();
+            for absent in ["eth9", "52:54:00:12:34:09", "10.9.0", "10.8.0.0", "lo\""] {
+                assert!(!text.contains(absent), "{format}: {absent}");
+            }
+        }
+    }
+
+    #[test]
+    fn survives_a_json_round_trip_of_the_description() {
+        let desc = single_queue_pod();
+        let json = serde_json::to_string(&desc).unwrap();
+        let back: Description = serde_json::from_str(&json).unwrap();
+        for format in Format::ALL
+            .into_iter()
+            .filter(|f| *f != Format::KernelCmdline)
+        {
+            assert_eq!(render(format, &back), render(format, &desc), "{format}");
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Routes the guest must add itself, shared by the guest-side formats.
+
+use std::net::IpAddr;
+
+use ipnetwork::IpNetwork;
+
+use super::nic::is_ipv6_link_local;
+use super::RenderError;
+use crate::model::{Description, Route};
+
+/// One route (or one leg of a multipath route) leaving through one NIC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GuestRoute {
+    /// Normalised to the network address (`10.0.0.0/8`, `0.0.0.0/0`).
+    pub destination: IpNetwork,
+    pub gateway: Option<IpAddr>,
+    pub metric: u32,
+    pub onlink: bool,
+    pub mtu: Option<u32>,
+    /// This is one leg of a multipath route.
+    pub multipath: bool,
+}
+
+impl GuestRoute {
+    pub fn is_default(&self) -> bool {
+        self.destination.prefix() == 0
+    }
+}
+
+/// The routes of `ifname` the guest has to add, gateway-less routes first
+/// (a gateway may depend on them), otherwise in description order.
+///
+/// Left out: non-unicast routes, kernel-made prefix routes (the guest's own
+/// addresses recreate them), link-local (fe80::/10) and multicast
+/// destinations. Multipath routes give one route per leg through `ifname`.
+pub(crate) fn guest_routes(
+    desc: &Description,
+    ifname: &str,
+) -> Result<Vec<GuestRoute>, RenderError> {
+    let mut routes = Vec::new();
+    for route in desc.routes_via(ifname) {
+        if route.route_type != "unicast" || is_kernel_prefix_route(route) {
+            continue;
+        }
+        let destination = parse_destination(route)?;
+        if is_ipv6_link_local(destination.ip()) || destination.ip().is_multicast() {
+            continue;
+        }
+        for (gateway, onlink) in legs(route, ifname) {
+            routes.push(GuestRoute {
+                destination,
+                gateway: parse_gateway(route, destination, gateway)?,
+                metric: route.metric,
+                onlink,
+                mtu: route.mtu,
+                multipath: !route.nexthops.is_empty(),
+            });
+        }
+    }
+    routes.sort_by_key(|route| route.gateway.is_some());
+    Ok(routes)
+}
+
+fn is_kernel_prefix_route(route: &Route) -> bool {
+    route.protocol == "kernel" && route.gateway.is_none() && route.nexthops.is_empty()
+}
+
+/// (gateway, onlink) of each way the route leaves through `ifname`.
+fn legs<'a>(route: &'a Route, ifname: &str) -> Vec<(Option<&'a str>, bool)> {
+    if route.nexthops.is_empty() {
+        return vec![(route.gateway.as_deref(), route.onlink)];
+    }
+    route
+        .nexthops
+        .iter()
+        .filter(|hop| hop.interface == ifname)
+        .map(|hop| (hop.gateway.as_deref(), hop.onlink))
+        .collect()
+}
+
+fn parse_destination(route: &Route) -> Result<IpNetwork, RenderError> {
+    let invalid = || RenderError::InvalidRoute {
+        destination: route.destination.clone(),
+        reason: "the destination is not a CIDR".to_string(),
+    };
+    let parsed: IpNetwork = route.destination.parse().map_err(|_| invalid())?;
+    IpNetwork::new(parsed.network(), parsed.prefix()).map_err(|_| invalid())
+}
+
+fn parse_gateway(
+    route: &Route,
+    destination: IpNetwork,
+    gateway: Option<&str>,
+) -> Result<Option<IpAddr>, RenderError> {
+    let Some(text) = gateway else {
+        return Ok(None);
+    };
+    let invalid = |reason: String| RenderError::InvalidRoute {
+        destination: route.destination.clone(),
+        reason,
+    };
+    let address: IpAddr = text
+        .parse()
+        .map_err(|_| invalid(format!("gateway {text:?} is not an IP address")))?;
+    if address.is_ipv4() != destination.is_ipv4() {
+        return Err(invalid(format!(
+            "gateway {address} is of another address family (not supported in the guest)"
+        )));
+    }
+    Ok(Some(address))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::fixture;
+
+    fn summary(routes: &[GuestRoute]) -> Vec<String> {
+        routes
+            .iter()
+            .map(|r| match r.gateway {
+                Some(gateway) => format!("{} via {gateway}", r.destination),
+                None => format!("{} dev", r.destination),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn kernel_link_local_and_multicast_routes_are_skipped() {
+        let desc = fixture::pod();
+        let routes = guest_routes(&desc, "eth0").unwrap();
+        assert_eq!(
+            summary(&routes),
+            [
+                "10.96.0.0/12 dev",
+                "0.0.0.0/0 via 169.254.1.1",
+                "10.100.0.0/16 via 10.244.1.1",
+                "::/0 via fd00:10:244:1::1",
+                "172.16.0.0/16 via 10.244.1.1",
+            ]
+        );
+    }
+
+    #[test]
+    fn multipath_gives_one_route_per_leg_on_each_nic() {
+        let desc = fixture::pod();
+        let routes = guest_routes(&desc, "net1").unwrap();
+        assert_eq!(
+            summary(&routes),
+            ["192.168.60.0/24 dev", "172.16.0.0/16 via 192.168.50.1"]
+        );
+        assert!(routes[1].multipath);
+        assert_eq!(routes[1].metric, 50);
+    }
+
+    #[test]
+    fn a_gateway_of_the_other_family_is_refused() {
+        let mut desc = fixture::pod();
+        desc.routes[0].gateway = Some("fe80::1".into());
+        let error = guest_routes(&desc, "eth0").unwrap_err();
+        assert!(
+            error.to_string().contains("another address family"),
+            "{error}"
+        );
+    }
+}

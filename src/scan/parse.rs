@@ -1,0 +1,479 @@
+//! Pure translation of rtnetlink dump messages into the description model.
+//!
+//! No I/O here: `scan::dump` collects the messages, this module decides what
+//! they mean, so it is covered by plain unit tests.
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::IpAddr;
+
+use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
+use rtnetlink::packet_route::link::{
+    InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkLayerType, LinkMessage,
+};
+use rtnetlink::packet_route::neighbour::{
+    NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
+};
+use rtnetlink::packet_route::route::{
+    RouteAddress, RouteAttribute, RouteFlags, RouteMessage, RouteMetric, RouteNextHopFlags,
+    RouteVia,
+};
+use rtnetlink::packet_route::AddressFamily;
+
+use crate::model::{Address, Family, Interface, LinkKind, Neighbour, NextHop, Route};
+
+/// The main routing table.
+const RT_TABLE_MAIN: u32 = 254;
+
+/// Everything one scan read from the kernel, one dump per object type.
+#[derive(Debug, Default, Clone)]
+pub struct Dump {
+    pub links: Vec<LinkMessage>,
+    pub addresses: Vec<AddressMessage>,
+    pub routes: Vec<RouteMessage>,
+    pub neighbours: Vec<NeighbourMessage>,
+}
+
+/// Interfaces, routes and neighbours, each in a stable order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parsed {
+    pub interfaces: Vec<Interface>,
+    pub routes: Vec<Route>,
+    pub neighbours: Vec<Neighbour>,
+}
+
+pub fn parse(dump: &Dump) -> Parsed {
+    let mut interfaces: Vec<Interface> = dump.links.iter().map(link_to_interface).collect();
+    interfaces.sort_by_key(|i| i.ifindex);
+    let names: BTreeMap<u32, String> = interfaces
+        .iter()
+        .map(|i| (i.ifindex, i.name.clone()))
+        .collect();
+    resolve_controllers(&mut interfaces, &dump.links, &names);
+
+    for msg in &dump.addresses {
+        if let Some(iface) = interfaces
+            .iter_mut()
+            .find(|i| i.ifindex == msg.header.index)
+        {
+            if let Some(addr) = address(msg) {
+                iface.addresses.push(addr.cidr.clone());
+                iface.address_details.push(addr);
+            }
+        }
+    }
+
+    let mut routes: Vec<Route> = dump
+        .routes
+        .iter()
+        .filter_map(|r| route(r, &names))
+        .collect();
+    routes.sort_by(|a, b| route_order(a).cmp(&route_order(b)));
+
+    let gateways: HashSet<(String, String)> = routes
+        .iter()
+        .flat_map(|r| {
+            let direct = r.gateway.clone().zip(r.interface.clone());
+            let legs = r
+                .nexthops
+                .iter()
+                .filter_map(|h| h.gateway.clone().map(|g| (g, h.interface.clone())));
+            direct.into_iter().chain(legs).collect::<Vec<_>>()
+        })
+        .collect();
+    let mut neighbours: Vec<Neighbour> = dump
+        .neighbours
+        .iter()
+        .filter_map(|n| neighbour(n, &names, &gateways))
+        .collect();
+    neighbours.sort_by(|a, b| (&a.interface, &a.ip).cmp(&(&b.interface, &b.ip)));
+    neighbours.dedup();
+
+    Parsed {
+        interfaces,
+        routes,
+        neighbours,
+    }
+}
+
+fn link_to_interface(msg: &LinkMessage) -> Interface {
+    let mut name = String::new();
+    let mut mac = None;
+    let mut mtu = 0;
+    let mut oper_state = "UNKNOWN".to_string();
+    let mut info_kind = None;
+    for attr in &msg.attributes {
+        match attr {
+            LinkAttribute::IfName(n) => name = n.clone(),
+            LinkAttribute::Address(a) if a.len() == 6 => mac = Some(format_mac(a)),
+            LinkAttribute::Mtu(m) => mtu = *m,
+            LinkAttribute::OperState(s) => oper_state = s.to_string(),
+            LinkAttribute::LinkInfo(infos) => {
+                info_kind = infos.iter().find_map(|i| match i {
+                    LinkInfo::Kind(k) => Some(k.clone()),
+                    _ => None,
+                })
+            }
+            _ => {}
+        }
+    }
+    let ether = msg.header.link_layer_type == LinkLayerType::Ether;
+    let loopback = msg.header.link_layer_type == LinkLayerType::Loopback
+        || msg.header.flags.contains(LinkFlags::Loopback);
+    let kind = classify(info_kind.as_ref(), ether, loopback);
+    let kind_raw = info_kind.map(|k| k.to_string());
+    let ineligible_reason = if !kind.eligible() {
+        Some(format!("{} links cannot back a VM NIC", kind.as_str()))
+    } else if !ether || mac.is_none() {
+        Some("not an Ethernet link with a MAC address".to_string())
+    } else {
+        None
+    };
+    Interface {
+        name,
+        ifindex: msg.header.index,
+        kind,
+        kind_raw,
+        guest_mac: if ineligible_reason.is_none() {
+            mac.clone()
+        } else {
+            None
+        },
+        mac,
+        mtu,
+        oper_state,
+        controller: None,
+        eligible: ineligible_reason.is_none(),
+        ineligible_reason,
+        addresses: Vec::new(),
+        address_details: Vec::new(),
+        tap: None,
+        wiring: None,
+        wiring_note: None,
+        bridge: None,
+    }
+}
+
+/// Map the kernel's kind to podtap's. No kind attribute means loopback or a physical NIC.
+pub fn classify(kind: Option<&InfoKind>, ether: bool, loopback: bool) -> LinkKind {
+    match kind {
+        Some(InfoKind::Veth) => LinkKind::Veth,
+        Some(InfoKind::MacVlan) => LinkKind::Macvlan,
+        Some(InfoKind::MacVtap) => LinkKind::Macvtap,
+        Some(InfoKind::IpVlan) => LinkKind::Ipvlan,
+        Some(InfoKind::Vlan) => LinkKind::Vlan,
+        Some(InfoKind::Bridge) => LinkKind::Bridge,
+        // A TAP reports kind "tun" with an Ethernet link layer; a TUN has none.
+        Some(InfoKind::Tun) if ether => LinkKind::Tap,
+        Some(InfoKind::Tun) => LinkKind::Tun,
+        Some(_) => LinkKind::Other,
+        None if loopback => LinkKind::Loopback,
+        None if ether => LinkKind::Physical,
+        None => LinkKind::Other,
+    }
+}
+
+/// Bridge ports are the bridge's, not the pod's: name the controller and mark them ineligible.
+fn resolve_controllers(
+    interfaces: &mut [Interface],
+    links: &[LinkMessage],
+    names: &BTreeMap<u32, String>,
+) {
+    for msg in links {
+        let controller = msg.attributes.iter().find_map(|a| match a {
+            LinkAttribute::Controller(c) => Some(*c),
+            _ => None,
+        });
+        let Some(idx) = controller else { continue };
+        if let Some(iface) = interfaces
+            .iter_mut()
+            .find(|i| i.ifindex == msg.header.index)
+        {
+            let cname = names
+                .get(&idx)
+                .cloned()
+                .unwrap_or_else(|| format!("if{idx}"));
+            if iface.eligible {
+                iface.eligible = false;
+                iface.guest_mac = None;
+                iface.ineligible_reason = Some(format!("enslaved to {cname}"));
+            }
+            iface.controller = Some(cname);
+        }
+    }
+}
+
+fn address(msg: &AddressMessage) -> Option<Address> {
+    let mut local = None;
+    let mut peer = None;
+    let mut flags = AddressFlags::from_bits_retain(u32::from(msg.header.flags.bits()));
+    for attr in &msg.attributes {
+        match attr {
+            AddressAttribute::Local(ip) => local = Some(*ip),
+            AddressAttribute::Address(ip) => peer = Some(*ip),
+            AddressAttribute::Flags(f) => flags = *f,
+            _ => {}
+        }
+    }
+    // IFA_LOCAL is the interface's own address; IFA_ADDRESS is the peer on point-to-point links.
+    let ip = local.or(peer)?;
+    let family = match ip {
+        IpAddr::V4(_) => Family::Inet,
+        IpAddr::V6(_) => Family::Inet6,
+    };
+    let link_local = matches!(ip, IpAddr::V6(v6) if (v6.segments()[0] & 0xffc0) == 0xfe80);
+    Some(Address {
+        cidr: format!("{ip}/{}", msg.header.prefix_len),
+        family,
+        scope: scope_name(u8::from(msg.header.scope)),
+        link_local,
+        tentative: flags.contains(AddressFlags::Tentative),
+        deprecated: flags.contains(AddressFlags::Deprecated),
+        permanent: flags.contains(AddressFlags::Permanent),
+    })
+}
+
+fn route(msg: &RouteMessage, names: &BTreeMap<u32, String>) -> Option<Route> {
+    if msg.header.flags.contains(RouteFlags::Cloned) {
+        return None;
+    }
+    let family = match msg.header.address_family {
+        AddressFamily::Inet => Family::Inet,
+        AddressFamily::Inet6 => Family::Inet6,
+        _ => return None,
+    };
+    let mut table = u32::from(msg.header.table);
+    let mut destination = None;
+    let mut gateway = None;
+    let mut oif = None;
+    let mut metric = 0;
+    let mut mtu = None;
+    let mut source = None;
+    let mut nexthops = Vec::new();
+    for attr in &msg.attributes {
+        match attr {
+            RouteAttribute::Table(t) => table = *t,
+            RouteAttribute::Destination(a) => destination = route_ip(a),
+            RouteAttribute::Gateway(a) => gateway = route_ip(a),
+            RouteAttribute::Via(v) => gateway = via_ip(v),
+            RouteAttribute::Oif(i) => oif = Some(*i),
+            RouteAttribute::Priority(p) => metric = *p,
+            RouteAttribute::PrefSource(a) => source = route_ip(a),
+            RouteAttribute::Metrics(ms) => {
+                mtu = ms.iter().find_map(|m| match m {
+                    RouteMetric::Mtu(v) => Some(*v),
+                    _ => None,
+                })
+            }
+            RouteAttribute::MultiPath(hops) => {
+                nexthops = hops
+                    .iter()
+                    .map(|h| NextHop {
+                        gateway: h
+                            .attributes
+                            .iter()
+                            .find_map(|a| match a {
+                                RouteAttribute::Gateway(g) => route_ip(g),
+                                RouteAttribute::Via(v) => via_ip(v),
+                                _ => None,
+                            })
+                            .map(|g| g.to_string()),
+                        interface: if_name(names, h.interface_index),
+                        weight: u16::from(h.hops) + 1,
+                        onlink: h.flags.contains(RouteNextHopFlags::Onlink),
+                    })
+                    .collect()
+            }
+            _ => {}
+        }
+    }
+    if table != RT_TABLE_MAIN {
+        return None;
+    }
+    let unspecified = match family {
+        Family::Inet => "0.0.0.0",
+        Family::Inet6 => "::",
+    };
+    let destination = format!(
+        "{}/{}",
+        destination
+            .map(|d| d.to_string())
+            .unwrap_or_else(|| unspecified.to_string()),
+        msg.header.destination_prefix_length
+    );
+    Some(Route {
+        family,
+        destination,
+        gateway: gateway.map(|g| g.to_string()),
+        interface: oif.map(|i| if_name(names, i)),
+        metric,
+        onlink: msg.header.flags.contains(RouteFlags::Onlink),
+        mtu,
+        scope: scope_name(u8::from(msg.header.scope)),
+        protocol: protocol_name(u8::from(msg.header.protocol)),
+        route_type: type_name(u8::from(msg.header.kind)),
+        source: source.map(|s| s.to_string()),
+        nexthops,
+    })
+}
+
+fn neighbour(
+    msg: &NeighbourMessage,
+    names: &BTreeMap<u32, String>,
+    gateways: &HashSet<(String, String)>,
+) -> Option<Neighbour> {
+    let mut ip = None;
+    let mut lladdr = None;
+    for attr in &msg.attributes {
+        match attr {
+            NeighbourAttribute::Destination(NeighbourAddress::Inet(v4)) => {
+                ip = Some(IpAddr::V4(*v4))
+            }
+            NeighbourAttribute::Destination(NeighbourAddress::Inet6(v6)) => {
+                ip = Some(IpAddr::V6(*v6))
+            }
+            NeighbourAttribute::LinkLayerAddress(a) if a.len() == 6 => lladdr = Some(format_mac(a)),
+            _ => {}
+        }
+    }
+    let ip = ip?;
+    let mac = lladdr?;
+    if ip.is_multicast() || mac == "00:00:00:00:00:00" {
+        return None;
+    }
+    let interface = names.get(&msg.header.ifindex)?.clone();
+    let is_gateway = gateways.contains(&(ip.to_string(), interface.clone()));
+    let is_static = matches!(
+        msg.header.state,
+        NeighbourState::Permanent | NeighbourState::Noarp
+    );
+    if !is_static && !is_gateway {
+        return None;
+    }
+    Some(Neighbour {
+        ip: ip.to_string(),
+        mac,
+        interface,
+        state: neighbour_state(msg.header.state),
+        gateway: is_gateway,
+    })
+}
+
+fn route_ip(a: &RouteAddress) -> Option<IpAddr> {
+    match a {
+        RouteAddress::Inet(v4) => Some(IpAddr::V4(*v4)),
+        RouteAddress::Inet6(v6) => Some(IpAddr::V6(*v6)),
+        _ => None,
+    }
+}
+
+fn via_ip(v: &RouteVia) -> Option<IpAddr> {
+    match v {
+        RouteVia::Inet(v4) => Some(IpAddr::V4(*v4)),
+        RouteVia::Inet6(v6) => Some(IpAddr::V6(*v6)),
+        _ => None,
+    }
+}
+
+fn if_name(names: &BTreeMap<u32, String>, index: u32) -> String {
+    names
+        .get(&index)
+        .cloned()
+        .unwrap_or_else(|| format!("if{index}"))
+}
+
+/// Sort key: IPv4 before IPv6, then destination, metric, interface.
+fn route_order(r: &Route) -> (Family, String, u32, String, String) {
+    (
+        r.family,
+        r.destination.clone(),
+        r.metric,
+        r.interface.clone().unwrap_or_default(),
+        r.gateway.clone().unwrap_or_default(),
+    )
+}
+
+pub fn format_mac(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// iproute2's names for `rtm_scope` / `ifa_scope`.
+pub fn scope_name(scope: u8) -> String {
+    match scope {
+        0 => "global".into(),
+        200 => "site".into(),
+        253 => "link".into(),
+        254 => "host".into(),
+        255 => "nowhere".into(),
+        n => n.to_string(),
+    }
+}
+
+/// iproute2's names for `rtm_protocol` (rt_protos).
+pub fn protocol_name(proto: u8) -> String {
+    let name = match proto {
+        0 => "unspec",
+        1 => "redirect",
+        2 => "kernel",
+        3 => "boot",
+        4 => "static",
+        8 => "gated",
+        9 => "ra",
+        10 => "mrt",
+        11 => "zebra",
+        12 => "bird",
+        13 => "dnrouted",
+        14 => "xorp",
+        15 => "ntk",
+        16 => "dhcp",
+        17 => "keepalived",
+        42 => "babel",
+        99 => "openr",
+        186 => "bgp",
+        187 => "isis",
+        188 => "ospf",
+        189 => "rip",
+        192 => "eigrp",
+        n => return n.to_string(),
+    };
+    name.into()
+}
+
+/// iproute2's names for `rtm_type`.
+pub fn type_name(kind: u8) -> String {
+    let name = match kind {
+        0 => "none",
+        1 => "unicast",
+        2 => "local",
+        3 => "broadcast",
+        4 => "anycast",
+        5 => "multicast",
+        6 => "blackhole",
+        7 => "unreachable",
+        8 => "prohibit",
+        9 => "throw",
+        10 => "nat",
+        11 => "xresolve",
+        n => return n.to_string(),
+    };
+    name.into()
+}
+
+fn neighbour_state(state: NeighbourState) -> String {
+    match state {
+        NeighbourState::Incomplete => "incomplete".into(),
+        NeighbourState::Reachable => "reachable".into(),
+        NeighbourState::Stale => "stale".into(),
+        NeighbourState::Delay => "delay".into(),
+        NeighbourState::Probe => "probe".into(),
+        NeighbourState::Failed => "failed".into(),
+        NeighbourState::Noarp => "noarp".into(),
+        NeighbourState::Permanent => "permanent".into(),
+        NeighbourState::None => "none".into(),
+        NeighbourState::Other(n) => n.to_string(),
+        _ => "unknown".into(),
+    }
+}

@@ -1,0 +1,217 @@
+//! TAP devices through `/dev/net/tun` ioctls.
+//!
+//! An fd of `/dev/net/tun` belongs to the netns it was opened in, and so does
+//! the TAP that `TUNSETIFF` makes on it: open it on a netns thread
+//! ([`crate::netns::NetNs::run`]). Each open + `TUNSETIFF` with the same name
+//! is one queue; the creator and every opener must agree on `IFF_MULTI_QUEUE`.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+
+const TUN_DEVICE: &str = "/dev/net/tun";
+
+const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+const TUNSETPERSIST: libc::c_ulong = 0x4004_54cb;
+const TUNSETOWNER: libc::c_ulong = 0x4004_54cc;
+const TUNSETGROUP: libc::c_ulong = 0x4004_54ce;
+const TUNGETIFF: libc::c_ulong = 0x8004_54d2;
+
+const IFF_TAP: i16 = 0x0002;
+const IFF_NO_PI: i16 = 0x1000;
+const IFF_VNET_HDR: i16 = 0x4000;
+const IFF_MULTI_QUEUE: i16 = 0x0100;
+
+/// `struct ifreq` as TUNSETIFF reads it: the name, then the flags.
+#[repr(C)]
+struct IfReq {
+    name: [u8; libc::IFNAMSIZ],
+    flags: libc::c_short,
+    _pad: [u8; 22],
+}
+
+impl IfReq {
+    fn new(name: &str, flags: i16) -> io::Result<Self> {
+        let bytes = name.as_bytes();
+        if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("bad interface name {name:?}"),
+            ));
+        }
+        let mut req = IfReq {
+            name: [0; libc::IFNAMSIZ],
+            flags,
+            _pad: [0; 22],
+        };
+        req.name[..bytes.len()].copy_from_slice(bytes);
+        Ok(req)
+    }
+}
+
+/// How a TAP is opened: these flags must match between creator and openers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TapFlags {
+    pub vnet_hdr: bool,
+    pub multi_queue: bool,
+}
+
+impl TapFlags {
+    fn bits(self) -> i16 {
+        let mut f = IFF_TAP | IFF_NO_PI;
+        if self.vnet_hdr {
+            f |= IFF_VNET_HDR;
+        }
+        if self.multi_queue {
+            f |= IFF_MULTI_QUEUE;
+        }
+        f
+    }
+}
+
+/// One open queue of a TAP.
+#[derive(Debug)]
+pub struct TapQueue {
+    file: File,
+}
+
+impl TapQueue {
+    /// Open `/dev/net/tun` and attach to (or create) TAP `name` in the current thread's netns.
+    pub fn open(name: &str, flags: TapFlags) -> io::Result<Self> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(TUN_DEVICE)?;
+        let mut req = IfReq::new(name, flags.bits())?;
+        // SAFETY: TUNSETIFF reads and writes a `struct ifreq` we own for the call's duration.
+        cvt(unsafe { libc::ioctl(file.as_raw_fd(), TUNSETIFF as _, &mut req) })?;
+        Ok(TapQueue { file })
+    }
+
+    /// Keep the TAP after this fd closes, so a VMM can open it by name later.
+    pub fn set_persist(&self, on: bool) -> io::Result<()> {
+        // SAFETY: TUNSETPERSIST takes an int by value.
+        cvt(unsafe {
+            libc::ioctl(
+                self.file.as_raw_fd(),
+                TUNSETPERSIST as _,
+                libc::c_ulong::from(on),
+            )
+        })
+    }
+
+    /// Let this uid open the TAP without CAP_NET_ADMIN.
+    pub fn set_owner(&self, uid: u32) -> io::Result<()> {
+        // SAFETY: TUNSETOWNER takes the uid by value; a pointer would be taken as the uid.
+        cvt(unsafe {
+            libc::ioctl(
+                self.file.as_raw_fd(),
+                TUNSETOWNER as _,
+                libc::c_ulong::from(uid),
+            )
+        })
+    }
+
+    /// Let this gid open the TAP without CAP_NET_ADMIN.
+    pub fn set_group(&self, gid: u32) -> io::Result<()> {
+        // SAFETY: TUNSETGROUP takes the gid by value.
+        cvt(unsafe {
+            libc::ioctl(
+                self.file.as_raw_fd(),
+                TUNSETGROUP as _,
+                libc::c_ulong::from(gid),
+            )
+        })
+    }
+
+    /// The flags the kernel holds for this queue (TUNGETIFF).
+    pub fn flags(&self) -> io::Result<TapFlags> {
+        let mut req = IfReq {
+            name: [0; libc::IFNAMSIZ],
+            flags: 0,
+            _pad: [0; 22],
+        };
+        // SAFETY: TUNGETIFF writes a `struct ifreq` we own.
+        cvt(unsafe { libc::ioctl(self.file.as_raw_fd(), TUNGETIFF as _, &mut req) })?;
+        Ok(TapFlags {
+            vnet_hdr: req.flags & IFF_VNET_HDR != 0,
+            multi_queue: req.flags & IFF_MULTI_QUEUE != 0,
+        })
+    }
+
+    pub fn into_fd(self) -> OwnedFd {
+        self.file.into()
+    }
+}
+
+/// A TAP to create.
+#[derive(Debug, Clone)]
+pub struct TapSpec {
+    pub name: String,
+    pub flags: TapFlags,
+    pub owner: Option<u32>,
+    pub group: Option<u32>,
+}
+
+/// Create a persistent TAP in the current thread's netns.
+///
+/// If a step after TUNSETIFF fails, the fd closes unpersisted and the kernel
+/// removes the half-made TAP by itself.
+pub fn create_persistent(spec: &TapSpec) -> io::Result<()> {
+    let queue = TapQueue::open(&spec.name, spec.flags)?;
+    if let Some(uid) = spec.owner {
+        queue.set_owner(uid)?;
+    }
+    if let Some(gid) = spec.group {
+        queue.set_group(gid)?;
+    }
+    queue.set_persist(true)
+}
+
+/// Open `queues` queues of an existing TAP (for handing fds to a VMM).
+pub fn open_queues(name: &str, flags: TapFlags, queues: u32) -> io::Result<Vec<OwnedFd>> {
+    (0..queues)
+        .map(|_| TapQueue::open(name, flags).map(TapQueue::into_fd))
+        .collect()
+}
+
+fn cvt(rc: libc::c_int) -> io::Result<()> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ifreq_layout_matches_the_kernel() {
+        assert_eq!(std::mem::size_of::<IfReq>(), 40);
+        assert!(
+            IfReq::new("abcdefghijklmnop", 0).is_err(),
+            "16 bytes does not fit"
+        );
+        assert!(IfReq::new("abcdefghijklmno", 0).is_ok());
+    }
+
+    #[test]
+    fn flags_follow_options() {
+        let f = TapFlags {
+            vnet_hdr: true,
+            multi_queue: false,
+        }
+        .bits();
+        assert_eq!(f, IFF_TAP | IFF_NO_PI | IFF_VNET_HDR);
+        let mq = TapFlags {
+            vnet_hdr: false,
+            multi_queue: true,
+        }
+        .bits();
+        assert_eq!(mq, IFF_TAP | IFF_NO_PI | IFF_MULTI_QUEUE);
+    }
+}
