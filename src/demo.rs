@@ -7,7 +7,7 @@ use crate::netns::NetNs;
 use crate::plan::AttachOptions;
 
 /// Build a demo pod, attach, print the description and a QEMU command line, detach, clean up.
-pub fn run(keep: bool) -> Result<()> {
+pub fn run(keep: bool, _boot: bool) -> Result<()> {
     let tag = format!("podtap-demo-{}", std::process::id());
     let demo = DemoPod::create(&tag)?;
     let state = StateDir::new(std::env::temp_dir().join(&tag));

@@ -113,16 +113,52 @@ pub enum Command {
         #[command(flatten)]
         state: StateArgs,
     },
+    /// Run a VMM with the TAP queue fds of sandbox ID appended to its arguments (fd handover),
+    /// or run a command inside the pod netns (--enter-netns).
+    Exec {
+        #[arg(long)]
+        id: String,
+        /// Append fd arguments for this VMM: qemu (fds=/vhostfds=) or cloud-hypervisor (--net fd=[..]).
+        #[arg(
+            long,
+            value_enum,
+            conflicts_with = "enter_netns",
+            required_unless_present = "enter_netns"
+        )]
+        vmm: Option<crate::exec::Vmm>,
+        /// Also open one /dev/vhost-net fd per queue (QEMU).
+        #[arg(long)]
+        vhost: bool,
+        /// Run the command inside the pod netns instead (VMMs that open TAPs by name).
+        #[arg(long)]
+        enter_netns: bool,
+        #[command(flatten)]
+        state: StateArgs,
+        /// The VMM (or command) and its arguments, after `--`.
+        #[arg(last = true, required = true)]
+        argv: Vec<String>,
+    },
+    /// OCI runtime hook: reads the container state JSON on stdin.
+    OciHook {
+        /// attach (createRuntime) or detach (poststop).
+        #[arg(value_parser = ["attach", "detach"])]
+        action: String,
+        #[command(flatten)]
+        args: OciHookArgs,
+    },
     /// Build a throwaway pod netns, run podtap on it, print the result, and remove everything.
     Demo {
         /// Keep the demo namespaces and print how to remove them (for poking around).
         #[arg(long)]
         keep: bool,
+        /// Also boot the test guest under QEMU (when installed) and ping the peer through the TAP.
+        #[arg(long)]
+        boot: bool,
     },
 }
 
 /// Where checkpoints live.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct StateArgs {
     /// State directory (tmpfs, like the netns it describes).
     #[arg(long, env = "PODTAP_STATE_DIR", default_value = crate::checkpoint::DEFAULT_STATE_DIR)]
@@ -135,4 +171,14 @@ pub enum ModeArg {
     Tc,
     /// A Linux bridge per interface (veth and physical; others fall back to tc).
     Bridge,
+}
+
+/// Options of `podtap oci-hook` (annotations `io.podtap.*` override them).
+#[derive(Debug, Clone, clap::Args)]
+pub struct OciHookArgs {
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// Write the description here (default: annotation io.podtap.output, else <bundle>/podtap.json).
+    #[arg(long)]
+    pub output: Option<PathBuf>,
 }

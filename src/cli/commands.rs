@@ -90,7 +90,18 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
             }
             emit_text(&text, None)?;
         }
-        Command::Demo { keep } => crate::demo::run(keep)?,
+        Command::Exec {
+            id,
+            vmm,
+            vhost,
+            enter_netns,
+            state,
+            argv,
+        } => {
+            return crate::exec::exec(&id, &state_dir(&state), vmm, vhost, enter_netns, &argv);
+        }
+        Command::OciHook { action, args } => return crate::oci_hook::run(&action, &args),
+        Command::Demo { keep, boot } => crate::demo::run(keep, boot)?,
     }
     Ok(exit::OK)
 }

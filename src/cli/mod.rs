@@ -11,7 +11,7 @@ use std::path::Path;
 
 use clap::Parser;
 
-pub use args::{Cli, Command};
+pub use args::{Cli, Command, OciHookArgs};
 
 use crate::error::{exit, Error, Result};
 use crate::model::Description;
@@ -30,6 +30,9 @@ pub fn init_logging() {
 
 /// Parse the command line, run it, and return the exit code.
 pub fn run() -> i32 {
+    if std::env::var_os("CNI_COMMAND").is_some() {
+        return crate::cni::main();
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
