@@ -1,6 +1,8 @@
 //! Read a pod netns into a [`Description`]: one netlink dump per object type.
 
 pub mod parse;
+#[cfg(test)]
+mod parse_tests;
 
 use futures::TryStreamExt;
 use rtnetlink::packet_route::route::RouteMessage;

@@ -67,7 +67,7 @@ pub fn parse(dump: &Dump) -> Parsed {
         .iter()
         .filter_map(|r| route(r, &names))
         .collect();
-    routes.sort_by(|a, b| route_order(a).cmp(&route_order(b)));
+    routes.sort_by_key(route_order);
 
     let gateways: HashSet<(String, String)> = routes
         .iter()

@@ -1,0 +1,294 @@
+//! Unit tests: netlink messages → model, model → JSON.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
+use rtnetlink::packet_route::link::{
+    InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkLayerType, LinkMessage, State,
+};
+use rtnetlink::packet_route::neighbour::{
+    NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
+};
+use rtnetlink::packet_route::route::{
+    RouteAddress, RouteAttribute, RouteFlags, RouteMessage, RouteMetric, RouteNextHop,
+    RouteProtocol, RouteScope,
+};
+use rtnetlink::packet_route::AddressFamily;
+
+use super::parse::{parse, Dump};
+use crate::model::{Family, LinkKind};
+
+fn link(index: u32, name: &str, kind: Option<InfoKind>, ether: bool) -> LinkMessage {
+    let mut m = LinkMessage::default();
+    m.header.index = index;
+    m.header.link_layer_type = if ether {
+        LinkLayerType::Ether
+    } else {
+        LinkLayerType::Loopback
+    };
+    if !ether {
+        m.header.flags = LinkFlags::Loopback | LinkFlags::Up;
+    }
+    m.attributes.push(LinkAttribute::IfName(name.into()));
+    m.attributes.push(LinkAttribute::Mtu(1500));
+    m.attributes.push(LinkAttribute::OperState(State::Up));
+    if ether {
+        m.attributes
+            .push(LinkAttribute::Address(vec![0x0e, 0, 0, 0, 0, index as u8]));
+    }
+    if let Some(k) = kind {
+        m.attributes
+            .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(k)]));
+    }
+    m
+}
+
+fn addr(index: u32, ip: IpAddr, len: u8, flags: AddressFlags) -> AddressMessage {
+    let mut m = AddressMessage::default();
+    m.header.index = index;
+    m.header.prefix_len = len;
+    m.header.family = if ip.is_ipv4() {
+        AddressFamily::Inet
+    } else {
+        AddressFamily::Inet6
+    };
+    m.attributes.push(AddressAttribute::Local(ip));
+    m.attributes.push(AddressAttribute::Address(ip));
+    m.attributes.push(AddressAttribute::Flags(flags));
+    m
+}
+
+fn route(
+    family: AddressFamily,
+    dst: Option<(IpAddr, u8)>,
+    gw: Option<IpAddr>,
+    oif: Option<u32>,
+) -> RouteMessage {
+    let mut m = RouteMessage::default();
+    m.header.address_family = family;
+    m.header.table = 254;
+    m.header.protocol = RouteProtocol::Static;
+    m.header.scope = RouteScope::Universe;
+    m.header.kind = rtnetlink::packet_route::route::RouteType::Unicast;
+    if let Some((d, len)) = dst {
+        m.header.destination_prefix_length = len;
+        m.attributes.push(RouteAttribute::Destination(d.into()));
+    }
+    if let Some(g) = gw {
+        m.attributes
+            .push(RouteAttribute::Gateway(RouteAddress::from(g)));
+    }
+    if let Some(o) = oif {
+        m.attributes.push(RouteAttribute::Oif(o));
+    }
+    m
+}
+
+fn sample() -> Dump {
+    let v4 = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
+    let v4b = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 3));
+    let ll: IpAddr = "fe80::1".parse().unwrap();
+    let gw = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
+    let mut onlink = route(
+        AddressFamily::Inet,
+        None,
+        Some(IpAddr::V4(Ipv4Addr::new(169, 254, 1, 1))),
+        Some(2),
+    );
+    onlink.header.flags = RouteFlags::Onlink;
+    let mut mtu = route(
+        AddressFamily::Inet,
+        Some(("198.19.0.0".parse().unwrap(), 16)),
+        Some(gw),
+        Some(2),
+    );
+    mtu.attributes
+        .push(RouteAttribute::Metrics(vec![RouteMetric::Mtu(1400)]));
+    mtu.attributes.push(RouteAttribute::Priority(10));
+    let mut multipath = route(
+        AddressFamily::Inet,
+        Some(("198.20.0.0".parse().unwrap(), 24)),
+        None,
+        None,
+    );
+    let hop = |idx, g: Ipv4Addr, hops| {
+        let mut h = RouteNextHop::default();
+        h.interface_index = idx;
+        h.hops = hops;
+        h.attributes
+            .push(RouteAttribute::Gateway(RouteAddress::Inet(g)));
+        h
+    };
+    multipath.attributes.push(RouteAttribute::MultiPath(vec![
+        hop(2, Ipv4Addr::new(198, 18, 0, 1), 0),
+        hop(3, Ipv4Addr::new(198, 18, 1, 1), 1),
+    ]));
+    let dev_only6 = route(
+        AddressFamily::Inet6,
+        Some(("2001:db8:99::".parse().unwrap(), 64)),
+        None,
+        Some(2),
+    );
+    let mut other_table = route(AddressFamily::Inet, None, Some(gw), Some(2));
+    other_table.header.table = 100;
+    let mut neigh = NeighbourMessage::default();
+    neigh.header.family = AddressFamily::Inet;
+    neigh.header.ifindex = 2;
+    neigh.header.state = NeighbourState::Permanent;
+    neigh
+        .attributes
+        .push(NeighbourAttribute::Destination(NeighbourAddress::Inet(
+            Ipv4Addr::new(198, 18, 0, 9),
+        )));
+    neigh
+        .attributes
+        .push(NeighbourAttribute::LinkLayerAddress(vec![2, 0, 0, 0, 0, 9]));
+    let mut stale = neigh.clone();
+    stale.header.state = NeighbourState::Stale;
+    stale.attributes[0] =
+        NeighbourAttribute::Destination(NeighbourAddress::Inet(Ipv4Addr::new(198, 18, 0, 7)));
+    Dump {
+        links: vec![
+            link(3, "net1", Some(InfoKind::MacVlan), true),
+            link(1, "lo", None, false),
+            link(2, "eth0", Some(InfoKind::Veth), true),
+            link(4, "tap0", Some(InfoKind::Tun), true),
+            link(5, "nk0", Some(InfoKind::Other("netkit".into())), true),
+        ],
+        addresses: vec![
+            addr(2, v4, 24, AddressFlags::Permanent),
+            addr(
+                2,
+                v4b,
+                24,
+                AddressFlags::Permanent | AddressFlags::Secondary,
+            ),
+            addr(2, ll, 64, AddressFlags::Permanent | AddressFlags::Tentative),
+        ],
+        routes: vec![dev_only6, multipath, mtu, onlink, other_table],
+        neighbours: vec![neigh, stale],
+    }
+}
+
+#[test]
+fn links_are_classified_sorted_and_marked_eligible() {
+    let p = parse(&sample());
+    let names: Vec<_> = p
+        .interfaces
+        .iter()
+        .map(|i| (i.name.as_str(), i.kind, i.eligible))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("lo", LinkKind::Loopback, false),
+            ("eth0", LinkKind::Veth, true),
+            ("net1", LinkKind::Macvlan, true),
+            ("tap0", LinkKind::Tap, false),
+            ("nk0", LinkKind::Other, true),
+        ]
+    );
+    let nk = &p.interfaces[4];
+    assert_eq!(nk.kind_raw.as_deref(), Some("netkit"));
+    let eth0 = &p.interfaces[1];
+    assert_eq!(eth0.guest_mac, eth0.mac);
+    assert_eq!(eth0.oper_state, "UP");
+}
+
+#[test]
+fn addresses_keep_order_and_flags() {
+    let p = parse(&sample());
+    let eth0 = &p.interfaces[1];
+    assert_eq!(
+        eth0.addresses,
+        ["198.18.0.2/24", "198.18.0.3/24", "fe80::1/64"]
+    );
+    let ll = &eth0.address_details[2];
+    assert!(ll.link_local && ll.tentative && !ll.deprecated);
+    assert_eq!(ll.family, Family::Inet6);
+}
+
+#[test]
+fn routes_keep_onlink_mtu_metric_multipath_and_device_only_v6() {
+    let p = parse(&sample());
+    assert_eq!(p.routes.len(), 4, "the table-100 route is not in main");
+    let default = p
+        .routes
+        .iter()
+        .find(|r| r.destination == "0.0.0.0/0")
+        .unwrap();
+    assert!(default.onlink);
+    assert_eq!(default.gateway.as_deref(), Some("169.254.1.1"));
+    let mtu = p
+        .routes
+        .iter()
+        .find(|r| r.destination == "198.19.0.0/16")
+        .unwrap();
+    assert_eq!(
+        (mtu.mtu, mtu.metric, mtu.protocol.as_str()),
+        (Some(1400), 10, "static")
+    );
+    let mp = p
+        .routes
+        .iter()
+        .find(|r| r.destination == "198.20.0.0/24")
+        .unwrap();
+    assert_eq!(mp.interface, None);
+    assert_eq!(mp.nexthops.len(), 2);
+    assert_eq!(
+        (mp.nexthops[1].interface.as_str(), mp.nexthops[1].weight),
+        ("net1", 2)
+    );
+    let v6 = p.routes.iter().find(|r| r.family == Family::Inet6).unwrap();
+    assert_eq!(
+        (v6.destination.as_str(), v6.gateway.as_deref()),
+        ("2001:db8:99::/64", None)
+    );
+    assert_eq!(v6.interface.as_deref(), Some("eth0"));
+    let families: Vec<_> = p.routes.iter().map(|r| r.family).collect();
+    assert!(families.windows(2).all(|w| w[0] <= w[1]), "IPv4 first");
+}
+
+#[test]
+fn neighbours_are_static_or_gateway_only() {
+    let p = parse(&sample());
+    assert_eq!(p.neighbours.len(), 1);
+    assert_eq!(p.neighbours[0].state, "permanent");
+    assert_eq!(p.neighbours[0].mac, "02:00:00:00:00:09");
+}
+
+#[test]
+fn model_serialises_with_contract_names_and_round_trips() {
+    let p = parse(&sample());
+    let json = serde_json::to_value(&p.routes[0]).unwrap();
+    for key in [
+        "destination",
+        "interface",
+        "metric",
+        "onlink",
+        "scope",
+        "protocol",
+        "family",
+        "type",
+    ] {
+        assert!(json.get(key).is_some(), "route lacks {key}: {json}");
+    }
+    let iface = serde_json::to_value(&p.interfaces[1]).unwrap();
+    for key in [
+        "name",
+        "ifindex",
+        "kind",
+        "mac",
+        "mtu",
+        "addresses",
+        "eligible",
+        "guest_mac",
+    ] {
+        assert!(iface.get(key).is_some(), "interface lacks {key}");
+    }
+    assert_eq!(iface["kind"], "veth");
+    let back: crate::model::Interface = serde_json::from_value(iface).unwrap();
+    assert_eq!(back, p.interfaces[1]);
+    let v6: IpAddr = Ipv6Addr::UNSPECIFIED.into();
+    assert!(v6.is_ipv6());
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs on a fresh Debian machine (run as root).
+# Idempotent: only calls apt-get when something is missing.
+set -euo pipefail
+
+need=()
+have() { command -v "$1" >/dev/null 2>&1 || [ -e "$1" ]; }
+have ip || need+=(iproute2)
+have jq || need+=(jq)
+have qemu-system-x86_64 || need+=(qemu-system-x86)
+have /usr/lib/cni/bridge || need+=(containernetworking-plugins)
+have /bin/busybox || need+=(busybox-static)
+have cpio || need+=(cpio)
+have runc || need+=(runc)
+have setpriv || need+=(util-linux)
+have python3 || need+=(python3)
+have /usr/bin/time || need+=(time)
+
+if [ ${#need[@]} -gt 0 ]; then
+    echo "install-deps: installing ${need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# The test guest (kernel + initramfs), cached across runs.
+bash "$(dirname "$0")/guest/build-guest.sh" >/dev/null
+echo "install-deps: ready"
