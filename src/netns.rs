@@ -9,7 +9,7 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::sched::{setns, CloneFlags};
@@ -43,7 +43,20 @@ pub struct NetnsLink {
 impl NetNs {
     /// Open `path` and verify it is a network namespace (and not the host's, unless allowed).
     pub fn open(path: &Path, allow_host: bool) -> Result<Self> {
-        let file = File::open(path).map_err(|e| open_error(path, e))?;
+        // Look before opening: open(2) on a FIFO blocks until a writer comes,
+        // and opening a device node can have side effects.
+        let pre = std::fs::metadata(path).map_err(|e| open_error(path, e))?;
+        if let Some(what) = not_a_file(&pre.file_type()) {
+            return Err(Error::NotNetns {
+                path: path.into(),
+                what: what.into(),
+            });
+        }
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)
+            .map_err(|e| open_error(path, e))?;
         let meta = file.metadata().map_err(|e| Error::io("netns", path, e))?;
         if meta.is_dir() {
             return Err(Error::NotNetns {
@@ -139,9 +152,14 @@ impl NetNs {
                 .map(|h| h.join())
         });
         match result {
-            Ok(Ok(value)) => {
-                value.map_err(|e| Error::kernel(&self.display(), "enter netns / open", "", e))
-            }
+            Ok(Ok(value)) => value.map_err(|e| match e.kind() {
+                io::ErrorKind::PermissionDenied => Error::Permission {
+                    what: "enter netns",
+                    path: self.path.clone(),
+                    source: e,
+                },
+                _ => Error::kernel(&self.display(), "enter netns / open", "", e),
+            }),
             Ok(Err(_)) => Err(Error::Invalid(format!(
                 "netns {}: worker thread panicked",
                 self.display()
@@ -172,6 +190,25 @@ impl NetNs {
             socket,
             ipv6_enabled,
         })
+    }
+}
+
+/// What a non-regular file is, for the "not a network namespace" message.
+/// nsfs files (pinned or `/proc/PID/ns/net`) stat as regular files.
+fn not_a_file(t: &std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        Some("a directory")
+    } else if t.is_fifo() {
+        Some("a FIFO")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else if t.is_char_device() {
+        Some("a character device")
+    } else if t.is_block_device() {
+        Some("a block device")
+    } else {
+        None
     }
 }
 

@@ -1,8 +1,316 @@
-//! podtap as an OCI runtime hook (createRuntime attach, poststop detach). (Being written.)
+//! podtap as an OCI runtime hook: `createRuntime` attaches, `poststop` detaches.
+//!
+//! The runtime passes the container's state on stdin (`ociVersion`, `id`,
+//! `status`, `pid`, `bundle`, `annotations`). The sandbox id is the container
+//! id. The netns is the one the bundle's `config.json` names
+//! (`linux.namespaces[type=network].path`): a pinned netns outlives the
+//! container, so poststop can still find and remove the TAPs. Without one,
+//! podtap uses `/proc/<pid>/ns/net` (the runtime's own netns, which dies with
+//! the container and takes the TAPs with it). See `docs/integration.md`.
 
-use crate::error::{Error, Result};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::checkpoint::{validate_id, StateDir};
+use crate::cli::OciHookArgs;
+use crate::error::{exit, Error, Result};
+use crate::model::Wiring;
+use crate::plan::AttachOptions;
+
+/// Annotation keys podtap reads.
+pub mod annotation {
+    pub const MODE: &str = "io.podtap.mode";
+    pub const QUEUES: &str = "io.podtap.queues";
+    pub const INTERFACES: &str = "io.podtap.interfaces";
+    pub const OUTPUT: &str = "io.podtap.output";
+    pub const TAP_OWNER: &str = "io.podtap.tap-owner";
+}
+
+/// Default description file name inside the bundle.
+pub const DEFAULT_OUTPUT: &str = "podtap.json";
+
+/// The OCI runtime state (runtime-spec `state`), as far as podtap reads it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct State {
+    #[serde(default)]
+    pub oci_version: Option<String>,
+    pub id: String,
+    #[serde(default)]
+    pub status: Option<String>,
+    #[serde(default)]
+    pub pid: Option<i64>,
+    #[serde(default)]
+    pub bundle: Option<PathBuf>,
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}
 
 /// `podtap oci-hook attach|detach`: OCI state JSON on stdin.
-pub fn run(_action: &str, _args: &crate::cli::OciHookArgs) -> Result<i32> {
-    Err(Error::Invalid("oci-hook: not implemented yet".into()))
+pub fn run(action: &str, args: &OciHookArgs) -> Result<i32> {
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .map_err(|e| Error::io("read OCI state from", "stdin", e))?;
+    let state = parse_state(&text)?;
+    let dir = StateDir::new(&args.state.state_dir);
+    match action {
+        "attach" => attach(&state, args.output.as_deref(), &dir),
+        "detach" => detach(&state, &dir),
+        other => Err(Error::Invalid(format!(
+            "oci-hook: unknown action {other:?} (expected attach or detach)"
+        ))),
+    }
+}
+
+/// Parse and sanity-check the state JSON.
+pub fn parse_state(text: &str) -> Result<State> {
+    let state: State = serde_json::from_str(text)
+        .map_err(|e| Error::Invalid(format!("oci-hook: invalid OCI state on stdin: {e}")))?;
+    validate_id(&state.id)?;
+    Ok(state)
+}
+
+fn attach(state: &State, flag_output: Option<&Path>, dir: &StateDir) -> Result<i32> {
+    let opts = options(&state.annotations)?;
+    let output = output_path(state, flag_output)?;
+    let netns = netns_path(state)?;
+    let desc = crate::attach::attach(&netns, false, &state.id, &opts, dir)?;
+    if let Some(parent) = output.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| Error::io("create description dir", parent, e))?;
+    }
+    crate::cli::emit(&desc, Some(&output))?;
+    Ok(exit::OK)
+}
+
+fn detach(state: &State, dir: &StateDir) -> Result<i32> {
+    let report = match crate::detach::detach(&state.id, dir, false, None) {
+        Ok(r) => r,
+        Err(Error::CorruptState { .. }) => {
+            let netns = bundle_netns(state).ok().flatten();
+            crate::detach::detach(&state.id, dir, true, netns.as_deref())?
+        }
+        Err(e) => return Err(e),
+    };
+    for w in report.warnings {
+        eprintln!("podtap: warning: {w}");
+    }
+    Ok(exit::OK)
+}
+
+/// Attach options from the `io.podtap.*` annotations.
+pub fn options(ann: &BTreeMap<String, String>) -> Result<AttachOptions> {
+    let mut opts = AttachOptions::default();
+    if let Some(mode) = ann.get(annotation::MODE) {
+        opts.mode = match mode.as_str() {
+            "tc" => Wiring::Tc,
+            "bridge" => Wiring::Bridge,
+            other => {
+                return Err(Error::Invalid(format!(
+                    "annotation {}={other:?}: expected tc or bridge",
+                    annotation::MODE
+                )))
+            }
+        };
+    }
+    if let Some(q) = ann.get(annotation::QUEUES) {
+        opts.queues = q
+            .trim()
+            .parse()
+            .ok()
+            .filter(|&q: &u32| q >= 1)
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "annotation {}={q:?}: expected a number of at least 1",
+                    annotation::QUEUES
+                ))
+            })?;
+    }
+    if let Some(list) = ann.get(annotation::INTERFACES) {
+        let names: Vec<String> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+        if names.is_empty() {
+            return Err(Error::Invalid(format!(
+                "annotation {} is empty",
+                annotation::INTERFACES
+            )));
+        }
+        opts.interfaces = Some(names);
+    }
+    if let Some(owner) = ann.get(annotation::TAP_OWNER) {
+        let bad = || {
+            Error::Invalid(format!(
+                "annotation {}={owner:?}: expected UID or UID:GID",
+                annotation::TAP_OWNER
+            ))
+        };
+        let (uid, gid) = match owner.split_once(':') {
+            Some((u, g)) => (u, Some(g)),
+            None => (owner.as_str(), None),
+        };
+        opts.owner = Some(uid.parse().map_err(|_| bad())?);
+        opts.group = gid.map(|g| g.parse().map_err(|_| bad())).transpose()?;
+    }
+    Ok(opts)
+}
+
+/// Where the description goes: the annotation (a path inside the bundle), else
+/// `--output`, else `<bundle>/podtap.json`.
+///
+/// Annotations come from whoever creates the pod, so they may only name a
+/// relative path below the bundle; the hook runs as root.
+pub fn output_path(state: &State, flag: Option<&Path>) -> Result<PathBuf> {
+    let bundle = || {
+        state.bundle.clone().ok_or_else(|| {
+            Error::Invalid(
+                "oci-hook: the OCI state has no bundle to write the description to".into(),
+            )
+        })
+    };
+    if let Some(rel) = state.annotations.get(annotation::OUTPUT) {
+        let p = Path::new(rel);
+        let inside = !rel.is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)));
+        if !inside {
+            return Err(Error::Invalid(format!(
+                "annotation {}={rel:?}: must be a relative path inside the bundle",
+                annotation::OUTPUT
+            )));
+        }
+        return Ok(bundle()?.join(p));
+    }
+    match flag {
+        Some(p) => Ok(p.to_path_buf()),
+        None => Ok(bundle()?.join(DEFAULT_OUTPUT)),
+    }
+}
+
+/// The netns to attach in: the bundle's network namespace path, else the pid's.
+pub fn netns_path(state: &State) -> Result<PathBuf> {
+    if let Some(path) = bundle_netns(state)? {
+        return Ok(path);
+    }
+    match state.pid {
+        Some(pid) if pid > 0 => Ok(PathBuf::from(format!("/proc/{pid}/ns/net"))),
+        _ => Err(Error::Invalid(
+            "oci-hook: no netns: the state has no pid and the bundle's config.json names no network namespace path"
+                .into(),
+        )),
+    }
+}
+
+/// `linux.namespaces[type=network].path` from `<bundle>/config.json`, if any.
+fn bundle_netns(state: &State) -> Result<Option<PathBuf>> {
+    #[derive(Deserialize)]
+    struct Config {
+        #[serde(default)]
+        linux: Option<Linux>,
+    }
+    #[derive(Deserialize)]
+    struct Linux {
+        #[serde(default)]
+        namespaces: Vec<Namespace>,
+    }
+    #[derive(Deserialize)]
+    struct Namespace {
+        #[serde(rename = "type")]
+        kind: String,
+        #[serde(default)]
+        path: Option<PathBuf>,
+    }
+    let Some(bundle) = &state.bundle else {
+        return Ok(None);
+    };
+    let file = bundle.join("config.json");
+    let text = match std::fs::read_to_string(&file) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("read bundle config", &file, e)),
+    };
+    let config: Config = serde_json::from_str(&text)
+        .map_err(|e| Error::Invalid(format!("oci-hook: {}: {e}", file.display())))?;
+    Ok(config
+        .linux
+        .into_iter()
+        .flat_map(|l| l.namespaces)
+        .find(|n| n.kind == "network")
+        .and_then(|n| n.path)
+        .filter(|p| !p.as_os_str().is_empty()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ann(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn annotations_make_options() {
+        let o = options(&ann(&[
+            (annotation::MODE, "bridge"),
+            (annotation::QUEUES, "4"),
+            (annotation::INTERFACES, "eth0, net1"),
+            (annotation::TAP_OWNER, "1000:100"),
+        ]))
+        .unwrap();
+        assert_eq!(o.mode, Wiring::Bridge);
+        assert_eq!(o.queues, 4);
+        assert_eq!(o.interfaces, Some(vec!["eth0".into(), "net1".into()]));
+        assert_eq!((o.owner, o.group), (Some(1000), Some(100)));
+        assert_eq!(options(&ann(&[])).unwrap(), AttachOptions::default());
+        for bad in [
+            (annotation::MODE, "macvtap"),
+            (annotation::QUEUES, "0"),
+            (annotation::QUEUES, "x"),
+            (annotation::INTERFACES, " , "),
+            (annotation::TAP_OWNER, "bob"),
+        ] {
+            assert!(options(&ann(&[bad])).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn output_stays_in_the_bundle() {
+        let mut s = parse_state(r#"{"ociVersion":"1.0.2","id":"c1","bundle":"/b"}"#).unwrap();
+        assert_eq!(
+            output_path(&s, None).unwrap(),
+            PathBuf::from("/b/podtap.json")
+        );
+        assert_eq!(
+            output_path(&s, Some(Path::new("/x/d.json"))).unwrap(),
+            PathBuf::from("/x/d.json")
+        );
+        s.annotations = ann(&[(annotation::OUTPUT, "vm/net.json")]);
+        assert_eq!(
+            output_path(&s, Some(Path::new("/x/d.json"))).unwrap(),
+            PathBuf::from("/b/vm/net.json")
+        );
+        for bad in ["/etc/passwd", "../x", "a/../../x", ""] {
+            s.annotations = ann(&[(annotation::OUTPUT, bad)]);
+            assert!(output_path(&s, None).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn state_parsing() {
+        assert!(parse_state("{").is_err());
+        assert!(parse_state(r#"{"ociVersion":"1.0.2"}"#).is_err());
+        assert!(parse_state(r#"{"id":"../x"}"#).is_err());
+        let s = parse_state(r#"{"ociVersion":"1.0.2","id":"c","pid":42}"#).unwrap();
+        assert_eq!(netns_path(&s).unwrap(), PathBuf::from("/proc/42/ns/net"));
+        let s = parse_state(r#"{"id":"c","pid":0}"#).unwrap();
+        assert!(netns_path(&s).is_err());
+    }
 }

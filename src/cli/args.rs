@@ -178,7 +178,8 @@ pub enum ModeArg {
 pub struct OciHookArgs {
     #[command(flatten)]
     pub state: StateArgs,
-    /// Write the description here (default: annotation io.podtap.output, else <bundle>/podtap.json).
+    /// Write the description here when the annotation io.podtap.output (a path relative to
+    /// the bundle) is absent; default <bundle>/podtap.json.
     #[arg(long)]
     pub output: Option<PathBuf>,
 }

@@ -1,7 +1,184 @@
-//! podtap as a chained CNI plugin (spec 1.0.0 / 1.1.0). (Being written.)
+//! podtap as a chained CNI plugin (spec 1.0.0 / 1.1.0).
+//!
+//! The runtime runs the binary with `CNI_COMMAND` and friends in the
+//! environment and the network configuration on stdin. podtap answers with a
+//! result (ADD), a version list (VERSION), nothing (DEL, CHECK, STATUS, GC),
+//! or a CNI error object on stdout and a non-zero exit. See `docs/integration.md`.
+
+mod commands;
+mod config;
+mod registry;
+mod result;
+mod status;
+
+use std::io::{Read, Write};
+
+use serde::Serialize;
+
+pub use config::{LATEST_VERSION, SUPPORTED_VERSIONS};
+
+/// The spec's well-known error codes, and podtap's own (100 + its exit code).
+pub mod code {
+    pub const INCOMPATIBLE_VERSION: u32 = 1;
+    pub const UNSUPPORTED_FIELD: u32 = 2;
+    pub const CONTAINER_UNKNOWN: u32 = 3;
+    pub const INVALID_ENV: u32 = 4;
+    pub const IO_FAILURE: u32 = 5;
+    pub const DECODING_FAILURE: u32 = 6;
+    pub const INVALID_CONFIG: u32 = 7;
+    pub const TRY_AGAIN_LATER: u32 = 11;
+    pub const NOT_AVAILABLE: u32 = 50;
+    /// podtap-specific codes are this plus podtap's exit code (e.g. 110: kernel operation failed).
+    pub const PODTAP_BASE: u32 = 100;
+}
+
+/// The exit status of every failed CNI command (the error object says why).
+pub const EXIT_ERROR: i32 = 1;
+
+/// A CNI error object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CniError {
+    pub code: u32,
+    pub msg: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub details: String,
+}
+
+impl CniError {
+    pub fn new(code: u32, msg: impl Into<String>) -> Self {
+        CniError {
+            code,
+            msg: msg.into(),
+            details: String::new(),
+        }
+    }
+
+    pub fn details(mut self, details: impl Into<String>) -> Self {
+        self.details = details.into();
+        self
+    }
+}
+
+impl From<crate::error::Error> for CniError {
+    fn from(e: crate::error::Error) -> Self {
+        use crate::error::Error;
+        let exit = e.exit_code();
+        let code = match &e {
+            Error::NetnsMissing { .. } => code::CONTAINER_UNKNOWN,
+            Error::BadId { .. } => code::INVALID_ENV,
+            Error::Busy { .. } => code::TRY_AGAIN_LATER,
+            Error::Io { .. } => code::IO_FAILURE,
+            _ => code::PODTAP_BASE + u32::try_from(exit).unwrap_or(1),
+        };
+        CniError::new(code, e.to_string().replace('\n', " "))
+            .details(format!("podtap exit code {exit}"))
+    }
+}
+
+/// The `CNI_*` environment.
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    pub command: String,
+    pub container_id: Option<String>,
+    pub netns: Option<String>,
+    pub ifname: Option<String>,
+    pub args: String,
+}
+
+impl Env {
+    fn from_process() -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        Env {
+            command: var("CNI_COMMAND").unwrap_or_default(),
+            container_id: var("CNI_CONTAINERID"),
+            netns: var("CNI_NETNS"),
+            ifname: var("CNI_IFNAME"),
+            args: var("CNI_ARGS").unwrap_or_default(),
+        }
+    }
+
+    /// A variable the command cannot do without (error 4 when unset or empty).
+    fn required(&self, name: &str) -> Result<&str, CniError> {
+        let v = match name {
+            "CNI_CONTAINERID" => &self.container_id,
+            "CNI_NETNS" => &self.netns,
+            "CNI_IFNAME" => &self.ifname,
+            _ => &None,
+        };
+        v.as_deref().ok_or_else(|| {
+            CniError::new(
+                code::INVALID_ENV,
+                format!("{name} is required for {}", self.command),
+            )
+        })
+    }
+}
 
 /// Run the CNI plugin protocol: env `CNI_*`, config on stdin, result or error on stdout.
 pub fn main() -> i32 {
-    println!("{{\"cniVersion\":\"1.0.0\",\"code\":4,\"msg\":\"not implemented yet\"}}");
-    1
+    let env = Env::from_process();
+    let mut stdin = String::new();
+    let read = std::io::stdin().read_to_string(&mut stdin);
+    let outcome = match read {
+        Ok(_) => commands::run(&env, &stdin),
+        Err(e) => Err(CniError::new(code::IO_FAILURE, "read stdin").details(e.to_string())),
+    };
+    match outcome {
+        Ok(Some(value)) => match print_json(&value) {
+            Ok(()) => 0,
+            Err(_) => EXIT_ERROR,
+        },
+        Ok(None) => 0,
+        Err(err) => {
+            let version =
+                config::requested_version(&stdin).unwrap_or_else(|| LATEST_VERSION.to_string());
+            report(&version, &err);
+            EXIT_ERROR
+        }
+    }
+}
+
+/// Print the error object on stdout (where the runtime reads it) and a line on stderr.
+fn report(version: &str, err: &CniError) {
+    tracing::error!("CNI error {}: {} {}", err.code, err.msg, err.details);
+    let mut obj = serde_json::json!({ "cniVersion": version, "code": err.code, "msg": err.msg });
+    if let (false, Some(o)) = (err.details.is_empty(), obj.as_object_mut()) {
+        o.insert("details".into(), err.details.clone().into());
+    }
+    let _ = print_json(&obj);
+}
+
+fn print_json(value: &serde_json::Value) -> std::io::Result<()> {
+    let text = serde_json::to_string(value).map_err(std::io::Error::other)?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.write_all(b"\n")?;
+    out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+
+    #[test]
+    fn podtap_errors_map_to_cni_codes() {
+        let missing = Error::NetnsMissing {
+            path: "/run/netns/x".into(),
+            hint: "",
+        };
+        assert_eq!(CniError::from(missing).code, code::CONTAINER_UNKNOWN);
+        let busy = Error::Busy {
+            id: "a".into(),
+            path: "/run/podtap/a.lock".into(),
+        };
+        assert_eq!(CniError::from(busy).code, code::TRY_AGAIN_LATER);
+        let failed = CniError::from(Error::CheckFailed {
+            id: "a".into(),
+            problems: "gone".into(),
+        });
+        assert_eq!(failed.code, 112);
+        assert_eq!(failed.details, "podtap exit code 12");
+        assert_eq!(CniError::from(Error::Invalid("x".into())).code, 113);
+    }
 }

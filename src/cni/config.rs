@@ -1,0 +1,267 @@
+//! The network configuration podtap receives on stdin, and the options it yields.
+//!
+//! Precedence, lowest first: the plugin's own keys in the conflist, then
+//! `args.cni.podtap`, then `CNI_ARGS` (`PODTAP_MODE`, `PODTAP_QUEUES`), then
+//! `runtimeConfig.podtap` (the runtime's capability `podtap`).
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{code, CniError};
+use crate::checkpoint::DEFAULT_STATE_DIR;
+use crate::model::Wiring;
+use crate::plan::AttachOptions;
+
+/// CNI spec versions podtap speaks (it needs a 1.0-format `prevResult`).
+pub const SUPPORTED_VERSIONS: &[&str] = &["1.0.0", "1.1.0"];
+/// The version podtap answers with when the request names none it supports.
+pub const LATEST_VERSION: &str = "1.1.0";
+
+/// The parts of the network configuration podtap reads. Everything else is ignored.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetConf {
+    pub cni_version: String,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub prev_result: Option<Value>,
+    #[serde(default)]
+    pub runtime_config: Option<Value>,
+    #[serde(default)]
+    pub args: Option<Value>,
+    #[serde(flatten)]
+    pub options: Overrides,
+    /// Where checkpoints live; `/run/podtap` when absent.
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
+    /// GC (1.1): the attachments the runtime still knows.
+    #[serde(rename = "cni.dev/valid-attachments", default)]
+    pub valid_attachments: Option<Vec<ValidAttachment>>,
+}
+
+/// One entry of `cni.dev/valid-attachments`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ValidAttachment {
+    #[serde(rename = "containerID")]
+    pub container_id: String,
+    pub ifname: String,
+}
+
+/// The option keys, in any of the places that may set them.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Overrides {
+    #[serde(default)]
+    pub mode: Option<String>,
+    #[serde(default)]
+    pub queues: Option<u32>,
+    #[serde(default)]
+    pub tap_owner: Option<u32>,
+    #[serde(default)]
+    pub tap_group: Option<u32>,
+    #[serde(default)]
+    pub vnet_hdr: Option<bool>,
+}
+
+impl Overrides {
+    fn merge(&mut self, over: Overrides) {
+        self.mode = over.mode.or(self.mode.take());
+        self.queues = over.queues.or(self.queues);
+        self.tap_owner = over.tap_owner.or(self.tap_owner);
+        self.tap_group = over.tap_group.or(self.tap_group);
+        self.vnet_hdr = over.vnet_hdr.or(self.vnet_hdr);
+    }
+}
+
+/// Parse stdin. Invalid JSON is error 6; a missing or unsupported `cniVersion` is error 1.
+pub fn parse(stdin: &str) -> Result<NetConf, CniError> {
+    let value: Value = serde_json::from_str(stdin).map_err(|e| {
+        CniError::new(
+            code::DECODING_FAILURE,
+            "failed to decode network configuration",
+        )
+        .details(e.to_string())
+    })?;
+    let version = value.get("cniVersion").and_then(Value::as_str);
+    match version {
+        None => {
+            return Err(CniError::new(
+                code::INVALID_CONFIG,
+                "network configuration has no cniVersion",
+            ))
+        }
+        Some(v) if !SUPPORTED_VERSIONS.contains(&v) => {
+            return Err(CniError::new(
+                code::INCOMPATIBLE_VERSION,
+                format!("incompatible CNI version {v:?}"),
+            )
+            .details(format!("podtap supports {}", SUPPORTED_VERSIONS.join(", "))))
+        }
+        Some(_) => {}
+    }
+    serde_json::from_value(value).map_err(|e| {
+        CniError::new(code::INVALID_CONFIG, "invalid network configuration").details(e.to_string())
+    })
+}
+
+/// The cniVersion of a request, if it can be read at all (for error replies).
+pub fn requested_version(stdin: &str) -> Option<String> {
+    let value: Value = serde_json::from_str(stdin).ok()?;
+    value.get("cniVersion")?.as_str().map(str::to_string)
+}
+
+impl NetConf {
+    pub fn state_dir(&self) -> PathBuf {
+        self.state_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR))
+    }
+
+    /// The attach options for interface `ifname`, from every source in precedence order.
+    pub fn attach_options(&self, ifname: &str, cni_args: &str) -> Result<AttachOptions, CniError> {
+        let mut o = self.options.clone();
+        if let Some(v) = self
+            .args
+            .as_ref()
+            .and_then(|a| a.get("cni"))
+            .and_then(|c| c.get("podtap"))
+        {
+            o.merge(overrides_from("args.cni.podtap", v)?);
+        }
+        o.merge(overrides_from_cni_args(cni_args)?);
+        if let Some(v) = self.runtime_config.as_ref().and_then(|r| r.get("podtap")) {
+            o.merge(overrides_from("runtimeConfig.podtap", v)?);
+        }
+        let mode = match o.mode.as_deref() {
+            None | Some("tc") => Wiring::Tc,
+            Some("bridge") => Wiring::Bridge,
+            Some(other) => {
+                return Err(CniError::new(
+                    code::INVALID_CONFIG,
+                    format!("unknown mode {other:?}: expected \"tc\" or \"bridge\""),
+                ))
+            }
+        };
+        let queues = o.queues.unwrap_or(1);
+        if queues == 0 {
+            return Err(CniError::new(
+                code::INVALID_CONFIG,
+                "queues must be at least 1",
+            ));
+        }
+        Ok(AttachOptions {
+            mode,
+            queues,
+            vnet_hdr: o.vnet_hdr.unwrap_or(true),
+            owner: o.tap_owner,
+            group: o.tap_group,
+            interfaces: Some(vec![ifname.to_string()]),
+        })
+    }
+}
+
+fn overrides_from(place: &str, v: &Value) -> Result<Overrides, CniError> {
+    serde_json::from_value(v.clone()).map_err(|e| {
+        CniError::new(code::INVALID_CONFIG, format!("invalid {place}")).details(e.to_string())
+    })
+}
+
+/// `CNI_ARGS` is `K=V;K=V`; podtap reads `PODTAP_MODE` and `PODTAP_QUEUES` and ignores the rest.
+fn overrides_from_cni_args(cni_args: &str) -> Result<Overrides, CniError> {
+    let mut o = Overrides::default();
+    for pair in cni_args.split(';').filter(|p| !p.is_empty()) {
+        let Some((k, v)) = pair.split_once('=') else {
+            return Err(CniError::new(
+                code::INVALID_ENV,
+                format!("CNI_ARGS: {pair:?} is not KEY=VALUE"),
+            ));
+        };
+        match k {
+            "PODTAP_MODE" => o.mode = Some(v.to_string()),
+            "PODTAP_QUEUES" => {
+                o.queues = Some(v.parse().map_err(|_| {
+                    CniError::new(
+                        code::INVALID_ENV,
+                        format!("CNI_ARGS: PODTAP_QUEUES={v:?} is not a number"),
+                    )
+                })?)
+            }
+            _ => {}
+        }
+    }
+    Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conf(extra: &str) -> NetConf {
+        parse(&format!(
+            r#"{{"cniVersion":"1.0.0","name":"n","type":"podtap"{extra}}}"#
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn defaults() {
+        let o = conf("").attach_options("eth0", "").unwrap();
+        assert_eq!(o.mode, Wiring::Tc);
+        assert_eq!(o.queues, 1);
+        assert!(o.vnet_hdr);
+        assert_eq!(o.interfaces, Some(vec!["eth0".to_string()]));
+        assert_eq!(conf("").state_dir(), PathBuf::from("/run/podtap"));
+    }
+
+    #[test]
+    fn precedence() {
+        let c = conf(
+            r#","mode":"tc","queues":2,"tapOwner":1000,
+               "args":{"cni":{"podtap":{"mode":"bridge","queues":3}}},
+               "runtimeConfig":{"podtap":{"queues":4}}"#,
+        );
+        let o = c.attach_options("eth0", "").unwrap();
+        assert_eq!((o.mode, o.queues, o.owner), (Wiring::Bridge, 4, Some(1000)));
+        let o = c
+            .attach_options("eth0", "IgnoreUnknown=1;PODTAP_MODE=tc;K8S_POD_NAME=x")
+            .unwrap();
+        assert_eq!(o.mode, Wiring::Tc);
+    }
+
+    #[test]
+    fn rejects() {
+        assert_eq!(parse("{").unwrap_err().code, code::DECODING_FAILURE);
+        assert_eq!(parse("{}").unwrap_err().code, code::INVALID_CONFIG);
+        assert_eq!(
+            parse(r#"{"cniVersion":"0.4.0"}"#).unwrap_err().code,
+            code::INCOMPATIBLE_VERSION
+        );
+        assert_eq!(
+            parse(r#"{"cniVersion":"1.0.0","queues":"x"}"#)
+                .unwrap_err()
+                .code,
+            code::INVALID_CONFIG
+        );
+        let e = conf(r#","mode":"macvtap""#)
+            .attach_options("eth0", "")
+            .unwrap_err();
+        assert_eq!(e.code, code::INVALID_CONFIG);
+        assert_eq!(
+            conf(r#","queues":0"#)
+                .attach_options("eth0", "")
+                .unwrap_err()
+                .code,
+            code::INVALID_CONFIG
+        );
+        assert_eq!(
+            conf("")
+                .attach_options("eth0", "PODTAP_QUEUES=many")
+                .unwrap_err()
+                .code,
+            code::INVALID_ENV
+        );
+    }
+}

@@ -1,0 +1,870 @@
+//! podtap as a chained CNI plugin, driven exactly as libcni drives a conflist:
+//! the real Debian containernetworking-plugins (bridge, macvlan, host-local)
+//! followed by podtap, each plugin found through CNI_PATH and given its
+//! predecessor's result as `prevResult`. Plugins run inside a private "node"
+//! netns (`ip netns exec`), so the bridge never lands in the root netns.
+//!
+//! Bad-stdin tests need no root; the rest skip without root or without the plugins.
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use common::{sh, Netns};
+use serde_json::{json, Value};
+
+const PLUGINS: &str = "/usr/lib/cni";
+/// A containerd-style container id: 64 hex digits.
+fn container_id(n: u32) -> String {
+    format!(
+        "{:064x}",
+        0xc0ffee_u64 * 1000 + u64::from(n) + u64::from(std::process::id()) * 7
+    )
+}
+
+/// A temp dir removed on drop.
+struct TempDir(common::StateDir);
+
+impl TempDir {
+    fn new() -> Self {
+        let d = common::StateDir::new();
+        std::fs::create_dir_all(&d.0).expect("create temp dir");
+        TempDir(d)
+    }
+    fn path(&self) -> &Path {
+        &self.0 .0
+    }
+}
+
+fn ready(test: &str) -> bool {
+    common::root_or_skip(test) && common::tool_or_skip(test, &format!("{PLUGINS}/bridge"))
+}
+
+/// One plugin invocation's outcome.
+struct Run {
+    out: Output,
+}
+
+impl Run {
+    fn ok(&self) -> bool {
+        self.out.status.success()
+    }
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.out.stdout).unwrap_or(Value::Null)
+    }
+    fn expect_ok(&self, what: &str) -> Value {
+        assert!(
+            self.ok(),
+            "{what} failed ({:?}): stdout {} stderr {}",
+            self.out.status.code(),
+            common::stdout(&self.out),
+            common::stderr(&self.out)
+        );
+        self.json()
+    }
+    /// Assert a CNI error object with `code` on stdout and exit status 1.
+    fn expect_err(&self, code: u64) -> Value {
+        let v = self.json();
+        assert_eq!(
+            self.out.status.code(),
+            Some(1),
+            "exit status; stdout {}",
+            common::stdout(&self.out)
+        );
+        assert_eq!(
+            v["code"],
+            code,
+            "error object {v}; stderr {}",
+            common::stderr(&self.out)
+        );
+        assert!(
+            v["msg"].as_str().is_some_and(|m| !m.is_empty()),
+            "msg in {v}"
+        );
+        assert!(v["cniVersion"].is_string(), "cniVersion in {v}");
+        v
+    }
+}
+
+/// A conflist run the libcni way inside `node`.
+struct Chain {
+    conf: Value,
+    bin: TempDir,
+    node: Option<String>,
+}
+
+impl Chain {
+    /// `conf` is a parsed conflist; `bin` gets the plugins it names (podtap = the binary under test).
+    fn new(conf: Value, node: Option<&Netns>) -> Self {
+        let bin = TempDir::new();
+        for name in ["bridge", "macvlan", "host-local", "ptp"] {
+            let _ = std::os::unix::fs::symlink(format!("{PLUGINS}/{name}"), bin.path().join(name));
+        }
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_podtap"), bin.path().join("podtap"))
+            .expect("link podtap");
+        Chain {
+            conf,
+            bin,
+            node: node.map(|n| n.name.clone()),
+        }
+    }
+
+    fn plugins(&self) -> Vec<Value> {
+        self.conf["plugins"].as_array().expect("plugins").clone()
+    }
+
+    /// The config libcni gives plugin `p`: its own keys plus name, cniVersion and prevResult.
+    fn plugin_conf(&self, p: &Value, prev: Option<&Value>) -> Value {
+        let mut c = p.clone();
+        c["name"] = self.conf["name"].clone();
+        c["cniVersion"] = self.conf["cniVersion"].clone();
+        if let Some(prev) = prev {
+            c["prevResult"] = prev.clone();
+        }
+        c
+    }
+
+    fn exec(&self, plugin_type: &str, stdin: &str, env: &[(&str, &str)]) -> Run {
+        let exe = self.bin.path().join(plugin_type);
+        let mut cmd = match &self.node {
+            Some(node) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", node]).arg(&exe);
+                c
+            }
+            None => Command::new(&exe),
+        };
+        cmd.env("CNI_PATH", self.bin.path())
+            .env("PODTAP_LOG", "info");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn plugin");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(stdin.as_bytes())
+            .expect("write stdin");
+        Run {
+            out: child.wait_with_output().expect("wait plugin"),
+        }
+    }
+
+    fn env<'a>(
+        cmd: &'a str,
+        cid: &'a str,
+        netns: &'a str,
+        ifname: &'a str,
+    ) -> Vec<(&'a str, &'a str)> {
+        vec![
+            ("CNI_COMMAND", cmd),
+            ("CNI_CONTAINERID", cid),
+            ("CNI_NETNS", netns),
+            ("CNI_IFNAME", ifname),
+        ]
+    }
+
+    /// ADD every plugin in order, threading the result; returns (results per plugin).
+    fn add(&self, cid: &str, netns: &str, ifname: &str) -> Vec<Value> {
+        let mut prev: Option<Value> = None;
+        let mut results = Vec::new();
+        for p in self.plugins() {
+            let t = p["type"].as_str().expect("type").to_string();
+            let stdin = self.plugin_conf(&p, prev.as_ref()).to_string();
+            let r = self
+                .exec(&t, &stdin, &Self::env("ADD", cid, netns, ifname))
+                .expect_ok(&format!("ADD {t}"));
+            prev = Some(r.clone());
+            results.push(r);
+        }
+        results
+    }
+
+    /// CHECK every plugin in order with the cached final result.
+    fn check(&self, cid: &str, netns: &str, ifname: &str, result: &Value) -> Vec<Run> {
+        self.plugins()
+            .iter()
+            .map(|p| {
+                let stdin = self.plugin_conf(p, Some(result)).to_string();
+                self.exec(
+                    p["type"].as_str().expect("type"),
+                    &stdin,
+                    &Self::env("CHECK", cid, netns, ifname),
+                )
+            })
+            .collect()
+    }
+
+    /// DEL every plugin in reverse order, with the cached result when there is one.
+    fn del(&self, cid: &str, netns: &str, ifname: &str, result: Option<&Value>) {
+        for p in self.plugins().iter().rev() {
+            let t = p["type"].as_str().expect("type");
+            let stdin = self.plugin_conf(p, result).to_string();
+            self.exec(t, &stdin, &Self::env("DEL", cid, netns, ifname))
+                .expect_ok(&format!("DEL {t}"));
+        }
+    }
+
+    /// Run podtap alone (the last plugin) with a config of `version` plus `extra` keys.
+    fn podtap(&self, version: &str, extra: Value, env: &[(&str, &str)]) -> Run {
+        let mut c = self.plugin_conf(self.plugins().last().expect("podtap"), None);
+        c["cniVersion"] = json!(version);
+        if let (Some(o), Some(e)) = (c.as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                o.insert(k.clone(), v.clone());
+            }
+        }
+        self.exec("podtap", &c.to_string(), env)
+    }
+}
+
+/// The repository's conflist with test-private paths and subnet.
+fn conflist(file: &str, state: &Path, data: &Path, net: u32) -> Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("hooks/cni")
+        .join(file);
+    let mut conf: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("read conflist"))
+            .expect("conflist is JSON");
+    conf["name"] = json!(format!("{}-{net}", conf["name"].as_str().unwrap_or("net")));
+    for p in conf["plugins"].as_array_mut().expect("plugins") {
+        if p["type"] == "podtap" {
+            p["stateDir"] = json!(state);
+        }
+        if p.get("ipam").is_some() {
+            p["ipam"]["dataDir"] = json!(data);
+            p["ipam"]["ranges"] = json!([[{ "subnet": format!("198.19.{net}.0/24"), "gateway": format!("198.19.{net}.1") }]]);
+        }
+        if p["type"] == "bridge" {
+            p["bridge"] = json!(format!("cnipt{net}"));
+        }
+    }
+    conf
+}
+
+/// The CNI 1.0 result shape (interfaces, ips with interface index, routes, dns).
+fn result_schema() -> Value {
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "required": ["cniVersion", "interfaces", "ips"],
+        "properties": {
+            "cniVersion": { "enum": ["1.0.0", "1.1.0"] },
+            "interfaces": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["name"],
+                    "properties": {
+                        "name": { "type": "string", "minLength": 1, "maxLength": 15 },
+                        "mac": { "type": "string", "pattern": "^([0-9a-f]{2}:){5}[0-9a-f]{2}$" },
+                        "sandbox": { "type": "string", "minLength": 1 },
+                        "mtu": { "type": "integer", "minimum": 0 }
+                    }
+                }
+            },
+            "ips": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["address"],
+                    "properties": {
+                        "address": { "type": "string" },
+                        "gateway": { "type": "string" },
+                        "interface": { "type": "integer", "minimum": 0 }
+                    }
+                }
+            },
+            "routes": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["dst"],
+                    "properties": { "dst": { "type": "string" }, "gw": { "type": "string" } }
+                }
+            },
+            "dns": { "type": "object" }
+        }
+    })
+}
+
+fn assert_cni_result(result: &Value) {
+    let validator = jsonschema::validator_for(&result_schema()).expect("schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(result)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "result does not match the CNI 1.0 shape: {errors:?}\n{result:#}"
+    );
+    let n = result["interfaces"].as_array().map_or(0, Vec::len);
+    for ip in result["ips"].as_array().into_iter().flatten() {
+        if let Some(i) = ip["interface"].as_u64() {
+            assert!(
+                (i as usize) < n,
+                "ips[].interface {i} points past interfaces[{n}]"
+            );
+            assert!(
+                result["interfaces"][i as usize]["sandbox"].is_string(),
+                "ips[].interface points at a host interface"
+            );
+        }
+    }
+}
+
+fn pod_mac(pod: &Netns, ifname: &str) -> String {
+    pod.ip_json(&format!("link show {ifname}"))[0]["address"]
+        .as_str()
+        .expect("mac")
+        .to_string()
+}
+
+fn has_link(ns: &Netns, name: &str) -> bool {
+    common::sh_ok(&format!("ip -n {} link show {name}", ns.name))
+}
+
+fn checkpoint(state: &Path, id: &str) -> PathBuf {
+    state.join(format!("{id}.json"))
+}
+
+#[test]
+fn bridge_conflist_add_check_del_gc() {
+    if !ready("bridge_conflist_add_check_del_gc") {
+        return;
+    }
+    let node = Netns::new("cnd");
+    let pod = Netns::new("cpd");
+    let (state, data) = (TempDir::new(), TempDir::new());
+    let net = 100 + (std::process::id() % 100);
+    let chain = Chain::new(
+        conflist("bridge-podtap.conflist", state.path(), data.path(), net),
+        Some(&node),
+    );
+    let cid = container_id(1);
+    let netns = pod.path_str();
+    let id = format!("{cid}-eth0");
+
+    // ADD: bridge (+ host-local) then podtap.
+    let results = chain.add(&cid, &netns, "eth0");
+    let (bridge, result) = (&results[0], &results[1]);
+    assert_cni_result(bridge);
+    assert_cni_result(result);
+    assert_eq!(result["ips"], bridge["ips"], "IPs pass through untouched");
+    assert_eq!(
+        result["routes"], bridge["routes"],
+        "routes pass through untouched"
+    );
+    assert_eq!(result["dns"], bridge["dns"], "DNS passes through untouched");
+    let before = bridge["interfaces"].as_array().expect("interfaces");
+    let after = result["interfaces"].as_array().expect("interfaces");
+    assert_eq!(
+        after.len(),
+        before.len() + 1,
+        "podtap adds exactly one interface"
+    );
+    assert_eq!(
+        &after[..before.len()],
+        &before[..],
+        "earlier interfaces are kept"
+    );
+    let tap = after.last().expect("tap entry");
+    let tap_name = tap["name"].as_str().expect("tap name").to_string();
+    assert_eq!(tap["sandbox"], json!(netns));
+    assert_eq!(
+        tap["mac"],
+        json!(pod_mac(&pod, "eth0")),
+        "the TAP entry carries the guest MAC (eth0's)"
+    );
+    assert!(
+        has_link(&pod, &tap_name),
+        "TAP {tap_name} exists in the pod netns"
+    );
+    assert!(
+        !has_link(&node, &tap_name),
+        "nothing podtap made lands in the node netns"
+    );
+    assert!(
+        sh(&format!("tc -n {} filter show dev eth0 ingress", pod.name)).contains("mirred"),
+        "eth0 is wired with tc"
+    );
+    assert!(checkpoint(state.path(), &id).exists());
+
+    // A repeated ADD (the runtime retrying) returns the same result and builds nothing new.
+    let again = chain
+        .podtap(
+            "1.0.0",
+            json!({ "prevResult": bridge }),
+            &Chain::env("ADD", &cid, &netns, "eth0"),
+        )
+        .expect_ok("ADD again");
+    assert_eq!(&again, result);
+    // The same id in another netns is a conflict (podtap code 100 + 11).
+    let elsewhere = Netns::new("cpx");
+    elsewhere.ip("link add eth0 type veth peer name eth0p");
+    chain
+        .podtap(
+            "1.0.0",
+            json!({ "prevResult": bridge }),
+            &Chain::env("ADD", &cid, &elsewhere.path_str(), "eth0"),
+        )
+        .expect_err(111);
+    let entry: Value = serde_json::from_str(
+        &std::fs::read_to_string(state.path().join("cni").join(format!("{id}.json")))
+            .expect("registry entry"),
+    )
+    .expect("entry is JSON");
+    assert_eq!(
+        entry["netns"],
+        json!(netns),
+        "a refused ADD leaves the record alone"
+    );
+
+    // CHECK: every plugin, with the cached result.
+    for (i, r) in chain.check(&cid, &netns, "eth0", result).iter().enumerate() {
+        r.expect_ok(&format!("CHECK plugin {i}"));
+    }
+    // CHECK with a prevResult that lacks the TAP fails with podtap's check code.
+    chain
+        .podtap(
+            "1.0.0",
+            json!({ "prevResult": bridge }),
+            &Chain::env("CHECK", &cid, &netns, "eth0"),
+        )
+        .expect_err(112);
+
+    // DEL (reverse order, with prevResult): the TAP and the checkpoint go.
+    chain.del(&cid, &netns, "eth0", Some(result));
+    assert!(!has_link(&pod, &tap_name), "DEL removes the TAP");
+    assert!(
+        !checkpoint(state.path(), &id).exists(),
+        "DEL removes the checkpoint"
+    );
+    // DEL again, DEL without prevResult, DEL without CNI_NETNS: all succeed.
+    chain.del(&cid, &netns, "eth0", Some(result));
+    chain.del(&cid, &netns, "eth0", None);
+    chain
+        .podtap(
+            "1.0.0",
+            json!({}),
+            &[
+                ("CNI_COMMAND", "DEL"),
+                ("CNI_CONTAINERID", &cid),
+                ("CNI_IFNAME", "eth0"),
+            ],
+        )
+        .expect_ok("DEL with no CNI_NETNS");
+
+    // ADD again; someone removes the TAP: CHECK fails, DEL still succeeds.
+    let results = chain.add(&cid, &netns, "eth0");
+    let tap_name = results[1]["interfaces"]
+        .as_array()
+        .and_then(|l| l.last())
+        .and_then(|t| t["name"].as_str())
+        .expect("tap")
+        .to_string();
+    sh(&format!("ip -n {} link del {tap_name}", pod.name));
+    chain
+        .podtap(
+            "1.0.0",
+            json!({ "prevResult": results[1] }),
+            &Chain::env("CHECK", &cid, &netns, "eth0"),
+        )
+        .expect_err(112);
+    chain.del(&cid, &netns, "eth0", results.last());
+    assert!(!checkpoint(state.path(), &id).exists());
+
+    // ADD again, delete the netns, then DEL: must succeed and leave no checkpoint.
+    let results = chain.add(&cid, &netns, "eth0");
+    assert!(checkpoint(state.path(), &id).exists());
+    sh(&format!("ip netns del {}", pod.name));
+    chain.del(&cid, &netns, "eth0", results.last());
+    assert!(
+        !checkpoint(state.path(), &id).exists(),
+        "DEL after the netns is gone removes the checkpoint"
+    );
+    chain.del(&cid, "", "eth0", None);
+    assert_eq!(
+        std::fs::read_dir(state.path().join("cni"))
+            .map(|d| d.count())
+            .unwrap_or(0),
+        0,
+        "no CNI registry entries left"
+    );
+}
+
+#[test]
+fn gc_and_status() {
+    if !ready("gc_and_status") {
+        return;
+    }
+    let node = Netns::new("cnd");
+    let (pod_a, pod_b) = (Netns::new("cpa"), Netns::new("cpb"));
+    let (state, data) = (TempDir::new(), TempDir::new());
+    let net = 200 + (std::process::id() % 50);
+    let chain = Chain::new(
+        conflist("bridge-podtap.conflist", state.path(), data.path(), net),
+        Some(&node),
+    );
+    let (a, b) = (container_id(2), container_id(3));
+    let ra = chain.add(&a, &pod_a.path_str(), "eth0");
+    let rb = chain.add(&b, &pod_b.path_str(), "eth0");
+    let tap_b = rb[1]["interfaces"]
+        .as_array()
+        .and_then(|l| l.last())
+        .and_then(|t| t["name"].as_str())
+        .expect("tap")
+        .to_string();
+    assert!(has_link(&pod_b, &tap_b));
+
+    // A checkpoint podtap's CLI made in the same state dir is not GC's business.
+    let cli_pod = common::Pod::dual_stack();
+    common::json_ok(&common::podtap_state(
+        state.path(),
+        &[
+            "attach",
+            "--netns",
+            &cli_pod.pod.path_str(),
+            "--id",
+            "cli-made",
+        ],
+    ));
+
+    // STATUS (1.1): /dev/net/tun and tc mirred work here.
+    chain
+        .podtap("1.1.0", json!({}), &[("CNI_COMMAND", "STATUS")])
+        .expect_ok("STATUS");
+    // Without privileges neither works: error 50, plugin not available.
+    if common::tool_or_skip("gc_and_status", "setpriv") {
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "echo '{{\"cniVersion\":\"1.1.0\",\"name\":\"n\",\"type\":\"podtap\"}}' | CNI_COMMAND=STATUS setpriv --reuid 65534 --regid 65534 --clear-groups {}",
+                env!("CARGO_BIN_EXE_podtap")
+            ))
+            .output()
+            .expect("run STATUS unprivileged");
+        Run { out }.expect_err(50);
+    }
+
+    // GC (1.1) on another network name touches nothing.
+    let mut other = chain.podtap(
+        "1.1.0",
+        json!({ "name": "another-net", "cni.dev/valid-attachments": [] }),
+        &[("CNI_COMMAND", "GC")],
+    );
+    other.expect_ok("GC other network");
+    assert!(checkpoint(state.path(), &format!("{a}-eth0")).exists());
+    assert!(checkpoint(state.path(), &format!("{b}-eth0")).exists());
+
+    // GC keeping only A removes B's checkpoint and TAP.
+    let valid = json!({ "cni.dev/valid-attachments": [{ "containerID": a, "ifname": "eth0" }] });
+    chain
+        .podtap("1.1.0", valid.clone(), &[("CNI_COMMAND", "GC")])
+        .expect_ok("GC");
+    assert!(
+        checkpoint(state.path(), &format!("{a}-eth0")).exists(),
+        "valid attachment kept"
+    );
+    assert!(
+        !checkpoint(state.path(), &format!("{b}-eth0")).exists(),
+        "stale attachment collected"
+    );
+    assert!(!has_link(&pod_b, &tap_b), "stale TAP removed");
+    assert!(
+        checkpoint(state.path(), "cli-made").exists(),
+        "GC leaves non-CNI checkpoints alone"
+    );
+    // GC again is a no-op; a GC without the list is refused.
+    chain
+        .podtap("1.1.0", valid, &[("CNI_COMMAND", "GC")])
+        .expect_ok("GC again");
+    other = chain.podtap("1.1.0", json!({}), &[("CNI_COMMAND", "GC")]);
+    other.expect_err(7);
+
+    // B's remaining plugins clean up as the runtime would; A is still checkable.
+    chain.del(&b, &pod_b.path_str(), "eth0", rb.last());
+    for r in chain.check(&a, &pod_a.path_str(), "eth0", &ra[1]) {
+        r.expect_ok("CHECK A after GC");
+    }
+    chain.del(&a, &pod_a.path_str(), "eth0", ra.last());
+    assert!(
+        common::podtap_state(state.path(), &["detach", "--id", "cli-made"])
+            .status
+            .success()
+    );
+}
+
+#[test]
+fn macvlan_conflist() {
+    if !ready("macvlan_conflist")
+        || !common::tool_or_skip("macvlan_conflist", &format!("{PLUGINS}/macvlan"))
+    {
+        return;
+    }
+    let node = Netns::new("cnd");
+    let pod = Netns::new("cpm");
+    node.ip("link add uplink0 type veth peer name uplink0p");
+    node.ip("link set uplink0 up");
+    node.ip("link set uplink0p up");
+    let (state, data) = (TempDir::new(), TempDir::new());
+    let net = 150 + (std::process::id() % 50);
+    let mut conf = conflist("macvlan-podtap.conflist", state.path(), data.path(), net);
+    conf["plugins"][0]["master"] = json!("uplink0");
+    let chain = Chain::new(conf, Some(&node));
+    let cid = container_id(4);
+    let netns = pod.path_str();
+    let results = chain.add(&cid, &netns, "net1");
+    let result = &results[1];
+    assert_cni_result(result);
+    let tap = result["interfaces"]
+        .as_array()
+        .and_then(|l| l.last())
+        .expect("tap")
+        .clone();
+    assert_eq!(tap["mac"], json!(pod_mac(&pod, "net1")));
+    assert!(has_link(&pod, tap["name"].as_str().expect("name")));
+    for r in chain.check(&cid, &netns, "net1", result) {
+        r.expect_ok("CHECK");
+    }
+    chain.del(&cid, &netns, "net1", Some(result));
+    chain.del(&cid, &netns, "net1", None);
+    assert!(!checkpoint(state.path(), &format!("{cid}-net1")).exists());
+}
+
+#[test]
+fn bridge_mode_result_reports_the_pod_mac_change() {
+    if !ready("bridge_mode_result_reports_the_pod_mac_change") {
+        return;
+    }
+    let node = Netns::new("cnd");
+    let pod = Netns::new("cpr");
+    let (state, data) = (TempDir::new(), TempDir::new());
+    let net = 50 + (std::process::id() % 50);
+    let mut conf = conflist("bridge-podtap.conflist", state.path(), data.path(), net);
+    // The runtime asks for bridge wiring through the podtap capability.
+    conf["plugins"][1]["runtimeConfig"] = json!({ "podtap": { "mode": "bridge" } });
+    let chain = Chain::new(conf, Some(&node));
+    let cid = container_id(5);
+    let netns = pod.path_str();
+    let results = chain.add(&cid, &netns, "eth0");
+    let (bridge, result) = (&results[0], &results[1]);
+    assert_cni_result(result);
+    let orig = bridge["interfaces"]
+        .as_array()
+        .and_then(|l| l.iter().find(|i| i["name"] == "eth0"))
+        .expect("eth0")["mac"]
+        .clone();
+    let tap = result["interfaces"]
+        .as_array()
+        .and_then(|l| l.last())
+        .expect("tap")
+        .clone();
+    assert_eq!(tap["mac"], orig, "the guest keeps eth0's original MAC");
+    let eth0 = result["interfaces"]
+        .as_array()
+        .and_then(|l| l.iter().find(|i| i["name"] == "eth0"))
+        .expect("eth0")
+        .clone();
+    assert_eq!(
+        eth0["mac"],
+        json!(pod_mac(&pod, "eth0")),
+        "the result shows eth0's MAC as it is now"
+    );
+    assert_ne!(eth0["mac"], orig);
+    for r in chain.check(&cid, &netns, "eth0", result) {
+        r.expect_ok("CHECK bridge mode");
+    }
+    // podtap's DEL (the first of the reverse walk) gives eth0 its MAC back.
+    chain
+        .podtap(
+            "1.0.0",
+            json!({ "prevResult": result }),
+            &Chain::env("DEL", &cid, &netns, "eth0"),
+        )
+        .expect_ok("DEL podtap");
+    assert_eq!(
+        json!(pod_mac(&pod, "eth0")),
+        orig,
+        "DEL gives eth0 its MAC back"
+    );
+    chain.del(&cid, &netns, "eth0", Some(result));
+}
+
+/// A chain with no node netns and no other plugins: podtap alone, for bad input.
+fn podtap_only(state: &Path) -> Chain {
+    let conf = json!({
+        "cniVersion": "1.0.0",
+        "name": "bad-input",
+        "plugins": [{ "type": "podtap", "stateDir": state }]
+    });
+    Chain::new(conf, None)
+}
+
+fn prev_result() -> Value {
+    json!({
+        "cniVersion": "1.0.0",
+        "interfaces": [{ "name": "eth0", "mac": "02:00:00:00:00:01", "sandbox": "/run/netns/nonexistent-podtap" }],
+        "ips": [{ "address": "10.1.0.2/24", "interface": 0 }]
+    })
+}
+
+#[test]
+fn bad_stdin_gives_cni_errors() {
+    let state = TempDir::new();
+    let chain = podtap_only(state.path());
+    let cid = container_id(9);
+    let add = Chain::env("ADD", &cid, "/run/netns/nonexistent-podtap", "eth0");
+    // Invalid JSON: decoding failure.
+    chain.exec("podtap", "{not json", &add).expect_err(6);
+    chain.exec("podtap", "", &add).expect_err(6);
+    // No cniVersion: invalid config; an unsupported one: incompatible version.
+    chain
+        .exec("podtap", r#"{"name":"n","type":"podtap"}"#, &add)
+        .expect_err(7);
+    let v = chain
+        .exec(
+            "podtap",
+            r#"{"cniVersion":"0.4.0","name":"n","type":"podtap"}"#,
+            &add,
+        )
+        .expect_err(1);
+    assert_eq!(v["cniVersion"], "0.4.0");
+    chain
+        .exec(
+            "podtap",
+            r#"{"cniVersion":"2.0.0","name":"n","type":"podtap"}"#,
+            &add,
+        )
+        .expect_err(1);
+    // ADD without prevResult: podtap is chained.
+    chain.podtap("1.0.0", json!({}), &add).expect_err(7);
+    chain
+        .podtap("1.0.0", json!({ "prevResult": "nope" }), &add)
+        .expect_err(7);
+    chain
+        .podtap("1.0.0", json!({ "prevResult": { "interfaces": {} } }), &add)
+        .expect_err(7);
+    // Unknown mode, bad queues, wrong types.
+    chain
+        .podtap(
+            "1.0.0",
+            json!({ "prevResult": prev_result(), "mode": "macvtap" }),
+            &add,
+        )
+        .expect_err(7);
+    chain
+        .podtap(
+            "1.0.0",
+            json!({ "prevResult": prev_result(), "queues": 0 }),
+            &add,
+        )
+        .expect_err(7);
+    chain
+        .podtap(
+            "1.0.0",
+            json!({ "prevResult": prev_result(), "queues": "two" }),
+            &add,
+        )
+        .expect_err(7);
+    chain
+        .podtap(
+            "1.0.0",
+            json!({ "prevResult": prev_result(), "args": { "cni": { "podtap": { "mode": 3 } } } }),
+            &add,
+        )
+        .expect_err(7);
+    chain.podtap("1.0.0", json!({ "prevResult": prev_result(), "runtimeConfig": { "podtap": { "mode": "nope" } } }), &add).expect_err(7);
+    // Environment: a missing variable, a bad CNI_ARGS, an id that cannot be a sandbox id, an unknown command.
+    chain
+        .podtap(
+            "1.0.0",
+            json!({ "prevResult": prev_result() }),
+            &[
+                ("CNI_COMMAND", "ADD"),
+                ("CNI_CONTAINERID", &cid),
+                ("CNI_IFNAME", "eth0"),
+            ],
+        )
+        .expect_err(4);
+    let mut bad_args = add.clone();
+    bad_args.push(("CNI_ARGS", "PODTAP_QUEUES=lots"));
+    chain
+        .podtap("1.0.0", json!({ "prevResult": prev_result() }), &bad_args)
+        .expect_err(4);
+    chain
+        .podtap(
+            "1.0.0",
+            json!({ "prevResult": prev_result() }),
+            &Chain::env("ADD", "../../etc", "/run/netns/x", "eth0"),
+        )
+        .expect_err(4);
+    chain
+        .podtap("1.0.0", json!({}), &[("CNI_COMMAND", "FROB")])
+        .expect_err(4);
+    // CHECK needs a prevResult too; GC needs its list.
+    chain
+        .podtap(
+            "1.0.0",
+            json!({}),
+            &Chain::env("CHECK", &cid, "/run/netns/x", "eth0"),
+        )
+        .expect_err(7);
+    chain
+        .podtap("1.1.0", json!({}), &[("CNI_COMMAND", "GC")])
+        .expect_err(7);
+    chain
+        .podtap(
+            "1.1.0",
+            json!({ "cni.dev/valid-attachments": [{ "containerID": 1 }] }),
+            &[("CNI_COMMAND", "GC")],
+        )
+        .expect_err(7);
+}
+
+#[test]
+fn version_and_idempotent_del_need_nothing() {
+    let state = TempDir::new();
+    let chain = podtap_only(state.path());
+    for stdin in [r#"{"cniVersion":"1.0.0"}"#, r#"{"cniVersion":"1.1.0"}"#, ""] {
+        let v = chain
+            .exec("podtap", stdin, &[("CNI_COMMAND", "VERSION")])
+            .expect_ok("VERSION");
+        assert_eq!(
+            v,
+            json!({ "cniVersion": "1.1.0", "supportedVersions": ["1.0.0", "1.1.0"] })
+        );
+    }
+    // DEL for an attachment that never existed, in a netns that never existed: success, no output.
+    let cid = container_id(10);
+    let r = chain.podtap(
+        "1.0.0",
+        json!({}),
+        &Chain::env("DEL", &cid, "/run/netns/nonexistent-podtap", "eth0"),
+    );
+    r.expect_ok("DEL unknown");
+    assert!(r.out.stdout.is_empty(), "DEL prints nothing on success");
+    chain
+        .podtap("1.0.0", json!({}), &Chain::env("DEL", &cid, "", "eth0"))
+        .expect_ok("DEL without netns");
+    // An id that could never have been attached: nothing to do either.
+    chain
+        .podtap("1.0.0", json!({}), &Chain::env("DEL", "bad/id", "", "eth0"))
+        .expect_ok("DEL bad id");
+    // DEL still needs its identity variables.
+    chain
+        .podtap(
+            "1.0.0",
+            json!({}),
+            &[("CNI_COMMAND", "DEL"), ("CNI_IFNAME", "eth0")],
+        )
+        .expect_err(4);
+}
