@@ -1,13 +1,22 @@
 //! `podtap demo`: the main job on a throwaway pod, end to end.
 
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
 use crate::checkpoint::StateDir;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::fixture::DemoPod;
+use crate::model::Description;
 use crate::netns::NetNs;
 use crate::plan::AttachOptions;
 
-/// Build a demo pod, attach, print the description and a QEMU command line, detach, clean up.
-pub fn run(keep: bool, _boot: bool) -> Result<()> {
+/// Build a demo pod, attach, print the description and a QEMU command line,
+/// optionally boot the test guest on the TAP (`boot`), detach, clean up.
+pub fn run(keep: bool, boot: bool) -> Result<()> {
     let tag = format!("podtap-demo-{}", std::process::id());
     let demo = DemoPod::create(&tag)?;
     let state = StateDir::new(std::env::temp_dir().join(&tag));
@@ -20,7 +29,14 @@ pub fn run(keep: bool, _boot: bool) -> Result<()> {
         demo.peer.path().display()
     );
 
-    let before = crate::scan::scan(&NetNs::open(demo.pod.path(), false)?)?;
+    let pod_ns = NetNs::open(demo.pod.path(), false)?;
+    let before = if boot {
+        // A boot takes seconds, long enough for the kernel's link-local
+        // addresses to leave DAD: compare settled state with settled state.
+        settled_scan(&pod_ns)?
+    } else {
+        crate::scan::scan(&pod_ns)?
+    };
     eprintln!(
         "podtap demo: scanned {} interface(s), {} route(s)",
         before.interfaces.len(),
@@ -45,6 +61,7 @@ pub fn run(keep: bool, _boot: bool) -> Result<()> {
         }
         Err(e) => eprintln!("podtap demo: qemu render: {e}"),
     }
+    let guest_problem = if boot { boot_guest(&id, &desc) } else { None };
     if keep {
         eprintln!(
             "podtap demo: --keep: leaving {} and {} attached (sandbox id {id}, state dir {})",
@@ -53,7 +70,10 @@ pub fn run(keep: bool, _boot: bool) -> Result<()> {
             state.path().display()
         );
         std::mem::forget(demo);
-        return Ok(());
+        return match guest_problem {
+            Some(problems) => Err(Error::CheckFailed { id, problems }),
+            None => Ok(()),
+        };
     }
     let report = crate::detach::detach(&id, &state, false, None)?;
     for w in report.warnings {
@@ -66,5 +86,190 @@ pub fn run(keep: bool, _boot: bool) -> Result<()> {
         if same { "is exactly" } else { "is NOT" }
     );
     let _ = std::fs::remove_dir_all(state.path());
-    Ok(())
+    match guest_problem {
+        Some(problems) => Err(Error::CheckFailed { id, problems }),
+        None => Ok(()),
+    }
+}
+
+/// Scan once no address is tentative any more (DAD done), or after 5 s.
+fn settled_scan(ns: &NetNs) -> Result<Description> {
+    for _ in 0..50 {
+        let desc = crate::scan::scan(ns)?;
+        let tentative = desc
+            .interfaces
+            .iter()
+            .flat_map(|i| &i.address_details)
+            .any(|a| a.tentative);
+        if !tentative {
+            return Ok(desc);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    crate::scan::scan(ns)
+}
+
+/// The QEMU binary `--boot` runs (`PODTAP_QEMU` overrides it).
+const QEMU: &str = "qemu-system-x86_64";
+/// Where tests/guest/build-guest.sh caches the guest by default.
+const GUEST_CACHE: &str = "/var/cache/podtap-test-guest";
+/// QEMU is killed if the guest has not powered off by then.
+const BOOT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Boot the test guest on the demo pod's TAPs and print its result lines.
+///
+/// Returns a problem for the exit code when the guest booted but a ping
+/// failed; missing QEMU or guest images only print why and skip the boot.
+fn boot_guest(id: &str, desc: &Description) -> Option<String> {
+    let qemu = std::env::var("PODTAP_QEMU").unwrap_or_else(|_| QEMU.to_string());
+    let Some(qemu_path) = find_program(&qemu) else {
+        eprintln!("podtap demo: --boot: {qemu} is not installed (Debian: apt-get install qemu-system-x86); not booting");
+        return None;
+    };
+    let (kernel, initrd) = match guest_images() {
+        Ok(images) => images,
+        Err(why) => {
+            eprintln!("podtap demo: --boot: {why}; not booting");
+            return None;
+        }
+    };
+    match run_guest(id, desc, &qemu_path, &kernel, &initrd) {
+        Ok(results) => {
+            let failed: Vec<&String> = results
+                .iter()
+                .filter(|l| l.starts_with("PODTAP-ERROR") || l.contains(" FAIL "))
+                .collect();
+            if !results.iter().any(|l| l == "PODTAP-DONE") {
+                Some("the demo guest did not finish (see its output above)".into())
+            } else if failed.is_empty() {
+                eprintln!("podtap demo: the guest reached the peer through the TAP");
+                None
+            } else {
+                Some(format!(
+                    "the demo guest reported: {}",
+                    failed
+                        .iter()
+                        .map(|l| l.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ))
+            }
+        }
+        Err(e) => Some(format!("booting the demo guest: {e}")),
+    }
+}
+
+/// Kernel and initramfs: PODTAP_GUEST_KERNEL/PODTAP_GUEST_INITRD, else the
+/// build-guest.sh cache (PODTAP_GUEST_CACHE or its default).
+fn guest_images() -> std::result::Result<(PathBuf, PathBuf), String> {
+    let (kernel, initrd) = match (
+        std::env::var_os("PODTAP_GUEST_KERNEL"),
+        std::env::var_os("PODTAP_GUEST_INITRD"),
+    ) {
+        (Some(k), Some(i)) => (PathBuf::from(k), PathBuf::from(i)),
+        _ => {
+            let cache = std::env::var_os("PODTAP_GUEST_CACHE")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(GUEST_CACHE));
+            (cache.join("vmlinuz"), cache.join("initramfs.gz"))
+        }
+    };
+    for path in [&kernel, &initrd] {
+        if !path.is_file() {
+            return Err(format!(
+                "no test guest at {} (build it with tests/guest/build-guest.sh, \
+                 or set PODTAP_GUEST_KERNEL and PODTAP_GUEST_INITRD)",
+                path.display()
+            ));
+        }
+    }
+    Ok((kernel, initrd))
+}
+
+/// `name` itself if it contains a `/`, else the first executable on PATH.
+fn find_program(name: &str) -> Option<PathBuf> {
+    let executable = |p: &Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if name.contains('/') {
+        let path = PathBuf::from(name);
+        return executable(&path).then_some(path);
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|p| executable(p))
+    })
+}
+
+/// Start QEMU with the TAP fds (it runs in podtap's own netns, no `ip netns
+/// exec`), echo the guest's `PODTAP-` lines, and return them.
+fn run_guest(
+    id: &str,
+    desc: &Description,
+    qemu: &Path,
+    kernel: &Path,
+    initrd: &Path,
+) -> Result<Vec<String>> {
+    let guest_args = crate::render::render(crate::render::Format::GuestArgs, desc)
+        .map_err(|e| Error::Render(e.to_string()))?;
+    let append = format!(
+        "console=ttyS0 quiet panic=-1 podtap.timeout=90 {} podtap.ping={},{}",
+        guest_args.trim(),
+        crate::fixture::DEMO_PEER_V4,
+        crate::fixture::DEMO_PEER_V6
+    );
+    let handover = crate::exec::open_handover(id, desc, crate::exec::Vmm::Qemu, false)?;
+    eprintln!(
+        "podtap demo: booting the test guest under {} (TCG, about 10 s)...",
+        qemu.display()
+    );
+    let mut child = Command::new(qemu)
+        .args(["-accel", "tcg", "-m", "256", "-smp", "1"])
+        .args(["-nographic", "-no-reboot"])
+        .arg("-kernel")
+        .arg(kernel)
+        .arg("-initrd")
+        .arg(initrd)
+        .args(["-append", &append])
+        .args(&handover.args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| Error::io("run", qemu, e))?;
+    // QEMU holds its own copies now.
+    handover.close();
+
+    let (done, wait_done) = mpsc::channel::<()>();
+    let pid = child.id();
+    let watchdog = std::thread::spawn(move || {
+        if wait_done.recv_timeout(BOOT_TIMEOUT).is_err() {
+            if let Ok(pid) = i32::try_from(pid) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    });
+    let mut results = Vec::new();
+    if let Some(stdout) = child.stdout.take() {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let line = line.trim();
+            if line.starts_with("PODTAP-") {
+                println!("guest: {line}");
+                results.push(line.to_string());
+            }
+        }
+    }
+    let _ = done.send(());
+    let _ = watchdog.join();
+    let status = child.wait().map_err(|e| Error::io("wait for", qemu, e))?;
+    if !status.success() {
+        eprintln!("podtap demo: {} exited with {status}", qemu.display());
+    }
+    Ok(results)
 }
