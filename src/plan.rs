@@ -52,6 +52,8 @@ pub struct IngressState {
     pub qdisc: Option<String>,
     /// Priorities of filters already attached to it.
     pub prios: BTreeSet<u16>,
+    /// Those of them that carry a mirred redirect.
+    pub redirects: BTreeSet<u16>,
 }
 
 /// What the netns holds beyond the description, needed to plan.
@@ -154,6 +156,15 @@ pub fn plan(desc: &Description, inv: &Inventory, opts: &AttachOptions, id: &str)
             mode => (mode, None),
         };
         let ingress = inv.ingress.get(&iface.ifindex).cloned().unwrap_or_default();
+        // A second redirect would never see a packet, and its detach could not
+        // tell whose ingress qdisc it is: one attachment per pod interface.
+        if let Some(p) = ingress.redirects.iter().find(|p| is_podtap_prio(**p)) {
+            return Err(Error::Invalid(format!(
+                "interface {}: already wired by another podtap attachment (tc filter prio {p}); \
+                 detach it first, or choose others with --interfaces",
+                iface.name
+            )));
+        }
         let tc = (wiring == Wiring::Tc).then(|| TcPlan {
             prio: free_prio(&ingress.prios),
             create_pod_qdisc: ingress.qdisc.is_none(),
@@ -397,12 +408,29 @@ mod tests {
             IngressState {
                 qdisc: Some("clsact".into()),
                 prios: [TC_PRIO_BASE, 1].into_iter().collect(),
+                ..Default::default()
             },
         );
         let p = plan(&d, &inv, &AttachOptions::default(), "s").unwrap();
         let tc = p.nics[0].tc.as_ref().unwrap();
         assert!(!tc.create_pod_qdisc);
         assert_eq!(tc.prio, TC_PRIO_BASE + 1);
+    }
+
+    #[test]
+    fn an_interface_wired_by_another_attachment_is_refused() {
+        let d = desc(vec![iface("eth0", 2, LinkKind::Veth)]);
+        let mut inv = Inventory::default();
+        inv.ingress.insert(
+            2,
+            IngressState {
+                qdisc: Some("ingress".into()),
+                prios: [TC_PRIO_BASE].into_iter().collect(),
+                redirects: [TC_PRIO_BASE].into_iter().collect(),
+            },
+        );
+        let err = plan(&d, &inv, &AttachOptions::default(), "s2").unwrap_err();
+        assert!(err.to_string().contains("already wired"), "{err}");
     }
 
     #[test]

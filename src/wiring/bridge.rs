@@ -29,7 +29,11 @@ pub async fn create(
         RouteNetlinkMessage::NewLink(msg),
         rtnetlink::packet_core::NLM_F_CREATE | rtnetlink::packet_core::NLM_F_EXCL,
     )
-    .await
+    .await?;
+    // The kernel ignores IFLA_IFALIAS in RTM_NEWLINK: set the marker (which
+    // `detach --force` needs for the pod's original MAC) in a second request.
+    let alias_msg = LinkUnspec::new_with_name(name).alias(alias).build();
+    ack(handle, RouteNetlinkMessage::SetLink(alias_msg), 0).await
 }
 
 /// Give the pod interface `mac` and put it in `bridge`.

@@ -55,16 +55,17 @@ pub async fn ingress_inventory(
             _ => None,
         });
         if let Some(kind) = kind.filter(|k| k == "ingress" || k == "clsact") {
-            let prios = filters(handle, ifindex)
-                .await?
-                .into_iter()
-                .map(|f| f.prio)
-                .collect();
+            let found = filters(handle, ifindex).await?;
             out.insert(
                 ifindex,
                 IngressState {
                     qdisc: Some(kind),
-                    prios,
+                    prios: found.iter().map(|f| f.prio).collect(),
+                    redirects: found
+                        .iter()
+                        .filter(|f| f.redirect_to.is_some())
+                        .map(|f| f.prio)
+                        .collect(),
                 },
             );
         }

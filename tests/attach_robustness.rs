@@ -1,0 +1,460 @@
+//! Root robustness tests for attach/detach: SIGKILL at random instants of an
+//! attach of 32 interfaces, 50 sandboxes attached and detached in parallel,
+//! and two concurrent attaches of one id.
+//!
+//! Run: `cargo test --test attach_robustness -- --test-threads=2`
+//! Set PODTAP_TEST_SEED to replay the kill points of a failed run.
+
+mod common;
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{json_ok, podtap_state, sh, snapshot, stderr, Pod, StateDir};
+use serde_json::Value;
+
+fn ready(test: &str) -> bool {
+    common::root_or_skip(test)
+        && common::tool_or_skip(test, "ip")
+        && common::tool_or_skip(test, "tc")
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+/// An empty pod (IPv6 DAD off, so snapshots do not change as addresses settle).
+fn bare_pod() -> Pod {
+    let pod = Pod::new();
+    pod.pod
+        .exec("sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0");
+    pod
+}
+
+/// A pod with one dual-stack veth `eth0`.
+fn small_pod() -> Pod {
+    let pod = bare_pod();
+    pod.add_veth("eth0", "veth0", pod.net, true);
+    pod
+}
+
+/// A pod with `n` veths `eth0..eth<n-1>`, made with one `ip -batch` per netns.
+fn wide_pod(n: u32) -> Pod {
+    let pod = bare_pod();
+    let (p, q) = (&pod.pod.name, &pod.peer.name);
+    let mut peer_batch = String::new();
+    let mut pod_batch = String::new();
+    for i in 0..n {
+        peer_batch.push_str(&format!(
+            "link add vp{i} type veth peer name eth{i} netns {p}\nlink set vp{i} up\n"
+        ));
+        pod_batch.push_str(&format!(
+            "link set eth{i} up\naddr add 198.18.{}.{}/24 dev eth{i}\n",
+            pod.net,
+            i + 2
+        ));
+    }
+    let dir = StateDir::new();
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let (fq, fp) = (dir.0.join("peer.batch"), dir.0.join("pod.batch"));
+    std::fs::write(&fq, peer_batch).unwrap();
+    std::fs::write(&fp, pod_batch).unwrap();
+    sh(&format!("ip -n {q} -batch {}", fq.display()));
+    sh(&format!("ip -n {p} -batch {}", fp.display()));
+    // A CNI plugin's own clsact + filter on every 8th interface: podtap must sit beside it.
+    let tc_batch: String = (0..n)
+        .step_by(8)
+        .map(|i| {
+            format!(
+                "qdisc add dev eth{i} clsact\nfilter add dev eth{i} ingress prio 1 u32 match u8 0 0 classid 1:1\n"
+            )
+        })
+        .collect();
+    let ft = dir.0.join("tc.batch");
+    std::fs::write(&ft, tc_batch).unwrap();
+    sh(&format!("tc -n {p} -batch {}", ft.display()));
+    pod
+}
+
+fn attach_cmd(state: &StateDir, pod: &Pod, id: &str, mode: &str) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_podtap"));
+    c.args([
+        "attach",
+        "--netns",
+        &pod.pod.path_str(),
+        "--id",
+        id,
+        "--mode",
+        mode,
+    ])
+    .env("PODTAP_STATE_DIR", &state.0);
+    c
+}
+
+fn detach(state: &StateDir, id: &str) -> Output {
+    podtap_state(&state.0, &["detach", "--id", id])
+}
+
+fn tap_count(pod: &Pod) -> usize {
+    pod.pod
+        .ip_json("link show type tun")
+        .as_array()
+        .map_or(0, Vec::len)
+}
+
+fn checkpoints(state: &StateDir) -> Vec<String> {
+    match std::fs::read_dir(&state.0) {
+        Err(_) => Vec::new(),
+        Ok(rd) => rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".json"))
+            .collect(),
+    }
+}
+
+/// xorshift64*: enough randomness for kill points, replayable from its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn from_env_or_clock() -> Self {
+        let seed = std::env::var("PODTAP_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64
+                    ^ u64::from(std::process::id())
+            });
+        eprintln!("kill points: PODTAP_TEST_SEED={seed}");
+        Rng(seed.max(1))
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1)
+    }
+}
+
+fn kill9(child: &mut Child) -> bool {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+    let status = child.wait().expect("wait for podtap");
+    status.signal() == Some(libc::SIGKILL)
+}
+
+/// Run an attach to completion, timing (from spawn) when its checkpoint first
+/// appears and when it exits.
+fn timed_attach(state: &StateDir, pod: &Pod, id: &str, mode: &str) -> (Option<u64>, u64, Output) {
+    let file = state.0.join(format!("{id}.json"));
+    let t = Instant::now();
+    let mut child = attach_cmd(state, pod, id, mode)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ck = None;
+    while child.try_wait().unwrap().is_none() {
+        if file.exists() {
+            ck = Some(t.elapsed().as_micros() as u64);
+            break;
+        }
+        std::hint::spin_loop();
+    }
+    let out = child.wait_with_output().unwrap();
+    (ck, t.elapsed().as_micros() as u64, out)
+}
+
+#[test]
+fn sigkill_at_random_points_of_a_32_interface_attach_then_detach_restores() {
+    if !ready("sigkill_at_random_points_of_a_32_interface_attach_then_detach_restores") {
+        return;
+    }
+    const NICS: u32 = 32;
+    const KILLS: usize = 24;
+    let pod = wide_pod(NICS);
+    let state = StateDir::new();
+    let before = snapshot(&pod.pod);
+    let id = common::unique("crash");
+    let file = state.0.join(format!("{id}.json"));
+
+    // Calibrate per mode: when the checkpoint appears and when the attach ends
+    // (from spawn). Re-measured on every later full attach: load changes while tests run.
+    let mut window = [(0u64, 0u64); 2];
+    for (m, mode) in ["tc", "bridge"].into_iter().enumerate() {
+        let (ck, end, out) = timed_attach(&state, &pod, &id, mode);
+        let desc = json_ok(&out);
+        let with_tap = desc["interfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["tap"].is_object())
+            .count();
+        assert_eq!(with_tap, NICS as usize);
+        assert_eq!(tap_count(&pod), NICS as usize);
+        window[m] = (ck.unwrap_or(0), end);
+        let d = detach(&state, &id);
+        assert_eq!(code(&d), 0, "{}", stderr(&d));
+        assert_eq!(
+            snapshot(&pod.pod),
+            before,
+            "calibration run ({mode}) restores"
+        );
+    }
+    eprintln!(
+        "attach of {NICS} interfaces (checkpoint at, end) in us: tc {:?}, bridge {:?}",
+        window[0], window[1]
+    );
+
+    let mut rng = Rng::from_env_or_clock();
+    let (mut none, mut applying, mut complete) = (0, 0, 0);
+    for k in 0..KILLS {
+        let m = usize::from(k % 3 == 2);
+        let mode = ["tc", "bridge"][m];
+        let (ck, end) = window[m];
+        let mut child = attach_cmd(&state, &pod, &id, mode)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // One kill in four: anywhere from spawn to 10% past the end (covers "before the
+        // checkpoint" and "already done"). Otherwise: once the checkpoint exists, anywhere
+        // in the rest of the measured attach, where the kernel objects are being made.
+        let how = if k % 4 == 0 {
+            let delay = rng.below(end + end / 10);
+            std::thread::sleep(Duration::from_micros(delay));
+            format!("{delay} us after spawn")
+        } else {
+            while !file.exists() && child.try_wait().unwrap().is_none() {
+                std::hint::spin_loop();
+            }
+            let delay = rng.below(end.saturating_sub(ck));
+            std::thread::sleep(Duration::from_micros(delay));
+            format!("{delay} us after the checkpoint appeared")
+        };
+        let killed = kill9(&mut child);
+        let phase = std::fs::read_to_string(&file)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|v| v["phase"].as_str().map(str::to_string));
+        match phase.as_deref() {
+            None => none += 1,
+            Some("applying") => applying += 1,
+            _ => complete += 1,
+        }
+        let what = format!("kill #{k} ({mode}) {how} (killed: {killed}, phase: {phase:?})");
+
+        let d = detach(&state, &id);
+        assert_eq!(code(&d), 0, "{what}: detach: {}", stderr(&d));
+        assert!(checkpoints(&state).is_empty(), "{what}: checkpoint removed");
+        assert_eq!(
+            snapshot(&pod.pod),
+            before,
+            "{what}: detach restores the original snapshot"
+        );
+
+        let (ck, end, again) = timed_attach(&state, &pod, &id, mode);
+        assert_eq!(
+            code(&again),
+            0,
+            "{what}: a following attach succeeds: {}",
+            stderr(&again)
+        );
+        window[m] = ((window[m].0 + ck.unwrap_or(0)) / 2, (window[m].1 + end) / 2);
+        assert_eq!(
+            tap_count(&pod),
+            NICS as usize,
+            "{what}: following attach made every TAP"
+        );
+        let c = podtap_state(&state.0, &["check", "--id", &id]);
+        assert_eq!(code(&c), 0, "{what}: check: {}", stderr(&c));
+        let d = detach(&state, &id);
+        assert_eq!(code(&d), 0, "{what}: second detach: {}", stderr(&d));
+        assert_eq!(snapshot(&pod.pod), before, "{what}: second detach restores");
+    }
+    eprintln!("kill points: {none} before the checkpoint, {applying} mid-attach, {complete} after it finished");
+    assert!(
+        applying >= KILLS / 3,
+        "too few kills landed inside the attach ({applying}/{KILLS})"
+    );
+}
+
+#[test]
+fn fifty_sandboxes_attach_and_detach_in_parallel() {
+    if !ready("fifty_sandboxes_attach_and_detach_in_parallel") {
+        return;
+    }
+    const N: usize = 50;
+    let pods: Vec<Pod> = (0..N)
+        .map(|_| std::thread::spawn(small_pod))
+        .map(|h| h.join().unwrap())
+        .collect();
+    let befores: Vec<String> = std::thread::scope(|s| {
+        let hs: Vec<_> = pods.iter().map(|p| s.spawn(|| snapshot(&p.pod))).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let state = StateDir::new();
+    let ids: Vec<String> = (0..N).map(|_| common::unique("par")).collect();
+
+    let t = Instant::now();
+    let children: Vec<Child> = pods
+        .iter()
+        .zip(&ids)
+        .map(|(p, id)| {
+            attach_cmd(&state, p, id, "tc")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    eprintln!("{N} parallel attaches: {} ms", t.elapsed().as_millis());
+    for ((out, pod), id) in outs.iter().zip(&pods).zip(&ids) {
+        let desc = json_ok(out);
+        assert_eq!(desc["attachment"]["id"], id.as_str());
+        assert_eq!(tap_count(pod), 1, "{id}: one TAP");
+    }
+    let rows = json_ok(&podtap_state(&state.0, &["list", "--json"]));
+    assert_eq!(
+        rows.as_array().unwrap().len(),
+        N,
+        "list shows every sandbox"
+    );
+
+    let t = Instant::now();
+    let children: Vec<Child> = ids
+        .iter()
+        .map(|id| {
+            Command::new(env!("CARGO_BIN_EXE_podtap"))
+                .args(["detach", "--id", id])
+                .env("PODTAP_STATE_DIR", &state.0)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    eprintln!("{N} parallel detaches: {} ms", t.elapsed().as_millis());
+    for (out, id) in outs.iter().zip(&ids) {
+        assert_eq!(code(out), 0, "detach {id}: {}", stderr(out));
+    }
+    assert!(
+        checkpoints(&state).is_empty(),
+        "no checkpoints left: {:?}",
+        checkpoints(&state)
+    );
+    std::thread::scope(|s| {
+        for (pod, before) in pods.iter().zip(&befores) {
+            s.spawn(move || {
+                assert_eq!(tap_count(pod), 0, "{}: no TAP left", pod.pod.name);
+                assert_eq!(&snapshot(&pod.pod), before, "{}: restored", pod.pod.name);
+            });
+        }
+    });
+}
+
+#[test]
+fn two_concurrent_attaches_of_one_id_leave_one_attachment() {
+    if !ready("two_concurrent_attaches_of_one_id_leave_one_attachment") {
+        return;
+    }
+    let pod = small_pod();
+    let state = StateDir::new();
+    let before = snapshot(&pod.pod);
+    for round in 0..5 {
+        let id = common::unique("same");
+        let a = attach_cmd(&state, &pod, &id, "tc")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let b = attach_cmd(&state, &pod, &id, "tc")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+        json_ok(&a);
+        json_ok(&b);
+        assert_eq!(a.stdout, b.stdout, "round {round}: identical descriptions");
+        assert_eq!(tap_count(&pod), 1, "round {round}: exactly one set of TAPs");
+        let f = sh(&format!(
+            "tc -n {} filter show dev eth0 ingress",
+            pod.pod.name
+        ));
+        assert_eq!(
+            f.matches("Egress Redirect").count(),
+            1,
+            "round {round}: one redirect filter:\n{f}"
+        );
+        let c = podtap_state(&state.0, &["check", "--id", &id]);
+        assert_eq!(code(&c), 0, "round {round}: {}", stderr(&c));
+        let d = detach(&state, &id);
+        assert_eq!(code(&d), 0, "round {round}: {}", stderr(&d));
+        assert_eq!(snapshot(&pod.pod), before, "round {round}: restored");
+    }
+}
+
+#[test]
+fn sigkill_during_detach_then_detach_again_restores() {
+    if !ready("sigkill_during_detach_then_detach_again_restores") {
+        return;
+    }
+    const NICS: u32 = 32;
+    const KILLS: usize = 8;
+    let pod = wide_pod(NICS);
+    let state = StateDir::new();
+    let before = snapshot(&pod.pod);
+    let id = common::unique("dcrash");
+    let detach_cmd = || {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_podtap"));
+        c.args(["detach", "--id", &id])
+            .env("PODTAP_STATE_DIR", &state.0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    };
+    let mut full_us = Vec::new();
+    for mode in ["tc", "bridge"] {
+        json_ok(&attach_cmd(&state, &pod, &id, mode).output().unwrap());
+        let t = Instant::now();
+        assert!(detach_cmd().status().unwrap().success());
+        full_us.push(t.elapsed().as_micros() as u64);
+        assert_eq!(snapshot(&pod.pod), before, "calibration ({mode})");
+    }
+    eprintln!(
+        "full detach of {NICS} interfaces: tc {} us, bridge {} us",
+        full_us[0], full_us[1]
+    );
+    let mut rng = Rng::from_env_or_clock();
+    for k in 0..KILLS {
+        let (mode, full) = if k % 2 == 1 {
+            ("bridge", full_us[1])
+        } else {
+            ("tc", full_us[0])
+        };
+        json_ok(&attach_cmd(&state, &pod, &id, mode).output().unwrap());
+        let delay = rng.below(full);
+        let mut child = detach_cmd().spawn().unwrap();
+        std::thread::sleep(Duration::from_micros(delay));
+        let killed = kill9(&mut child);
+        let what = format!("detach kill #{k} ({mode}) after {delay} us (killed: {killed})");
+        let d = detach(&state, &id);
+        assert_eq!(code(&d), 0, "{what}: detach again: {}", stderr(&d));
+        assert!(checkpoints(&state).is_empty(), "{what}: checkpoint removed");
+        assert_eq!(snapshot(&pod.pod), before, "{what}: restored");
+    }
+}
