@@ -37,7 +37,18 @@ pub fn attach(
     crate::runtime::block_on(async {
         let nl = Netlink::connect(&ns)?;
         if let Some(cp) = state.load(id)? {
-            if (cp.netns.dev, cp.netns.inode) != ns.identity() {
+            if (cp.netns.dev, cp.netns.inode) == ns.identity()
+                && !cp.is_netns(ns.identity(), nl.cookie)
+            {
+                // Same inode number, other cookie: the recorded netns died and its
+                // inode was reused. Nothing of it is left to undo.
+                tracing::warn!(
+                    "sandbox {id}: dropping a checkpoint of a netns that no longer exists"
+                );
+                state.remove(id)?;
+                return attach_fresh(&ns, &nl, id, opts, state).await;
+            }
+            if !cp.is_netns(ns.identity(), nl.cookie) {
                 return Err(Error::Conflict {
                     id: id.into(),
                     existing: cp.netns.path.clone(),
@@ -88,7 +99,14 @@ async fn attach_fresh(
     let ingress = tc::ingress_inventory(&nl.handle, &eligible)
         .await
         .map_err(|e| nl.err("dump qdiscs", "", e))?;
-    let plan = plan::plan(&desc, &Inventory { ingress, groups }, opts, id)?;
+    let mut plan = plan::plan(&desc, &Inventory { ingress, groups }, opts, id)?;
+    for nic in &mut plan.nics {
+        let live = dump
+            .links
+            .iter()
+            .find(|l| l.header.index == nic.pod.ifindex);
+        nic.pod.txqlen = live.and_then(|l| links::link_state(l).txqlen);
+    }
     timings.scan = micros(start);
 
     // Record the intent before the first kernel change: a crash from here on
@@ -98,6 +116,7 @@ async fn attach_fresh(
         version: VERSION,
         id: id.into(),
         netns: desc.netns.clone(),
+        netns_cookie: nl.cookie,
         phase: Phase::Applying,
         plan: plan.clone(),
         created: Vec::new(),

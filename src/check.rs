@@ -38,6 +38,12 @@ pub fn check(id: &str, state: &StateDir) -> Result<()> {
     };
     let problems = crate::runtime::block_on(async {
         let nl = Netlink::connect(&ns)?;
+        if !cp.is_netns(ns.identity(), nl.cookie) {
+            return Ok(vec![format!(
+                "netns {} is now a different namespace (new netns cookie)",
+                cp.netns.path
+            )]);
+        }
         let live = links::list(&nl.handle)
             .await
             .map_err(|e| nl.err("dump links", "", e))?;

@@ -43,6 +43,9 @@ pub struct Checkpoint {
     pub version: u32,
     pub id: String,
     pub netns: NetnsRef,
+    /// `SO_NETNS_COOKIE` of the netns: tells a reused inode number from the same netns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns_cookie: Option<u64>,
     pub phase: Phase,
     pub plan: Plan,
     /// ifindexes the kernel gave the TAPs and bridges, by planned name.
@@ -50,6 +53,19 @@ pub struct Checkpoint {
     pub created: Vec<Created>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<Description>,
+}
+
+impl Checkpoint {
+    /// Whether an open netns (identity and cookie) is the one this checkpoint recorded.
+    /// The kernel may give a freed nsfs inode number to a new netns; the cookie never repeats.
+    pub fn is_netns(&self, identity: (u64, u64), cookie: Option<u64>) -> bool {
+        let same_inode = (self.netns.dev, self.netns.inode) == identity;
+        let same_cookie = match (self.netns_cookie, cookie) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        };
+        same_inode && same_cookie
+    }
 }
 
 /// One object podtap created, keyed by its ifindex.
@@ -319,6 +335,40 @@ mod tests {
             0o700
         );
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn netns_identity_needs_inode_and_cookie() {
+        let plan = crate::plan::Plan {
+            id: "s".into(),
+            mode: crate::model::Wiring::Tc,
+            group: 1,
+            nics: vec![],
+        };
+        let cp = Checkpoint {
+            version: VERSION,
+            id: "s".into(),
+            netns: NetnsRef {
+                path: "/run/netns/p".into(),
+                inode: 10,
+                dev: 4,
+            },
+            netns_cookie: Some(77),
+            phase: Phase::Complete,
+            plan,
+            created: vec![],
+            description: None,
+        };
+        assert!(cp.is_netns((4, 10), Some(77)));
+        assert!(
+            !cp.is_netns((4, 10), Some(78)),
+            "a reused inode is another netns"
+        );
+        assert!(!cp.is_netns((4, 11), Some(77)));
+        assert!(
+            cp.is_netns((4, 10), None),
+            "kernels without cookies fall back to the inode"
+        );
     }
 
     #[test]

@@ -60,6 +60,12 @@ pub fn detach(
         Ok(ns) => {
             let warnings = crate::runtime::block_on(async {
                 let nl = Netlink::connect(&ns)?;
+                if !cp.is_netns(ns.identity(), nl.cookie) {
+                    return Ok(vec![format!(
+                        "netns {} is now a different namespace (same inode, new netns cookie); left it untouched",
+                        cp.netns.path
+                    )]);
+                }
                 teardown::undo(&nl, &cp.plan, &cp.created)
                     .await
                     .into_result(id)

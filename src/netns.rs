@@ -38,6 +38,8 @@ pub struct NetNs {
 pub struct NetnsLink {
     pub socket: TokioSocket,
     pub ipv6_enabled: bool,
+    /// `SO_NETNS_COOKIE`: unlike the nsfs inode, never reused for a later netns.
+    pub cookie: Option<u64>,
 }
 
 impl NetNs {
@@ -184,13 +186,33 @@ impl NetNs {
             // SAFETY: into_raw_fd transfers ownership of a valid open fd.
             Ok((unsafe { OwnedFd::from_raw_fd(socket.into_raw_fd()) }, ipv6))
         })?;
+        let cookie = netns_cookie(&fd);
         // SAFETY: fd is an owned, open netlink socket; TokioSocket takes ownership.
         let socket = unsafe { TokioSocket::from_raw_fd(fd.into_raw_fd()) };
         Ok(NetnsLink {
             socket,
             ipv6_enabled,
+            cookie,
         })
     }
+}
+
+/// The cookie of the netns a socket lives in (Linux 5.14+), if the kernel has it.
+fn netns_cookie(fd: &OwnedFd) -> Option<u64> {
+    const SO_NETNS_COOKIE: libc::c_int = 71;
+    let mut cookie: u64 = 0;
+    let mut len = std::mem::size_of::<u64>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `cookie`, which we own.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_NETNS_COOKIE,
+            (&mut cookie as *mut u64).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(cookie)
 }
 
 /// What a non-regular file is, for the "not a network namespace" message.

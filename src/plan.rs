@@ -95,6 +95,9 @@ pub struct PodSide {
     pub mac: String,
     pub mtu: u32,
     pub kind: LinkKind,
+    /// Transmit queue length before attach, filled in from the scan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub txqlen: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -181,6 +184,7 @@ pub fn plan(desc: &Description, inv: &Inventory, opts: &AttachOptions, id: &str)
                 mac,
                 mtu: iface.mtu,
                 kind: iface.kind,
+                txqlen: None,
             },
             tap: TapPlan {
                 name: tap_name,

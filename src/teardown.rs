@@ -120,6 +120,16 @@ async fn restore_pod_side(nl: &Netlink, nic: &NicPlan, live: Option<&LinkState>)
             }
         }
     }
+    // Adding an ingress qdisc to a link with txqueuelen 0 (as CNI plugins make
+    // veths) makes the kernel raise it to 1000, and deleting the qdisc does not
+    // lower it again: put the recorded value back.
+    if let Some(q) = pod.txqlen.filter(|q| live.txqlen != Some(*q)) {
+        if let Err(e) = links::set_txqlen(h, pod.ifindex, q).await {
+            report
+                .errors
+                .push(nl.err("restore txqueuelen", &live.name, e));
+        }
+    }
     if nic.bridge.is_some() {
         let bridged = live.controller.is_some() || live.mac.as_deref() != Some(pod.mac.as_str());
         if bridged {

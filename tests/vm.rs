@@ -11,6 +11,10 @@
 //!    from the test's own netns with fd handover (vmm-examples/qemu-fds.sh).
 //!
 //! After each VM exits, `podtap detach` must leave the pod netns as it was.
+//!
+//! One more boot goes through the CNI door: hooks/cni/bridge-podtap.conflist
+//! run plugin by plugin (the runner shared with tests/cni.rs), the guest on
+//! the TAP of podtap's CNI result, then CNI DEL.
 
 mod common;
 
@@ -18,7 +22,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use common::{root_or_skip, sh, snapshot, stderr, stdout, tool_or_skip, unique, Netns, StateDir};
+use common::{
+    conflist, container_id, root_or_skip, sh, sh_ok, snapshot, stderr, stdout, tool_or_skip,
+    unique, Chain, Netns, StateDir, TempDir,
+};
 
 const QEMU: &str = "qemu-system-x86_64";
 const CNI_DIR: &str = "/usr/lib/cni";
@@ -152,25 +159,12 @@ fn settle(ns: &Netns) {
     }
 }
 
-/// `common::snapshot`, minus the `qlen N` that `ip addr` prints for links with a
-/// non-zero tx_queue_len.
-///
-/// KNOWN BUG (not in the VM code): the kernel raises a link's tx_queue_len
-/// from 0 to 1000 when an ingress qdisc is added, which tc mode does on the
-/// pod interface; CNI plugins create veth/macvlan links with txqlen 0, and
-/// detach does not put the 0 back. Drop this normalisation once detach
-/// restores tx_queue_len.
+/// `common::snapshot` once IPv6 duplicate address detection has settled.
+/// It includes `qlen`: detach must restore a CNI veth's txqueuelen 0, which
+/// adding an ingress qdisc raises to 1000.
 fn pod_snapshot(ns: &Netns) -> String {
     settle(ns);
     snapshot(ns)
-        .lines()
-        .map(|l| match l.find(" qlen ") {
-            Some(at) if l.contains(" group ") => &l[..at],
-            _ => l,
-        })
-        .map(str::trim_end)
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 fn interface<'a>(desc: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
@@ -321,6 +315,117 @@ fn cni_pod_boots_in_tc_and_bridge_mode() {
         );
     }
     let _ = std::fs::remove_dir_all(&ipam_dir);
+}
+
+/// The CNI path end to end: hooks/cni/bridge-podtap.conflist (bridge with
+/// dual-stack host-local, then podtap) run plugin by plugin as libcni does,
+/// from a node netns; the guest boots on the TAP of podtap's CNI result and
+/// pings the bridge gateway; CNI DEL (reverse order) removes the TAP and the checkpoint.
+#[test]
+fn cni_chain_tap_boots_and_pings_gateway() {
+    let test = "cni_chain_tap_boots_and_pings_gateway";
+    if !root_or_skip(test)
+        || !tool_or_skip(test, QEMU)
+        || !tool_or_skip(test, "jq")
+        || !tool_or_skip(test, &format!("{CNI_DIR}/bridge"))
+        || !tool_or_skip(test, &format!("{CNI_DIR}/host-local"))
+    {
+        return;
+    }
+    let node = Netns::new("vmn");
+    let pod = Netns::new("vmp");
+    // Gateway addresses on the bridge must not wait for DAD.
+    for ns in [&node, &pod] {
+        ns.exec("sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0");
+    }
+    // Private host-local dataDir and podtap stateDir; the conflist made dual-stack.
+    let (state, data) = (TempDir::new(), TempDir::new());
+    let n = std::process::id() % 200 + 20;
+    let mut conf = conflist("bridge-podtap.conflist", state.path(), data.path(), n);
+    let bridge_name = conf["plugins"][0]["bridge"]
+        .as_str()
+        .expect("bridge name")
+        .to_string();
+    conf["plugins"][0]["ipam"]["ranges"] = serde_json::json!([
+        [{ "subnet": format!("198.18.{n}.0/24") }],
+        [{ "subnet": format!("2001:db8:{n:x}::/64") }]
+    ]);
+    conf["plugins"][0]["ipam"]["routes"] =
+        serde_json::json!([{ "dst": "0.0.0.0/0" }, { "dst": "::/0" }]);
+    let chain = Chain::new(conf, Some(&node));
+    let (cid, netns) = (container_id(n), pod.path_str());
+    let id = format!("{cid}-eth0");
+
+    // ADD: bridge (+ host-local) in the node netns, then podtap with its prevResult.
+    let results = chain.add(&cid, &netns, "eth0");
+    let result = results.last().expect("podtap's result");
+    assert!(
+        node.ip(&format!("link show {bridge_name}"))
+            .contains("state UP"),
+        "the bridge is in the node netns"
+    );
+    assert!(
+        !sh_ok(&format!("ip link show {bridge_name}")),
+        "the bridge must not land in the root netns"
+    );
+    let tap = result["interfaces"]
+        .as_array()
+        .expect("interfaces")
+        .iter()
+        .find(|i| i["sandbox"] == netns.as_str() && i["name"] != "eth0")
+        .unwrap_or_else(|| panic!("no TAP in podtap's result {result:#}"))
+        .clone();
+    let tap_name = tap["name"].as_str().expect("TAP name").to_string();
+    let mac = tap["mac"].as_str().expect("guest MAC").to_string();
+    assert!(sh_ok(&format!("ip -n {} link show {tap_name}", pod.name)));
+    let gateways: Vec<String> = result["ips"]
+        .as_array()
+        .expect("ips")
+        .iter()
+        .filter_map(|ip| ip["gateway"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(
+        gateways,
+        [format!("198.18.{n}.1"), format!("2001:db8:{n:x}::1")],
+        "{result:#}"
+    );
+    settle(&node);
+    settle(&pod);
+
+    // The VMM side reads only the checkpoint the CNI ADD wrote.
+    let guest_args = podtap_ok(state.path(), &["render", "guest-args", "--id", &id]);
+    assert!(
+        guest_args.contains(&format!("podtap.nic={mac},1500,198.18.{n}.")),
+        "{guest_args}"
+    );
+    let qemu_args = podtap_ok(state.path(), &["render", "qemu", "--id", &id]);
+    assert!(
+        qemu_args.contains(&format!(",ifname={tap_name},")),
+        "{qemu_args}"
+    );
+    let console = boot(
+        &example("qemu-by-name.sh"),
+        state.path(),
+        &id,
+        &format!("podtap.ping={}", gateways.join(",")),
+    );
+    for gw in &gateways {
+        assert_line(&console, &format!("PODTAP-PING OK {gw}"));
+    }
+    assert_no_errors(&console);
+    assert!(nic_line(&console, &mac).contains(" mtu=1500 "));
+
+    // DEL through the chain, podtap first: the TAP and the checkpoint are gone.
+    chain.del(&cid, &netns, "eth0", Some(result));
+    assert!(
+        !sh_ok(&format!("ip -n {} link show {tap_name}", pod.name)),
+        "DEL removes the TAP"
+    );
+    assert!(
+        !state.path().join(format!("{id}.json")).exists(),
+        "DEL removes the checkpoint"
+    );
+    assert!(!podtap_ok(state.path(), &["list", "--json"]).contains(&id));
 }
 
 /// Test 3: fd handover from the test's own netns, 2 queues, MTU 9000/1400,

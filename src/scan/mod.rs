@@ -17,6 +17,8 @@ use parse::Dump;
 pub struct Netlink {
     pub handle: Handle,
     pub ipv6_enabled: bool,
+    /// The netns cookie (see [`crate::netns::NetnsLink::cookie`]).
+    pub cookie: Option<u64>,
     netns: String,
 }
 
@@ -29,6 +31,7 @@ impl Netlink {
         Ok(Netlink {
             handle,
             ipv6_enabled: link.ipv6_enabled,
+            cookie: link.cookie,
             netns: ns.display(),
         })
     }

@@ -20,6 +20,7 @@ pub struct LinkState {
     pub mac: Option<String>,
     pub mtu: u32,
     pub up: bool,
+    pub txqlen: Option<u32>,
     pub alias: Option<String>,
 }
 
@@ -54,6 +55,7 @@ pub fn link_state(msg: &LinkMessage) -> LinkState {
             .header
             .flags
             .contains(rtnetlink::packet_route::link::LinkFlags::Up),
+        txqlen: None,
         alias: None,
     };
     for attr in &msg.attributes {
@@ -62,6 +64,7 @@ pub fn link_state(msg: &LinkMessage) -> LinkState {
             LinkAttribute::Group(g) => s.group = *g,
             LinkAttribute::Controller(c) => s.controller = Some(*c),
             LinkAttribute::Mtu(m) => s.mtu = *m,
+            LinkAttribute::TxQueueLen(q) => s.txqlen = Some(*q),
             LinkAttribute::IfAlias(a) => s.alias = Some(a.clone()),
             LinkAttribute::Address(a) if a.len() == 6 => {
                 s.mac = Some(crate::scan::parse::format_mac(a))
@@ -96,6 +99,14 @@ pub async fn configure_tap(
         b = b.controller(c);
     }
     ack(handle, RouteNetlinkMessage::SetLink(b.build()), 0).await
+}
+
+/// Put back a link's transmit queue length.
+pub async fn set_txqlen(handle: &Handle, ifindex: u32, txqlen: u32) -> Result<(), KernelError> {
+    let msg = LinkUnspec::new_with_index(ifindex)
+        .txqueuelen(txqlen)
+        .build();
+    ack(handle, RouteNetlinkMessage::SetLink(msg), 0).await
 }
 
 /// Delete every link in `group` with one request: one RCU grace period for all of them.

@@ -13,7 +13,11 @@ static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// A short unique tag: `<prefix><pid>x<n>`.
 pub fn unique(prefix: &str) -> String {
-    format!("{prefix}{}x{}", std::process::id(), COUNTER.fetch_add(1, Ordering::SeqCst))
+    format!(
+        "{prefix}{}x{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    )
 }
 
 /// True when running as root; otherwise prints why the test is skipped.
@@ -27,7 +31,11 @@ pub fn root_or_skip(test: &str) -> bool {
 
 /// Whether `tool` is on PATH. Under CI=true a missing tool fails the test instead of skipping it.
 pub fn tool_or_skip(test: &str, tool: &str) -> bool {
-    let found = Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().is_ok_and(|o| o.status.success())
+    let found = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .output()
+        .is_ok_and(|o| o.status.success())
         || std::path::Path::new(tool).exists();
     if found {
         return true;
@@ -41,16 +49,28 @@ pub fn tool_or_skip(test: &str, tool: &str) -> bool {
 
 /// Run a shell command; panic with its output on failure.
 pub fn sh(cmd: &str) -> String {
-    let out = Command::new("bash").arg("-c").arg(cmd).output().expect("spawn bash");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(cmd)
+        .output()
+        .expect("spawn bash");
     if !out.status.success() {
-        panic!("command failed: {cmd}\nstdout: {}\nstderr: {}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        panic!(
+            "command failed: {cmd}\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Run a shell command and return whether it succeeded.
 pub fn sh_ok(cmd: &str) -> bool {
-    Command::new("bash").arg("-c").arg(cmd).output().is_ok_and(|o| o.status.success())
+    Command::new("bash")
+        .arg("-c")
+        .arg(cmd)
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 /// A netns made with `ip netns add`, deleted on drop.
@@ -86,13 +106,16 @@ impl Netns {
 
     /// `ip -j` output as JSON.
     pub fn ip_json(&self, args: &str) -> serde_json::Value {
-        serde_json::from_str(&sh(&format!("ip -n {} -j {args}", self.name))).expect("ip -j output is JSON")
+        serde_json::from_str(&sh(&format!("ip -n {} -j {args}", self.name)))
+            .expect("ip -j output is JSON")
     }
 }
 
 impl Drop for Netns {
     fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
     }
 }
 
@@ -108,20 +131,32 @@ impl Pod {
     /// Empty pod and peer netns.
     pub fn new() -> Self {
         let net = COUNTER.fetch_add(1, Ordering::SeqCst) % 250;
-        Pod { pod: Netns::new("ptp"), peer: Netns::new("ptn"), net }
+        Pod {
+            pod: Netns::new("ptp"),
+            peer: Netns::new("ptn"),
+            net,
+        }
     }
 
     /// A dual-stack veth: pod `ifname` = 198.18.<net>.2/24 + 2001:db8:<net>::2/64, peer .1 / ::1,
     /// default routes via the peer when `default_routes`.
     pub fn add_veth(&self, ifname: &str, peer_if: &str, sub: u32, default_routes: bool) {
         let (p, q) = (&self.pod.name, &self.peer.name);
-        sh(&format!("ip -n {q} link add {peer_if} type veth peer name {ifname} netns {p}"));
-        sh(&format!("ip -n {q} link set {peer_if} up && ip -n {p} link set {ifname} up"));
+        sh(&format!(
+            "ip -n {q} link add {peer_if} type veth peer name {ifname} netns {p}"
+        ));
+        sh(&format!(
+            "ip -n {q} link set {peer_if} up && ip -n {p} link set {ifname} up"
+        ));
         sh(&format!("ip -n {q} addr add 198.18.{sub}.1/24 dev {peer_if} && ip -n {q} addr add 2001:db8:{sub:x}::1/64 dev {peer_if} nodad"));
         sh(&format!("ip -n {p} addr add 198.18.{sub}.2/24 dev {ifname} && ip -n {p} addr add 2001:db8:{sub:x}::2/64 dev {ifname} nodad"));
         if default_routes {
-            sh(&format!("ip -n {p} route add default via 198.18.{sub}.1 dev {ifname}"));
-            sh(&format!("ip -n {p} -6 route add default via 2001:db8:{sub:x}::1 dev {ifname}"));
+            sh(&format!(
+                "ip -n {p} route add default via 198.18.{sub}.1 dev {ifname}"
+            ));
+            sh(&format!(
+                "ip -n {p} -6 route add default via 2001:db8:{sub:x}::1 dev {ifname}"
+            ));
         }
     }
 
@@ -136,17 +171,28 @@ impl Pod {
     pub fn add_macvlan(&self, ifname: &str, sub: u32) {
         let (p, q) = (&self.pod.name, &self.peer.name);
         let parent = format!("mvp{sub}");
-        sh(&format!("ip -n {q} link add {parent} type veth peer name {parent}b"));
-        sh(&format!("ip -n {q} link set {parent} up && ip -n {q} link set {parent}b up"));
-        sh(&format!("ip -n {q} link add {ifname} link {parent} type macvlan mode bridge"));
+        sh(&format!(
+            "ip -n {q} link add {parent} type veth peer name {parent}b"
+        ));
+        sh(&format!(
+            "ip -n {q} link set {parent} up && ip -n {q} link set {parent}b up"
+        ));
+        sh(&format!(
+            "ip -n {q} link add {ifname} link {parent} type macvlan mode bridge"
+        ));
         sh(&format!("ip -n {q} link set {ifname} netns {p}"));
-        sh(&format!("ip -n {p} link set {ifname} up && ip -n {p} addr add 198.18.{sub}.2/24 dev {ifname}"));
+        sh(&format!(
+            "ip -n {p} link set {ifname} up && ip -n {p} addr add 198.18.{sub}.2/24 dev {ifname}"
+        ));
     }
 }
 
 /// The podtap binary under test.
 pub fn podtap(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_podtap")).args(args).output().expect("run podtap")
+    Command::new(env!("CARGO_BIN_EXE_podtap"))
+        .args(args)
+        .output()
+        .expect("run podtap")
 }
 
 /// podtap with a state dir of the test's own.
@@ -168,7 +214,12 @@ pub fn stderr(o: &Output) -> String {
 
 /// Assert success and parse stdout as JSON.
 pub fn json_ok(o: &Output) -> serde_json::Value {
-    assert!(o.status.success(), "podtap failed ({:?}): {}", o.status.code(), stderr(o));
+    assert!(
+        o.status.success(),
+        "podtap failed ({:?}): {}",
+        o.status.code(),
+        stderr(o)
+    );
     serde_json::from_slice(&o.stdout).expect("podtap prints JSON")
 }
 
@@ -195,7 +246,11 @@ pub fn snapshot(ns: &Netns) -> String {
     let mut out = String::new();
     for l in links.as_array().expect("links array") {
         let field = |k: &str| l.get(k).map(|v| v.to_string()).unwrap_or_default();
-        let name = l.get("ifname").and_then(|v| v.as_str()).unwrap_or_default().to_string();
+        let name = l
+            .get("ifname")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string();
         out.push_str(&format!(
             "link {} {} mac={} mtu={} master={} group={} kind={} flags={}\n",
             field("ifindex"),
@@ -204,7 +259,10 @@ pub fn snapshot(ns: &Netns) -> String {
             field("mtu"),
             field("master"),
             field("group"),
-            l.get("linkinfo").and_then(|i| i.get("info_kind")).map(|v| v.to_string()).unwrap_or_default(),
+            l.get("linkinfo")
+                .and_then(|i| i.get("info_kind"))
+                .map(|v| v.to_string())
+                .unwrap_or_default(),
             field("flags"),
         ));
         let qd = sh(&format!("tc -n {} qdisc show dev {name} ingress", ns.name));
@@ -219,4 +277,245 @@ pub fn snapshot(ns: &Netns) -> String {
     out.push_str(&ns.ip("addr show"));
     out.push_str(&ns.ip("route show table all"));
     out
+}
+
+// ---- The CNI chain runner (shared by tests/cni.rs and tests/vm.rs) ----
+
+use std::io::Write as _;
+use std::path::Path;
+use std::process::Stdio;
+
+use serde_json::{json, Value};
+
+/// Where Debian installs containernetworking-plugins.
+pub const PLUGINS: &str = "/usr/lib/cni";
+
+/// A containerd-style container id: 64 hex digits.
+pub fn container_id(n: u32) -> String {
+    format!(
+        "{:064x}",
+        0xc0ffee_u64 * 1000 + u64::from(n) + u64::from(std::process::id()) * 7
+    )
+}
+
+/// A temp dir removed on drop.
+pub struct TempDir(StateDir);
+
+impl TempDir {
+    pub fn new() -> Self {
+        let d = StateDir::new();
+        std::fs::create_dir_all(&d.0).expect("create temp dir");
+        TempDir(d)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0 .0
+    }
+}
+
+/// One plugin invocation's outcome.
+pub struct Run {
+    pub out: Output,
+}
+
+impl Run {
+    pub fn ok(&self) -> bool {
+        self.out.status.success()
+    }
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.out.stdout).unwrap_or(Value::Null)
+    }
+    pub fn expect_ok(&self, what: &str) -> Value {
+        assert!(
+            self.ok(),
+            "{what} failed ({:?}): stdout {} stderr {}",
+            self.out.status.code(),
+            stdout(&self.out),
+            stderr(&self.out)
+        );
+        self.json()
+    }
+    /// Assert a CNI error object with `code` on stdout and exit status 1.
+    pub fn expect_err(&self, code: u64) -> Value {
+        let v = self.json();
+        assert_eq!(
+            self.out.status.code(),
+            Some(1),
+            "exit status; stdout {}",
+            stdout(&self.out)
+        );
+        assert_eq!(
+            v["code"],
+            code,
+            "error object {v}; stderr {}",
+            stderr(&self.out)
+        );
+        assert!(
+            v["msg"].as_str().is_some_and(|m| !m.is_empty()),
+            "msg in {v}"
+        );
+        assert!(v["cniVersion"].is_string(), "cniVersion in {v}");
+        v
+    }
+}
+
+/// A conflist run the libcni way inside `node`.
+pub struct Chain {
+    conf: Value,
+    bin: TempDir,
+    node: Option<String>,
+}
+
+impl Chain {
+    /// `conf` is a parsed conflist; `bin` gets the plugins it names (podtap = the binary under test).
+    pub fn new(conf: Value, node: Option<&Netns>) -> Self {
+        let bin = TempDir::new();
+        for name in ["bridge", "macvlan", "host-local", "ptp"] {
+            let _ = std::os::unix::fs::symlink(format!("{PLUGINS}/{name}"), bin.path().join(name));
+        }
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_podtap"), bin.path().join("podtap"))
+            .expect("link podtap");
+        Chain {
+            conf,
+            bin,
+            node: node.map(|n| n.name.clone()),
+        }
+    }
+
+    pub fn plugins(&self) -> Vec<Value> {
+        self.conf["plugins"].as_array().expect("plugins").clone()
+    }
+
+    /// The config libcni gives plugin `p`: its own keys plus name, cniVersion and prevResult.
+    pub fn plugin_conf(&self, p: &Value, prev: Option<&Value>) -> Value {
+        let mut c = p.clone();
+        c["name"] = self.conf["name"].clone();
+        c["cniVersion"] = self.conf["cniVersion"].clone();
+        if let Some(prev) = prev {
+            c["prevResult"] = prev.clone();
+        }
+        c
+    }
+
+    pub fn exec(&self, plugin_type: &str, stdin: &str, env: &[(&str, &str)]) -> Run {
+        let exe = self.bin.path().join(plugin_type);
+        let mut cmd = match &self.node {
+            Some(node) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", node]).arg(&exe);
+                c
+            }
+            None => Command::new(&exe),
+        };
+        cmd.env("CNI_PATH", self.bin.path())
+            .env("PODTAP_LOG", "info");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn plugin");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(stdin.as_bytes())
+            .expect("write stdin");
+        Run {
+            out: child.wait_with_output().expect("wait plugin"),
+        }
+    }
+
+    pub fn env<'a>(
+        cmd: &'a str,
+        cid: &'a str,
+        netns: &'a str,
+        ifname: &'a str,
+    ) -> Vec<(&'a str, &'a str)> {
+        vec![
+            ("CNI_COMMAND", cmd),
+            ("CNI_CONTAINERID", cid),
+            ("CNI_NETNS", netns),
+            ("CNI_IFNAME", ifname),
+        ]
+    }
+
+    /// ADD every plugin in order, threading the result; returns (results per plugin).
+    pub fn add(&self, cid: &str, netns: &str, ifname: &str) -> Vec<Value> {
+        let mut prev: Option<Value> = None;
+        let mut results = Vec::new();
+        for p in self.plugins() {
+            let t = p["type"].as_str().expect("type").to_string();
+            let stdin = self.plugin_conf(&p, prev.as_ref()).to_string();
+            let r = self
+                .exec(&t, &stdin, &Self::env("ADD", cid, netns, ifname))
+                .expect_ok(&format!("ADD {t}"));
+            prev = Some(r.clone());
+            results.push(r);
+        }
+        results
+    }
+
+    /// CHECK every plugin in order with the cached final result.
+    pub fn check(&self, cid: &str, netns: &str, ifname: &str, result: &Value) -> Vec<Run> {
+        self.plugins()
+            .iter()
+            .map(|p| {
+                let stdin = self.plugin_conf(p, Some(result)).to_string();
+                self.exec(
+                    p["type"].as_str().expect("type"),
+                    &stdin,
+                    &Self::env("CHECK", cid, netns, ifname),
+                )
+            })
+            .collect()
+    }
+
+    /// DEL every plugin in reverse order, with the cached result when there is one.
+    pub fn del(&self, cid: &str, netns: &str, ifname: &str, result: Option<&Value>) {
+        for p in self.plugins().iter().rev() {
+            let t = p["type"].as_str().expect("type");
+            let stdin = self.plugin_conf(p, result).to_string();
+            self.exec(t, &stdin, &Self::env("DEL", cid, netns, ifname))
+                .expect_ok(&format!("DEL {t}"));
+        }
+    }
+
+    /// Run podtap alone (the last plugin) with a config of `version` plus `extra` keys.
+    pub fn podtap(&self, version: &str, extra: Value, env: &[(&str, &str)]) -> Run {
+        let mut c = self.plugin_conf(self.plugins().last().expect("podtap"), None);
+        c["cniVersion"] = json!(version);
+        if let (Some(o), Some(e)) = (c.as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                o.insert(k.clone(), v.clone());
+            }
+        }
+        self.exec("podtap", &c.to_string(), env)
+    }
+}
+
+/// The repository's conflist with test-private paths and subnet.
+pub fn conflist(file: &str, state: &Path, data: &Path, net: u32) -> Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("hooks/cni")
+        .join(file);
+    let mut conf: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("read conflist"))
+            .expect("conflist is JSON");
+    conf["name"] = json!(format!("{}-{net}", conf["name"].as_str().unwrap_or("net")));
+    for p in conf["plugins"].as_array_mut().expect("plugins") {
+        if p["type"] == "podtap" {
+            p["stateDir"] = json!(state);
+        }
+        if p.get("ipam").is_some() {
+            p["ipam"]["dataDir"] = json!(data);
+            p["ipam"]["ranges"] = json!([[{ "subnet": format!("198.19.{net}.0/24"), "gateway": format!("198.19.{net}.1") }]]);
+        }
+        if p["type"] == "bridge" {
+            p["bridge"] = json!(format!("cnipt{net}"));
+        }
+    }
+    conf
 }
