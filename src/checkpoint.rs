@@ -210,6 +210,19 @@ impl StateDir {
         Ok(Some(cp))
     }
 
+    /// The description a finished attach recorded for `id`.
+    pub fn description(&self, id: &str) -> Result<Description> {
+        validate_id(id)?;
+        let cp = self.load(id)?.ok_or_else(|| Error::NotFound {
+            id: id.into(),
+            dir: self.dir.clone(),
+        })?;
+        cp.description.ok_or_else(|| Error::CheckFailed {
+            id: id.into(),
+            problems: "attach did not finish (run detach, then attach again)".into(),
+        })
+    }
+
     /// Write the checkpoint atomically.
     pub fn save(&self, cp: &Checkpoint) -> Result<()> {
         let text = serde_json::to_vec_pretty(cp)

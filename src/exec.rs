@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::{fcntl, FcntlArg, FdFlag};
 use nix::sched::{setns, CloneFlags};
 
-use crate::checkpoint::{validate_id, StateDir};
+use crate::checkpoint::StateDir;
 use crate::error::{Error, Result};
 use crate::model::Description;
 use crate::netns::NetNs;
@@ -59,7 +59,7 @@ pub fn exec(
     if argv.is_empty() {
         return Err(Error::Invalid("exec: no command given after --".into()));
     }
-    let desc = recorded_description(id, state)?;
+    let desc = state.description(id)?;
     if enter_netns {
         if vmm.is_some() || vhost {
             return Err(Error::Invalid(
@@ -146,19 +146,6 @@ pub fn handover_args(
             .flat_map(|value| ["--net".to_string(), value])
             .collect()),
     }
-}
-
-/// The description `attach` recorded for `id` in its checkpoint.
-fn recorded_description(id: &str, state: &StateDir) -> Result<Description> {
-    validate_id(id)?;
-    let cp = state.load(id)?.ok_or_else(|| Error::NotFound {
-        id: id.into(),
-        dir: state.path().into(),
-    })?;
-    cp.description.ok_or_else(|| Error::CheckFailed {
-        id: id.into(),
-        problems: "attach did not finish; nothing to exec on".into(),
-    })
 }
 
 /// Open the netns the description names and make sure it is still the one

@@ -1,6 +1,6 @@
 //! One handler per subcommand.
 
-use crate::checkpoint::{validate_id, StateDir};
+use crate::checkpoint::StateDir;
 use crate::error::{exit, Error, Result};
 use crate::model::{Description, Wiring};
 use crate::netns::NetNs;
@@ -77,7 +77,7 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
             state,
         } => {
             let desc = match (id, description) {
-                (Some(id), _) => recorded_description(&id, &state_dir(&state))?,
+                (Some(id), _) => state_dir(&state).description(&id)?,
                 (None, Some(path)) => read_description(&path)?,
                 (None, None) => {
                     return Err(Error::Invalid("render needs --id or --description".into()))
@@ -126,19 +126,6 @@ fn parse_owner(s: &str) -> Result<(Option<u32>, Option<u32>)> {
         .map(|g| g.parse::<u32>().map_err(|_| bad()))
         .transpose()?;
     Ok((Some(uid), gid))
-}
-
-/// The description `attach` printed for `id`.
-pub fn recorded_description(id: &str, state: &StateDir) -> Result<Description> {
-    validate_id(id)?;
-    let cp = state.load(id)?.ok_or_else(|| Error::NotFound {
-        id: id.into(),
-        dir: state.path().into(),
-    })?;
-    cp.description.ok_or_else(|| Error::CheckFailed {
-        id: id.into(),
-        problems: "attach did not finish".into(),
-    })
 }
 
 fn read_description(path: &std::path::Path) -> Result<Description> {
