@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -30,22 +29,13 @@ impl TempDir {
 
 /// `podtap oci-hook <action>` with `stdin` and a private state dir.
 fn hook(state: &Path, action: &str, extra: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_podtap"))
-        .args(["oci-hook", action])
-        .args(extra)
-        .env("PODTAP_STATE_DIR", state)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn podtap");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin.as_bytes())
-        .expect("write stdin");
-    child.wait_with_output().expect("wait podtap")
+    common::run_with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_podtap"))
+            .args(["oci-hook", action])
+            .args(extra)
+            .env("PODTAP_STATE_DIR", state),
+        stdin,
+    )
 }
 
 /// Assert exit `code` and exactly one line on stderr.

@@ -281,9 +281,7 @@ pub fn snapshot(ns: &Netns) -> String {
 
 // ---- The CNI chain runner (shared by tests/cni.rs and tests/vm.rs) ----
 
-use std::io::Write as _;
 use std::path::Path;
-use std::process::Stdio;
 
 use serde_json::{json, Value};
 
@@ -411,20 +409,8 @@ impl Chain {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn plugin");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(stdin.as_bytes())
-            .expect("write stdin");
         Run {
-            out: child.wait_with_output().expect("wait plugin"),
+            out: run_with_stdin(&mut cmd, stdin),
         }
     }
 
@@ -518,4 +504,25 @@ pub fn conflist(file: &str, state: &Path, data: &Path, net: u32) -> Value {
         }
     }
     conf
+}
+
+/// Run `cmd` with `stdin` piped in and collect its output. The program may exit
+/// before reading its input (a usage error), so a broken pipe is not a failure.
+pub fn run_with_stdin(cmd: &mut Command, stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let written = child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes());
+    if let Err(e) = written {
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "write stdin: {e}");
+    }
+    child.wait_with_output().expect("wait")
 }
