@@ -33,9 +33,17 @@ pub fn attach(
 ) -> Result<Description> {
     validate_id(id)?;
     let ns = NetNs::open(netns_path, allow_host)?;
-    let _lock = state.lock(id, LOCK_TIMEOUT)?;
+    state.locked(id, LOCK_TIMEOUT, || attach_locked(&ns, id, opts, state))
+}
+
+fn attach_locked(
+    ns: &NetNs,
+    id: &str,
+    opts: &AttachOptions,
+    state: &StateDir,
+) -> Result<Description> {
     crate::runtime::block_on(async {
-        let nl = Netlink::connect(&ns)?;
+        let nl = Netlink::connect(ns)?;
         if let Some(cp) = state.load(id)? {
             if (cp.netns.dev, cp.netns.inode) == ns.identity()
                 && !cp.is_netns(ns.identity(), nl.cookie)
@@ -46,7 +54,7 @@ pub fn attach(
                     "sandbox {id}: dropping a checkpoint of a netns that no longer exists"
                 );
                 state.remove(id)?;
-                return attach_fresh(&ns, &nl, id, opts, state).await;
+                return attach_fresh(ns, &nl, id, opts, state).await;
             }
             if !cp.is_netns(ns.identity(), nl.cookie) {
                 return Err(Error::Conflict {
@@ -65,7 +73,7 @@ pub fn attach(
                 .into_result(id)?;
             state.remove(id)?;
         }
-        attach_fresh(&ns, &nl, id, opts, state).await
+        attach_fresh(ns, &nl, id, opts, state).await
     })
 }
 

@@ -12,7 +12,10 @@ use crate::wiring::tc;
 /// Check sandbox `id`; `Err(CheckFailed)` lists every problem found.
 pub fn check(id: &str, state: &StateDir) -> Result<()> {
     validate_id(id)?;
-    let _lock = state.lock(id, LOCK_TIMEOUT)?;
+    state.locked(id, LOCK_TIMEOUT, || check_locked(id, state))
+}
+
+fn check_locked(id: &str, state: &StateDir) -> Result<()> {
     let cp = state.load(id)?.ok_or_else(|| Error::NotFound {
         id: id.into(),
         dir: state.path().into(),

@@ -158,20 +158,25 @@ impl StateDir {
     pub fn lock(&self, id: &str, timeout: Duration) -> Result<IdLock> {
         self.ensure()?;
         let path = self.dir.join(format!("{id}.lock"));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path)
-            .map_err(|e| Error::io("open lock", &path, e))?;
         let deadline = Instant::now() + timeout;
         loop {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&path)
+                .map_err(|e| Error::io("open lock", &path, e))?;
             // SAFETY: flock on an fd we own; no memory is passed.
             let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
             if rc == 0 {
-                return Ok(IdLock { _file: file });
+                // The holder before us may have unlinked the lock file (see
+                // `IdLock::release`); a lock on an unlinked inode guards nothing.
+                if same_file(&file, &path) {
+                    return Ok(IdLock { file, path });
+                }
+                continue;
             }
             let err = std::io::Error::last_os_error();
             if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
@@ -185,6 +190,22 @@ impl StateDir {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    /// Run `work` under the lock for `id`. If no checkpoint is left afterwards
+    /// (detached, failed, unknown), the lock file goes too.
+    pub fn locked<T>(
+        &self,
+        id: &str,
+        timeout: Duration,
+        work: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
+        let lock = self.lock(id, timeout)?;
+        let result = work();
+        if !self.file(id).exists() {
+            lock.release();
+        }
+        result
     }
 
     /// Read the checkpoint for `id`: `Ok(None)` if there is none.
@@ -267,7 +288,25 @@ impl StateDir {
 /// Held for the life of one command; released when dropped (or when the process dies).
 #[derive(Debug)]
 pub struct IdLock {
-    _file: File,
+    file: File,
+    path: PathBuf,
+}
+
+impl IdLock {
+    /// Remove the lock file while still holding it: the id is finished with, so
+    /// nothing is left behind in the state dir. Waiters notice and re-open.
+    pub fn release(self) {
+        let _ = fs::remove_file(&self.path);
+        drop(self.file);
+    }
+}
+
+fn same_file(file: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), fs::symlink_metadata(path)) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    }
 }
 
 fn read_nofollow(path: &Path) -> std::io::Result<String> {
@@ -382,6 +421,29 @@ mod tests {
             cp.is_netns((4, 10), None),
             "kernels without cookies fall back to the inode"
         );
+    }
+
+    #[test]
+    fn lock_file_goes_with_the_checkpoint() {
+        let dir = std::env::temp_dir().join(format!("podtap-cp3-{}", std::process::id()));
+        let sd = StateDir::new(&dir);
+        let lock_path = dir.join("s1.lock");
+        sd.locked("s1", Duration::from_secs(1), || Ok(())).unwrap();
+        assert!(!lock_path.exists(), "no checkpoint, no lock file");
+        sd.locked("s1", Duration::from_secs(1), || {
+            write_atomic(&sd.file("s1"), b"{}", 0o600)
+        })
+        .unwrap();
+        assert!(lock_path.exists(), "a live checkpoint keeps its lock file");
+        let held = sd.lock("s1", Duration::from_secs(1)).unwrap();
+        let busy = sd.lock("s1", Duration::from_millis(20)).unwrap_err();
+        assert_eq!(busy.exit_code(), crate::error::exit::BUSY);
+        held.release();
+        assert!(
+            sd.lock("s1", Duration::from_secs(1)).is_ok(),
+            "re-created after release"
+        );
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -29,7 +29,15 @@ pub fn detach(
     netns: Option<&Path>,
 ) -> Result<DetachReport> {
     validate_id(id)?;
-    let _lock = state.lock(id, LOCK_TIMEOUT)?;
+    state.locked(id, LOCK_TIMEOUT, || detach_locked(id, state, force, netns))
+}
+
+fn detach_locked(
+    id: &str,
+    state: &StateDir,
+    force: bool,
+    netns: Option<&Path>,
+) -> Result<DetachReport> {
     let cp = match state.load(id) {
         Ok(Some(cp)) => cp,
         Ok(None) => return Ok(DetachReport::default()),
