@@ -1,7 +1,7 @@
 //! The on-disk checkpoint: one file per sandbox id, written before every kernel change.
 //!
 //! Layout: `<state-dir>/<id>.json` (mode 0600) and `<state-dir>/<id>.lock`,
-//! in a 0700 directory. Writes are atomic (temp file, fsync, rename, fsync of
+//! in a 0700 directory. Writes are atomic (temp file, fdatasync, rename; no fsync of
 //! the directory) and never follow symlinks. The file holds the whole plan
 //! (so a crash at any instant leaves enough to undo by name, group and
 //! priority) and, once attach has finished, the kernel's ifindexes and the
@@ -259,7 +259,6 @@ impl StateDir {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(Error::io("remove checkpoint", &path, e)),
         }
-        sync_dir(&self.dir);
         Ok(())
     }
 
@@ -338,21 +337,17 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
+        // Data on disk before the rename, so the name never points at an empty
+        // file. No directory fsync: the objects a checkpoint describes do not
+        // outlive a reboot, so neither needs the rename to.
+        f.sync_data()?;
         fs::rename(&tmp, path)
     };
     if let Err(e) = write() {
         let _ = fs::remove_file(&tmp);
         return Err(Error::io("write", path, e));
     }
-    sync_dir(dir);
     Ok(())
-}
-
-fn sync_dir(dir: &Path) {
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
 }
 
 #[cfg(test)]

@@ -249,15 +249,16 @@ fn choose_interfaces<'a>(
 /// `<prefix>_<ifname>` if it fits in 15 bytes and is free, else `<prefix><ifindex>`,
 /// then `<prefix><ifindex>_<n>`. Deterministic for a given netns.
 pub fn unique_name(prefix: &str, iface: &Interface, taken: &mut BTreeSet<String>) -> String {
-    let mut candidates = vec![
+    // Built lazily: the first candidate is almost always free.
+    let fallbacks = (1..1000).map(|n| format!("{prefix}{}_{n}", iface.ifindex));
+    let name = [
         format!("{prefix}_{}", iface.name),
         format!("{prefix}{}", iface.ifindex),
-    ];
-    candidates.extend((1..1000).map(|n| format!("{prefix}{}_{n}", iface.ifindex)));
-    let name = candidates
-        .into_iter()
-        .find(|c| c.len() <= MAX_IFNAME && !taken.contains(c))
-        .unwrap_or_else(|| format!("{prefix}{}", iface.ifindex));
+    ]
+    .into_iter()
+    .chain(fallbacks)
+    .find(|c| c.len() <= MAX_IFNAME && !taken.contains(c))
+    .unwrap_or_else(|| format!("{prefix}{}", iface.ifindex));
     taken.insert(name.clone());
     name
 }

@@ -1,0 +1,812 @@
+#!/usr/bin/env python3
+"""podtap benchmark driver. Run it through benches/run.sh, which builds podtap,
+compiles the stand-in, and cleans up with a trap even if this script dies.
+
+Everything happens in network namespaces named PREFIX-*: the root netns is
+never touched (every `ip`/`tc` call uses -n NS or runs under `ip netns exec`).
+Addresses come from 198.18.0.0/15 and 2001:db8::/32 only.
+
+Timings are reported, never asserted. The exit status is 1 when a contender
+failed or left objects behind (links, qdiscs, checkpoints), 0 otherwise.
+"""
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PERSTEP = os.path.join(HERE, "iproute2-perstep.sh")
+BATCH = os.path.join(HERE, "iproute2-batch.sh")
+SCRIPT_GROUP = 4242          # link group the shell contenders use
+FLOOR_GROUP = 4343           # link group of the TAPs the kernel-floor deletion removes
+SCRIPT_PRIO = 49152          # tc prio of the shell contenders' filters
+
+last_cpu_ms = 0.0            # CPU time of the last timed() process tree
+problems = []                # failures and leftovers: any entry makes the exit status 1
+log_file = None
+
+
+def log(msg):
+    line = time.strftime("%H:%M:%S ") + msg
+    print(line, file=sys.stderr, flush=True)
+    if log_file:
+        log_file.write(line + "\n")
+        log_file.flush()
+
+
+def sh(args, check=True, input=None):
+    """Run a setup/inspection command (untimed)."""
+    r = subprocess.run(args, input=input, capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed ({r.returncode}): {r.stderr.strip()}")
+    return r
+
+
+def timed(args, env=None, out_path=None):
+    """Run one contender process; return (wall_ms, rc, maxrss_kib, stdout, stderr).
+
+    Wall time is fork to reap as seen by this driver; os.wait4 gives the child's
+    own peak RSS without a wrapper process.
+    """
+    out = open(out_path or os.devnull, "w+")
+    err = tempfile.TemporaryFile("w+")
+    t0 = time.perf_counter_ns()
+    p = subprocess.Popen(args, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
+    _, status, ru = os.wait4(p.pid, 0)
+    t1 = time.perf_counter_ns()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    out.seek(0)
+    err.seek(0)
+    stdout = out.read() if out_path else ""
+    stderr = err.read()
+    out.close()
+    err.close()
+    global last_cpu_ms
+    # CPU of the process and every descendant it waited for (user + sys)
+    last_cpu_ms = (ru.ru_utime + ru.ru_stime) * 1000
+    return (t1 - t0) / 1e6, p.returncode, ru.ru_maxrss, stdout, stderr
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    k = (len(xs) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+class Bench:
+    def __init__(self, a):
+        self.a = a
+        self.prefix = a.prefix
+        self.bin = a.bin
+        self.state = a.state_dir
+        self.env = dict(os.environ, PODTAP_STATE_DIR=self.state, RUST_LOG="warn")
+        self.samples = {}        # key -> list of ms
+        self.cpu = {}            # key -> list of CPU ms (user+sys, whole process tree)
+        self.phases = {}         # (mode, n) -> list of timings_us dicts
+        self.rss = {}            # (what, n) -> list of KiB
+        self.netns = []          # every netns made, for cleanup
+        self.extra = {}
+
+    # ---------- fixtures ----------
+    def ns_add(self, name):
+        sh(["ip", "netns", "add", name])
+        self.netns.append(name)
+        sh(["ip", "-n", name, "link", "set", "lo", "up"])
+
+    def make_pod(self, tag, n):
+        """A pod netns with n veths (eth0..) whose peers live in a peer netns."""
+        pod, peer = f"{self.prefix}-{tag}", f"{self.prefix}-{tag}-peer"
+        self.ns_add(pod)
+        self.ns_add(peer)
+        lines = []
+        for i in range(n):
+            lines.append(f"link add v{i} type veth peer name eth{i} netns {pod}")
+            lines.append(f"link set v{i} up")
+            lines.append(f"address add 198.18.{i}.1/24 dev v{i}")
+        sh(["ip", "-n", peer, "-batch", "-"], input="\n".join(lines) + "\n")
+        lines = []
+        for i in range(n):
+            lines.append(f"link set eth{i} up")
+            lines.append(f"address add 198.18.{i}.2/24 dev eth{i}")
+            lines.append(f"address add 2001:db8:{i:x}::2/64 dev eth{i} nodad")
+        lines.append("route add default via 198.18.0.1 dev eth0")
+        sh(["ip", "-n", pod, "-batch", "-"], input="\n".join(lines) + "\n")
+        return pod
+
+    def snapshot_clean(self, ns):
+        """Pod-side state that every contender must leave exactly as it found it."""
+        links = json.loads(sh(["ip", "-n", ns, "-d", "-j", "link", "show"]).stdout)
+        qd = json.loads(sh(["tc", "-n", ns, "-j", "qdisc", "show"]).stdout or "[]")
+        return {
+            "links": sorted(
+                (l["ifname"], l.get("linkinfo", {}).get("info_kind", ""), l["address"],
+                 l["mtu"], l.get("master", ""), l.get("group", ""), tuple(sorted(l["flags"])))
+                for l in links),
+            "qdiscs": sorted((q["dev"], q["kind"], q["handle"]) for q in qd),
+        }
+
+    def check_clean(self, ns, baseline, who):
+        now = self.snapshot_clean(ns)
+        cps = [f for f in os.listdir(self.state) if f.endswith(".json")]
+        bad = []
+        if now != baseline:
+            extra_links = set(now["links"]) - set(baseline["links"])
+            extra_q = set(now["qdiscs"]) - set(baseline["qdiscs"])
+            missing = set(baseline["links"]) - set(now["links"])
+            bad.append(f"links/qdiscs differ: extra {sorted(extra_links)} {sorted(extra_q)} changed/missing {sorted(missing)}")
+        if cps:
+            bad.append(f"checkpoints left: {cps}")
+        if bad:
+            problems.append(f"{who}: leftovers in {ns}: {'; '.join(bad)}")
+            log(problems[-1])
+            self.force_clean(ns, baseline)
+
+    def force_clean(self, ns, baseline):
+        """Best effort: put the fixture back so later contenders are not penalised."""
+        for f in os.listdir(self.state):
+            if f.endswith(".json"):
+                cid = f[:-5]
+                sh([self.bin, "detach", "--id", cid], check=False)
+                try:
+                    os.unlink(os.path.join(self.state, f))
+                except FileNotFoundError:
+                    pass
+        links = json.loads(sh(["ip", "-n", ns, "-d", "-j", "link", "show"]).stdout)
+        for l in links:
+            if l.get("linkinfo", {}).get("info_kind") in ("tun", "bridge"):
+                sh(["ip", "-n", ns, "link", "delete", "dev", l["ifname"]], check=False)
+        lines = []
+        for l in baseline["links"]:
+            if l[1] == "veth":
+                sh(["tc", "-n", ns, "qdisc", "del", "dev", l[0], "ingress"], check=False)
+                lines.append(f"link set dev {l[0]} nomaster")
+                lines.append(f"link set dev {l[0]} address {l[2]} mtu {l[3]}")
+        sh(["ip", "-n", ns, "-force", "-batch", "-"], input="\n".join(lines) + "\n", check=False)
+        if self.snapshot_clean(ns) != baseline:
+            raise RuntimeError(f"could not restore fixture {ns} after leftovers")
+
+    def record(self, key, ms):
+        self.samples.setdefault(key, []).append(ms)
+        self.cpu.setdefault(key, []).append(last_cpu_ms)
+
+    def fail(self, who, rc, err):
+        problems.append(f"{who}: exit {rc}: {err.strip()[:400]}")
+        log(problems[-1])
+
+    # ---------- contenders ----------
+    def c_podtap(self, mode, n, ns, rep, base):
+        cid = f"{self.prefix}-{mode}{n}-r{rep}"
+        outp = os.path.join(self.a.workdir, "attach.json")
+        ms, rc, rss, out, err = timed(
+            [self.bin, "attach", "--netns", f"/var/run/netns/{ns}", "--id", cid, "--mode", mode],
+            env=self.env, out_path=outp)
+        if rc != 0:
+            self.fail(f"podtap attach --mode {mode} n={n}", rc, err)
+        else:
+            self.record(("podtap", mode, "attach", n), ms)
+            try:
+                d = json.loads(out)
+                self.phases.setdefault((mode, n), []).append(d["attachment"]["timings_us"])
+                ntap = sum(1 for i in d["interfaces"] if i.get("tap"))
+                if ntap != n:
+                    problems.append(f"podtap attach --mode {mode}: {ntap} TAPs for {n} interfaces")
+            except (ValueError, KeyError, TypeError) as e:
+                problems.append(f"podtap attach --mode {mode} n={n}: bad JSON: {e}")
+        ms, rc, rss, _, err = timed([self.bin, "detach", "--id", cid], env=self.env)
+        if rc != 0:
+            self.fail(f"podtap detach ({mode}) n={n}", rc, err)
+        else:
+            self.record(("podtap", mode, "detach", n), ms)
+        self.check_clean(ns, base, f"podtap {mode} n={n}")
+
+    def c_scan(self, n, ns, rep, base):
+        ms, rc, rss, _, err = timed([self.bin, "scan", "--netns", f"/var/run/netns/{ns}"],
+                                    env=self.env)
+        if rc != 0:
+            self.fail(f"podtap scan n={n}", rc, err)
+        else:
+            self.record(("podtap", "scan", "scan", n), ms)
+
+    def peak_rss(self, argv, who):
+        """Peak RSS (KiB) of one podtap process, measured by a small wrapper
+        (/usr/bin/time -f %M, else the stand-in's wait4 wrapper). Not timed."""
+        f = os.path.join(self.a.workdir, "rss.txt")
+        if os.path.exists("/usr/bin/time"):
+            cmd = ["/usr/bin/time", "-f", "%M", "-o", f] + argv
+        else:
+            cmd = [self.a.standin, "rss"] + argv
+        r = subprocess.run(cmd, env=self.env, capture_output=True, text=True)
+        if r.returncode != 0:
+            self.fail(f"{who} (under the RSS wrapper)", r.returncode, r.stderr)
+            return None
+        txt = open(f).read() if os.path.exists("/usr/bin/time") else r.stderr
+        return int(txt.strip().splitlines()[-1])
+
+    def c_rss(self, n, ns, rep, base):
+        cid = f"{self.prefix}-rss{n}-r{rep}"
+        for what, argv in (
+                ("attach", [self.bin, "attach", "--netns", f"/var/run/netns/{ns}", "--id", cid]),
+                ("detach", [self.bin, "detach", "--id", cid]),
+                ("scan", [self.bin, "scan", "--netns", f"/var/run/netns/{ns}"])):
+            kib = self.peak_rss(argv, f"podtap {what} n={n}")
+            if kib is not None:
+                self.rss.setdefault((what, "tc" if what != "scan" else "-", n), []).append(kib)
+        self.check_clean(ns, base, f"podtap (RSS run) n={n}")
+
+    def c_script(self, kind, n, ns, rep, base):
+        script = PERSTEP if kind == "perstep" else BATCH
+        cid = f"{kind}{n}-r{rep}"
+        ms, rc, _, _, err = timed(["bash", script, "attach", ns, cid, str(SCRIPT_GROUP),
+                                   str(SCRIPT_PRIO)])
+        if rc != 0:
+            self.fail(f"{kind} attach n={n}", rc, err)
+        else:
+            self.record((kind, "tc", "attach", n), ms)
+        ms, rc, _, _, err = timed(["bash", script, "detach", ns, cid])
+        if rc != 0:
+            self.fail(f"{kind} detach n={n}", rc, err)
+        else:
+            self.record((kind, "tc", "detach", n), ms)
+        self.check_clean(ns, base, f"{kind} n={n}")
+
+    def c_floor(self, n, ns, rep, base):
+        """Kernel floor for detach: the same number of persistent vnet_hdr TAPs
+        (made untimed), removed by ONE `ip link delete group N` (one
+        RTM_DELLINK, one unregistration batch, one RCU wait)."""
+        lines = []
+        for i in range(n):
+            lines.append(f"tuntap add dev tap_eth{i} mode tap vnet_hdr")
+            lines.append(f"link set dev tap_eth{i} group {FLOOR_GROUP} up")
+        sh(["ip", "-n", ns, "-batch", "-"], input="\n".join(lines) + "\n")
+        ms, rc, _, _, err = timed(["ip", "-n", ns, "link", "delete", "group", str(FLOOR_GROUP)])
+        if rc != 0:
+            self.fail(f"kernel floor (ip link delete group) n={n}", rc, err)
+        else:
+            self.record(("floor", "group", "detach", n), ms)
+        self.check_clean(ns, base, f"kernel floor n={n}")
+
+    # ---------- identical objects ----------
+    def objects(self, ns):
+        """Snapshot after 1.5 s: operstate is updated by the kernel's linkwatch
+        work up to 1 s after the change, so an immediate read shows stale state.
+        Normalised TAPs, qdiscs and filters: names stay, numbers that differ
+        by construction (ifindex, MAC, group value, alias text, tc prio/handle
+        numbers, action index) go."""
+        time.sleep(1.5)
+        links = json.loads(sh(["ip", "-n", ns, "-d", "-j", "link", "show"]).stdout)
+        out = {"taps": [], "pods": [], "qdiscs": [], "filters": {}}
+        for l in links:
+            li = l.get("linkinfo", {})
+            kind = li.get("info_kind")
+            if kind == "tun":
+                data = dict(li.get("info_data", {}))
+                out["taps"].append({
+                    "name": l["ifname"], "flags": sorted(l["flags"]), "mtu": l["mtu"],
+                    "operstate": l.get("operstate"), "txqlen": l.get("txqlen"),
+                    "min_mtu": l.get("min_mtu"), "max_mtu": l.get("max_mtu"),
+                    "grouped": l.get("group") not in (None, "default"),
+                    "alias_marked": str(l.get("ifalias", "")).startswith("podtap:"),
+                    "master": l.get("master"), "info_data": data,
+                    "gso_max_size": l.get("gso_max_size"), "numtxqueues": l.get("num_tx_queues"),
+                })
+            elif kind == "veth":
+                out["pods"].append({"name": l["ifname"], "flags": sorted(l["flags"]),
+                                    "mtu": l["mtu"], "address": l["address"],
+                                    "master": l.get("master")})
+        qd = json.loads(sh(["tc", "-n", ns, "-j", "qdisc", "show"]).stdout or "[]")
+        out["qdiscs"] = sorted((q["dev"], q["kind"], q["handle"], q.get("parent", "")) for q in qd)
+        for l in links:
+            txt = sh(["tc", "-n", ns, "filter", "show", "dev", l["ifname"], "ingress"]).stdout
+            txt = re.sub(r"pref \d+", "pref P", txt)
+            txt = re.sub(r"index \d+ ref \d+ bind \d+", "index I ref R bind B", txt)
+            txt = re.sub(r"\s+\n", "\n", txt).strip()
+            if txt:
+                out["filters"][l["ifname"]] = txt
+        out["taps"].sort(key=lambda t: t["name"])
+        out["pods"].sort(key=lambda t: t["name"])
+        return out
+
+    def identity_check(self, n, ns, base):
+        snaps = {}
+        cid = f"{self.prefix}-ident"
+        r = sh([self.bin, "attach", "--netns", f"/var/run/netns/{ns}", "--id", cid], check=False)
+        if r.returncode != 0:
+            self.fail("identity: podtap attach", r.returncode, r.stderr)
+            return
+        snaps["podtap"] = self.objects(ns)
+        sh([self.bin, "detach", "--id", cid], check=False)
+        self.check_clean(ns, base, "identity: podtap")
+        for kind, script in (("perstep", PERSTEP), ("batch", BATCH)):
+            r = sh(["bash", script, "attach", ns, "ident", str(SCRIPT_GROUP), str(SCRIPT_PRIO)],
+                   check=False)
+            if r.returncode != 0:
+                self.fail(f"identity: {kind} attach", r.returncode, r.stderr)
+                continue
+            snaps[kind] = self.objects(ns)
+            sh(["bash", script, "detach", ns, "ident"], check=False)
+            self.check_clean(ns, base, f"identity: {kind}")
+        ref = snaps.get("podtap")
+        with open(os.path.join(self.a.workdir, "objects.json"), "w") as f:
+            json.dump(snaps, f, indent=1, default=str)
+        result = {}
+        for kind in ("perstep", "batch"):
+            if kind not in snaps or ref is None:
+                result[kind] = "not compared (contender failed)"
+                continue
+            diffs = [k for k in ref if ref[k] != snaps[kind][k]]
+            if diffs:
+                result[kind] = f"DIFFERENT in {diffs}"
+                problems.append(f"identity: {kind} objects differ from podtap's in {diffs} "
+                                f"(see objects.json in the work dir)")
+                log(problems[-1])
+            else:
+                result[kind] = (f"identical ({len(ref['taps'])} TAPs, {len(ref['qdiscs'])} qdiscs, "
+                                f"{len(ref['filters'])} devices with filters)")
+        self.extra["identity"] = (n, result)
+        log(f"identity check at n={n}: {result}")
+
+    # ---------- concurrency ----------
+    def concurrency(self, pods):
+        peer = f"{self.prefix}-cc-peer"
+        self.ns_add(peer)
+        names = []
+        lines = []
+        for k in range(pods):
+            pod = f"{self.prefix}-cc{k}"
+            self.ns_add(pod)
+            names.append(pod)
+            for i in range(2):
+                lines.append(f"link add c{k}v{i} type veth peer name eth{i} netns {pod}")
+                lines.append(f"link set c{k}v{i} up")
+        sh(["ip", "-n", peer, "-batch", "-"], input="\n".join(lines) + "\n")
+        for k, pod in enumerate(names):
+            sh(["ip", "-n", pod, "-batch", "-"],
+               input=f"link set eth0 up\nlink set eth1 up\n"
+                     f"address add 198.19.{k}.2/24 dev eth0\n"
+                     f"address add 2001:db8:cc:{k:x}::2/64 dev eth1 nodad\n")
+        bases = {pod: self.snapshot_clean(pod) for pod in names}
+
+        def run_all(argvs):
+            t0 = time.perf_counter()
+            procs = [subprocess.Popen(a, env=self.env, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE, text=True) for a in argvs]
+            errs = [(p.wait(), p.stderr.read()) for p in procs]
+            return (time.perf_counter() - t0) * 1000, errs
+
+        att_ms, att = run_all([[self.bin, "attach", "--netns", f"/var/run/netns/{p}",
+                                "--id", f"{p}"] for p in names])
+        att_fail = [(names[i], rc, e.strip()[:200]) for i, (rc, e) in enumerate(att) if rc != 0]
+        taps = 0
+        for pod in names:
+            links = json.loads(sh(["ip", "-n", pod, "-d", "-j", "link", "show"]).stdout)
+            taps += sum(1 for l in links if l.get("linkinfo", {}).get("info_kind") == "tun")
+        det_ms, det = run_all([[self.bin, "detach", "--id", f"{p}"] for p in names])
+        det_fail = [(names[i], rc, e.strip()[:200]) for i, (rc, e) in enumerate(det) if rc != 0]
+        left_taps = left_q = 0
+        for pod in names:
+            now = self.snapshot_clean(pod)
+            left_taps += sum(1 for l in now["links"] if l[1] in ("tun", "bridge"))
+            left_q += sum(1 for q in now["qdiscs"] if q[1] == "ingress")
+        left_cp = [f for f in os.listdir(self.state) if f.endswith(".json")]
+        for f in left_cp:  # counted; now out of the way of the next tests
+            os.unlink(os.path.join(self.state, f))
+        for f in att_fail + det_fail:
+            problems.append(f"concurrency: {f}")
+        if left_taps or left_q or left_cp:
+            problems.append(f"concurrency: leftovers: {left_taps} links, {left_q} ingress qdiscs, "
+                            f"{len(left_cp)} checkpoints")
+        self.extra["concurrency"] = dict(
+            pods=pods, attach_ms=att_ms, detach_ms=det_ms, taps_made=taps,
+            attach_failures=len(att_fail), detach_failures=len(det_fail),
+            left_links=left_taps, left_qdiscs=left_q, left_checkpoints=len(left_cp),
+            first_errors=(att_fail + det_fail)[:3])
+        log(f"concurrency: {self.extra['concurrency']}")
+        for pod in names + [peer]:
+            sh(["ip", "netns", "delete", pod], check=False)
+            self.netns.remove(pod)
+
+    # ---------- data path ----------
+    def datapath(self, rounds, secs):
+        standin = self.a.standin
+        pod = self.make_pod("dp", 1)
+        peer = pod + "-peer"
+        for ns in (pod, peer):
+            sh(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"],
+               check=False)
+        base = self.snapshot_clean(pod)
+        pod_mac = json.loads(sh(["ip", "-n", pod, "-j", "link", "show", "eth0"]).stdout)[0]["address"]
+        variants = ["veth", "tc", "bridge"]
+        res = {}
+        for r in range(rounds):
+            order = variants[r % 3:] + variants[:r % 3]
+            for size in (60, 1514):
+                for v in order:
+                    cid = f"{self.prefix}-dp"
+                    dst = pod_mac
+                    if v != "veth":
+                        rr = sh([self.bin, "attach", "--netns", f"/var/run/netns/{pod}", "--id", cid,
+                                 "--mode", v], check=False)
+                        if rr.returncode != 0:
+                            self.fail(f"datapath attach {v}", rr.returncode, rr.stderr)
+                            continue
+                        iface = [i for i in json.loads(rr.stdout)["interfaces"] if i.get("tap")][0]
+                        dst = iface.get("guest_mac", pod_mac)
+                        echo = [standin, "echo", "tap", iface["tap"]["name"], str(secs + 1.5)]
+                    else:
+                        echo = [standin, "echo", "pkt", "eth0", str(secs + 1.5)]
+                    e = subprocess.Popen(["ip", "netns", "exec", pod] + echo, stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                    ready = e.stdout.readline()
+                    time.sleep(0.2)  # carrier up, bridge port forwarding
+                    g = sh(["ip", "netns", "exec", peer, standin, "gen", "v0", str(secs), str(size), dst],
+                           check=False)
+                    eout, eerr = e.communicate()
+                    if v != "veth":
+                        rr = sh([self.bin, "detach", "--id", cid], check=False)
+                        if rr.returncode != 0:
+                            self.fail(f"datapath detach {v}", rr.returncode, rr.stderr)
+                    self.check_clean(pod, base, f"datapath {v}")
+                    if g.returncode != 0 or e.returncode != 0 or not ready:
+                        self.fail(f"datapath {v} size {size}", g.returncode or e.returncode,
+                                  g.stderr + eerr)
+                        continue
+                    gj = json.loads(g.stdout.strip().splitlines()[-1])
+                    ej = json.loads(eout.strip().splitlines()[-1])
+                    res.setdefault((v, size), []).append(dict(
+                        sent_pps=gj["tx"] / gj["elapsed_s"],
+                        rx_pps=ej["rx"] / gj["elapsed_s"],
+                        echo_pps=gj["echoed"] / gj["elapsed_s"]))
+        self.extra["datapath"] = res
+        self.extra["datapath_secs"] = (rounds, secs)
+        log(f"datapath: { {k: [round(x['rx_pps']) for x in v] for k, v in res.items()} }")
+        return pod
+
+    def tcp(self, secs, rounds):
+        """TCP through the wiring: iperf3 client in the peer netns, server in a
+        'guest' netns that the stand-in forwards to (vnet_hdr + TSO/CSUM offloads
+        on the TAP and PACKET_VNET_HDR on the guest side)."""
+        standin = self.a.standin
+        pod = f"{self.prefix}-tcp"
+        peer, guest = pod + "-peer", pod + "-guest"
+        for ns in (pod, peer, guest):
+            self.ns_add(ns)
+        sh(["ip", "-n", peer, "-batch", "-"], input=(
+            f"link add v0 type veth peer name eth0 netns {pod}\nlink set v0 up\n"
+            "address add 198.18.200.1/24 dev v0\n"))
+        sh(["ip", "-n", pod, "-batch", "-"], input=(
+            f"link add gw0 type veth peer name g0 netns {guest}\nlink set eth0 up\nlink set gw0 up\n"))
+        sh(["ip", "-n", guest, "-batch", "-"], input=(
+            "link set g0 up\naddress add 198.18.200.2/24 dev g0\n"))
+        # the guest uses the pod interface's MAC, as a VM NIC would
+        pod_mac = json.loads(sh(["ip", "-n", pod, "-j", "link", "show", "eth0"]).stdout)[0]["address"]
+        sh(["ip", "-n", guest, "link", "set", "g0", "address", pod_mac])
+        base = self.snapshot_clean(pod)
+        res = {}
+        # `ip netns exec` execs iperf3 itself, so this pid is the server's
+        srv = subprocess.Popen(["ip", "netns", "exec", guest, "iperf3", "-s", "--logfile",
+                                os.path.join(self.a.workdir, "iperf3-server.log")])
+        try:
+            time.sleep(0.3)
+            variants = ["veth", "tc", "bridge"]
+            for r in range(rounds):
+                for v in variants[r % 3:] + variants[:r % 3]:
+                    self.tcp_one(v, pod, peer, base, secs, res)
+        finally:
+            srv.terminate()
+            srv.wait()
+        self.extra["tcp"] = res
+        log(f"tcp Gbit/s: {res}")
+
+    def tcp_one(self, v, pod, peer, base, secs, res):
+        standin = self.a.standin
+        cid = f"{self.prefix}-tcp"
+        if v != "veth":
+            rr = sh([self.bin, "attach", "--netns", f"/var/run/netns/{pod}", "--id", cid,
+                     "--mode", v, "--interfaces", "eth0"], check=False)
+            if rr.returncode != 0:
+                self.fail(f"tcp attach {v}", rr.returncode, rr.stderr)
+                return
+            tapname = [i for i in json.loads(rr.stdout)["interfaces"] if i.get("tap")][0]["tap"]["name"]
+            fwd = [standin, "fwd", "tap", tapname, "gw0", str(secs + 3)]
+        else:
+            fwd = [standin, "fwd", "pkt", "eth0", "gw0", str(secs + 3)]
+        f = subprocess.Popen(["ip", "netns", "exec", pod] + fwd, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        f.stdout.readline()
+        time.sleep(0.3)
+        c = sh(["ip", "netns", "exec", peer, "iperf3", "-c", "198.18.200.2", "-t", str(secs), "-J"],
+               check=False)
+        f.communicate()
+        if v != "veth":
+            rr = sh([self.bin, "detach", "--id", cid], check=False)
+            if rr.returncode != 0:
+                self.fail(f"tcp detach {v}", rr.returncode, rr.stderr)
+        self.check_clean(pod, base, f"tcp {v}")
+        try:
+            j = json.loads(c.stdout)
+            res.setdefault(v, []).append(j["end"]["sum_received"]["bits_per_second"] / 1e9)
+        except (ValueError, KeyError):
+            problems.append(f"tcp {v}: iperf3 gave no result: {c.stdout[-200:]} {c.stderr[-200:]}")
+            log(problems[-1])
+
+    # ---------- main loop ----------
+    def run(self):
+        a = self.a
+        sizes = [1, 8] if a.smoke else [1, 8, 64]
+        pods = {n: self.make_pod(f"n{n}", n) for n in sizes}
+        bases = {n: self.snapshot_clean(pods[n]) for n in sizes}
+        self.identity_check(8, pods[8], bases[8])
+        contenders = [
+            ("podtap-tc", lambda n, r: self.c_podtap("tc", n, pods[n], r, bases[n])),
+            ("podtap-bridge", lambda n, r: self.c_podtap("bridge", n, pods[n], r, bases[n])),
+            ("podtap-scan", lambda n, r: self.c_scan(n, pods[n], r, bases[n])),
+            ("perstep", lambda n, r: self.c_script("perstep", n, pods[n], r, bases[n])),
+            ("batch", lambda n, r: self.c_script("batch", n, pods[n], r, bases[n])),
+            ("floor", lambda n, r: self.c_floor(n, pods[n], r, bases[n])),
+            ("rss", lambda n, r: self.c_rss(n, pods[n], r, bases[n])),
+        ]
+        # one untimed warm-up round (page cache, first-netns-use costs)
+        for n in sizes:
+            for _, fn in contenders:
+                fn(n, -1)
+        self.samples.clear()
+        self.cpu.clear()
+        self.phases.clear()
+        self.rss.clear()
+        t0 = time.time()
+        for rep in range(a.reps):
+            for n in sizes:
+                # rotate the order every repetition so drift hits all contenders alike
+                k = (rep + n) % len(contenders)
+                for _, fn in contenders[k:] + contenders[:k]:
+                    fn(n, rep)
+            log(f"rep {rep + 1}/{a.reps} done ({time.time() - t0:.0f} s)")
+        self.concurrency(a.pods)
+        self.datapath(a.dp_rounds, a.dp_secs)
+        if a.tcp:
+            self.tcp(a.tcp_secs, a.tcp_rounds)
+
+    # ---------- report ----------
+    def report(self):
+        S = self.samples
+        sizes = sorted({k[3] for k in S})
+        L = []
+        fm = lambda x: "–" if x != x else (f"{x:.1f}" if x < 100 else f"{x:.0f}")
+
+        def stat(key):
+            xs = S.get(key, [])
+            return med(xs), pct(xs, 0.95), len(xs)
+
+        L.append("### 1–2. Process wall time (ms): median / p95 (samples)\n")
+        rows = [
+            ("podtap attach, tc", ("podtap", "tc", "attach")),
+            ("podtap detach, tc", ("podtap", "tc", "detach")),
+            ("podtap attach, bridge", ("podtap", "bridge", "attach")),
+            ("podtap detach, bridge", ("podtap", "bridge", "detach")),
+            ("podtap scan", ("podtap", "scan", "scan")),
+            ("per-step script attach", ("perstep", "tc", "attach")),
+            ("per-step script detach", ("perstep", "tc", "detach")),
+            ("batch script attach", ("batch", "tc", "attach")),
+            ("batch script detach", ("batch", "tc", "detach")),
+            ("kernel floor: `ip link delete group` (detach)", ("floor", "group", "detach")),
+        ]
+        L.append("| contender | " + " | ".join(f"{n} if" for n in sizes) + " |")
+        L.append("|---|" + "---|" * len(sizes))
+        for name, k in rows:
+            cells = []
+            for n in sizes:
+                m, p, c = stat(k + (n,))
+                cells.append(f"{fm(m)} / {fm(p)} ({c})")
+            L.append(f"| {name} | " + " | ".join(cells) + " |")
+
+        L.append("\nCPU time of the same runs (user + sys of the process and the children it waited "
+                 "for, ms, median). Wall minus CPU is time spent waiting: for a CPU on this shared "
+                 "machine, for the global RTNL lock, for RCU grace periods, for fsync.\n")
+        L.append("| contender | " + " | ".join(f"{n} if" for n in sizes) + " |")
+        L.append("|---|" + "---|" * len(sizes))
+        for name, k in rows:
+            L.append(f"| {name} | " + " | ".join(fm(med(self.cpu.get(k + (n,), []))) for n in sizes) + " |")
+
+        def ratio(a, b):
+            ma, mb = med(S.get(a, [])), med(S.get(b, []))
+            return ma / mb if mb and mb == mb and ma == ma else float("nan")
+
+        L.append("\n### Ratios (medians) against the targets of issue 6\n")
+        L.append("| quantity | measured | target | met |")
+        L.append("|---|---|---|---|")
+        tgt = []
+        for n, ps, bt in ((8, 25, 10), (64, 30, 3)):
+            if n not in sizes:
+                continue
+            r1 = ratio(("perstep", "tc", "attach", n), ("podtap", "tc", "attach", n))
+            r2 = ratio(("batch", "tc", "attach", n), ("podtap", "tc", "attach", n))
+            tgt.append((f"attach {n} if: per-step script / podtap", f"{r1:.1f}×", f"≥ {ps}×", r1 >= ps))
+            tgt.append((f"attach {n} if: batch script / podtap", f"{r2:.1f}×", f"≥ {bt}×", r2 >= bt))
+        for n in sizes:
+            r = ratio(("podtap", "tc", "detach", n), ("floor", "group", "detach", n))
+            tgt.append((f"detach {n} if: podtap / kernel floor", f"{r:.2f}×", "≤ 1.5×", r <= 1.5))
+        for n, t in ((8, 10), (64, 30)):
+            if n in sizes:
+                r = ratio(("perstep", "tc", "detach", n), ("podtap", "tc", "detach", n))
+                tgt.append((f"detach {n} if: per-step script / podtap", f"{r:.1f}×", f"≥ {t}×", r >= t))
+        if 64 in sizes:
+            for mode in ("tc", "bridge"):
+                m64, m8 = med(S.get(("podtap", mode, "attach", 64), [])), med(S.get(("podtap", mode, "attach", 8), []))
+                mc = (m64 - m8) / 56
+                tgt.append((f"attach marginal cost per extra if ({mode}, (t64−t8)/56, wall)",
+                            f"{mc:.3f} ms", "≤ 0.5 ms", mc <= 0.5))
+        for (what, mode, n), xs in sorted(self.rss.items()):
+            if what == "attach" and mode == "tc" and n in (1, 64):
+                tgt.append((f"peak RSS, attach {n} if (max of {len(xs)})", f"{max(xs) / 1024:.1f} MiB",
+                            "≤ 16 MiB", max(xs) <= 16 * 1024))
+        cc = self.extra.get("concurrency")
+        if cc:
+            tgt.append((f"{cc['pods']} concurrent pods: failures", str(cc["attach_failures"] + cc["detach_failures"]), "0",
+                        cc["attach_failures"] + cc["detach_failures"] == 0))
+            tgt.append((f"{cc['pods']} concurrent pods: leftovers (links+qdiscs+checkpoints)",
+                        str(cc["left_links"] + cc["left_qdiscs"] + cc["left_checkpoints"]), "0",
+                        cc["left_links"] + cc["left_qdiscs"] + cc["left_checkpoints"] == 0))
+        for q, m, t, ok in tgt:
+            L.append(f"| {q} | {m} | {t} | {'yes' if ok else '**no**'} |")
+
+        L.append("\n### 3. podtap attach phases from `attachment.timings_us` (median µs)\n")
+        L.append("| mode | ifs | scan | tap | wiring | checkpoint | total (in-process) | process wall (ms) |")
+        L.append("|---|---|---|---|---|---|---|---|")
+        for (mode, n), ts in sorted(self.phases.items()):
+            c = {f: med([t.get(f, 0) for t in ts]) for f in ("scan", "tap", "wiring", "checkpoint", "total")}
+            wall = med(S.get(("podtap", mode, "attach", n), []))
+            L.append(f"| {mode} | {n} | " + " | ".join(f"{c[f]:.0f}" for f in ("scan", "tap", "wiring", "checkpoint", "total"))
+                     + f" | {fm(wall)} |")
+        if 64 in sizes and 8 in sizes:
+            L.append("")
+            for mode in ("tc", "bridge"):
+                p64, p8 = self.phases.get((mode, 64), []), self.phases.get((mode, 8), [])
+                if p64 and p8:
+                    parts = ", ".join(
+                        f"{f} {(med([t[f] for t in p64]) - med([t[f] for t in p8])) / 56:.0f}"
+                        for f in ("scan", "tap", "wiring", "checkpoint", "total"))
+                    L.append(f"- marginal µs per extra interface, {mode} (in-process): {parts}")
+
+        L.append("\n### 4. Peak RSS (MiB, max over runs; `/usr/bin/time -f %M`, one untimed run per rep)\n")
+        L.append("| podtap command | ifs | peak RSS |")
+        L.append("|---|---|---|")
+        for (what, mode, n), xs in sorted(self.rss.items()):
+            L.append(f"| {what} {'' if mode == '-' else mode} | {n} | {max(xs) / 1024:.1f} |")
+
+        if cc:
+            L.append(f"\n### 5. Concurrency: {cc['pods']} pods × 2 veths, all attached in parallel, then all detached\n")
+            L.append("| phase | wall (ms) | failures |")
+            L.append("|---|---|---|")
+            L.append(f"| attach ×{cc['pods']} | {cc['attach_ms']:.0f} | {cc['attach_failures']} |")
+            L.append(f"| detach ×{cc['pods']} | {cc['detach_ms']:.0f} | {cc['detach_failures']} |")
+            L.append(f"\nTAPs present after the attach wave: {cc['taps_made']} (expected {2 * cc['pods']}). "
+                     f"Leftovers after detach: {cc['left_links']} links, {cc['left_qdiscs']} ingress qdiscs, "
+                     f"{cc['left_checkpoints']} checkpoints.")
+            if cc["first_errors"]:
+                L.append(f"First errors: `{cc['first_errors']}`")
+
+        dp = self.extra.get("datapath")
+        if dp:
+            rounds, secs = self.extra["datapath_secs"]
+            L.append(f"\n### 6. Data path: frames/s through the wiring ({rounds} round(s) × {secs} s per variant, median)\n")
+            L.append("Generator in the peer netns → veth → [wiring] → stand-in (reads, swaps MACs, writes back) → "
+                     "[wiring] → veth → generator. *delivered* = frames the stand-in read; *echoed* = frames back at the generator.\n")
+            L.append("| frame | wiring | offered (kpps) | delivered (kpps) | echoed (kpps) | delivered vs bare veth | echoed vs bare veth |")
+            L.append("|---|---|---|---|---|---|---|")
+            label = {60: "64 B (60 + FCS)", 1514: "1500 B payload (1514 + FCS)"}
+            for size in (60, 1514):
+                b = dp.get(("veth", size))
+                for v in ("veth", "tc", "bridge"):
+                    xs = dp.get((v, size))
+                    if not xs:
+                        L.append(f"| {label[size]} | {v} | failed | | | | |")
+                        continue
+                    s, r, e = (med([x[f] for x in xs]) for f in ("sent_pps", "rx_pps", "echo_pps"))
+                    rb = med([x["rx_pps"] for x in b]) if b else float("nan")
+                    eb = med([x["echo_pps"] for x in b]) if b else float("nan")
+                    L.append(f"| {label[size]} | {'bare veth (packet socket)' if v == 'veth' else v} | {s / 1e3:.0f} | {r / 1e3:.0f} | {e / 1e3:.0f} | "
+                             f"{r / rb:.2f} | {e / eb:.2f} |")
+        tcp = self.extra.get("tcp")
+        if tcp:
+            n = max(len(v) for v in tcp.values())
+            L.append(f"\n### 6b. TCP through the wiring (iperf3 -t {self.a.tcp_secs}, one stream, {n} round(s), Gbit/s)\n")
+            L.append("| wiring | median Gbit/s | all rounds | median vs bare veth |")
+            L.append("|---|---|---|---|")
+            base = med(tcp.get("veth", []))
+            for v in ("veth", "tc", "bridge"):
+                xs = tcp.get(v, [])
+                if not xs:
+                    L.append(f"| {v} | failed | | |")
+                    continue
+                L.append(f"| {'bare veth (packet socket)' if v == 'veth' else v} | {med(xs):.2f} | "
+                         f"{', '.join(f'{x:.1f}' for x in xs)} | {med(xs) / base:.2f} |")
+        idn = self.extra.get("identity")
+        if idn:
+            L.append(f"\n### Identical kernel objects (checked once, {idn[0]} interfaces)\n")
+            for k, v in idn[1].items():
+                L.append(f"- {k} vs podtap: {v}")
+        L.append(f"\n### Failures and leftovers: {len(problems)}\n")
+        for p in problems:
+            L.append(f"- {p}")
+        return "\n".join(L) + "\n"
+
+    def cleanup(self):
+        for ns in list(self.netns):
+            sh(["ip", "netns", "delete", ns], check=False)
+
+
+def main():
+    global log_file
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--prefix", required=True)
+    ap.add_argument("--state-dir", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--standin", required=True)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--pods", type=int, default=100)
+    ap.add_argument("--dp-rounds", type=int, default=5)
+    ap.add_argument("--dp-secs", type=float, default=1.5)
+    ap.add_argument("--tcp", action="store_true")
+    ap.add_argument("--tcp-secs", type=int, default=3)
+    ap.add_argument("--tcp-rounds", type=int, default=3)
+    ap.add_argument("--out")
+    ap.add_argument("--raw")
+    ap.add_argument("--header", help="file whose text starts the report")
+    a = ap.parse_args()
+    log_file = open(os.path.join(a.workdir, "bench.log"), "w")
+
+    def on_term(signum, frame):
+        raise SystemExit(128 + signum)  # run the finally clauses: cleanup
+    signal.signal(signal.SIGTERM, on_term)
+    b = Bench(a)
+    t0 = time.time()
+    try:
+        b.run()
+    except KeyboardInterrupt:
+        b.cleanup()
+        raise
+    except Exception as e:  # a harness error is a failure too
+        problems.append(f"harness error: {type(e).__name__}: {e}")
+        log(problems[-1])
+    finally:
+        b.cleanup()
+    md = b.report()
+    if a.header:
+        md = open(a.header).read() + "- load average at the end: " + " ".join(open("/proc/loadavg").read().split()[:3]) + "\n\n" + md
+    md += f"\nRun took {time.time() - t0:.0f} s.\n"
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(md)
+        log(f"wrote {a.out}")
+    else:
+        sys.stdout.write(md)
+    if a.raw:
+        with open(a.raw, "w") as f:
+            json.dump({"samples_ms": {"/".join(map(str, k)): v for k, v in b.samples.items()},
+                       "cpu_ms": {"/".join(map(str, k)): v for k, v in b.cpu.items()},
+                       "phases_us": {f"{m}/{n}": v for (m, n), v in b.phases.items()},
+                       "rss_kib": {"/".join(map(str, k)): v for k, v in b.rss.items()},
+                       "concurrency": b.extra.get("concurrency"),
+                       "datapath": {f"{v}/{s}": x for (v, s), x in b.extra.get("datapath", {}).items()},
+                       "tcp": b.extra.get("tcp"), "problems": problems}, f, indent=1, default=str)
+    sys.exit(1 if problems else 0)
+
+
+if __name__ == "__main__":
+    main()

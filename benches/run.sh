@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# podtap benchmarks (issue 6): one run, contenders interleaved per repetition.
+#
+#   bash benches/run.sh [--smoke] [--reps N] [--out FILE] [--pods N] [--no-tcp]
+#
+#   --smoke    2 reps, 1 and 8 interfaces, 10 concurrent pods, short data path: proves
+#              the harness works (CI), says nothing about speed. Under 60 s.
+#   --reps N   repetitions per contender (default 20).
+#   --out FILE write the Markdown results there (default: stdout); raw samples go
+#              to FILE.json.
+#   --pods N   pods in the concurrency test (default 100).
+#   --no-tcp   skip the iperf3 TCP test (it runs only when iperf3 is installed).
+#
+# Uses target/release/podtap (built with `cargo build --release` first) unless
+# PODTAP_BIN names a binary. Needs root, ip/tc (iproute2), jq, gcc, python3.
+# Every object lives in netns named ptb<PID>-*; the root netns is never touched;
+# a trap removes everything on exit. Exit status: 0 when every contender
+# succeeded and left nothing behind, 1 otherwise. Timings are never asserted.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(dirname "$here")
+orig_args="$*"
+reps=20 smoke=0 out="" pods=100 tcp=1
+while [ $# -gt 0 ]; do
+    case $1 in
+    --smoke) smoke=1 ;;
+    --reps) reps=$2; shift ;;
+    --reps=*) reps=${1#*=} ;;
+    --out) out=$2; shift ;;
+    --out=*) out=${1#*=} ;;
+    --pods) pods=$2; shift ;;
+    --no-tcp) tcp=0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "run.sh: needs root (network namespaces, TAPs)" >&2
+    exit 2
+fi
+for t in ip tc jq gcc python3; do
+    command -v "$t" >/dev/null || { echo "run.sh: $t is required" >&2; exit 2; }
+done
+
+if [ -n "${PODTAP_BIN:-}" ]; then
+    bin=$PODTAP_BIN
+else
+    (cd "$repo" && cargo build --release --quiet --bin podtap)
+    bin=$repo/target/release/podtap
+fi
+[ -x "$bin" ] || { echo "run.sh: no podtap binary at $bin" >&2; exit 2; }
+
+prefix=ptb$$
+work=$(mktemp -d "/tmp/$prefix.XXXXXX")
+state=/run/$prefix-state
+
+py=""
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    if [ -n "$py" ] && kill -0 "$py" 2>/dev/null; then
+        kill -TERM "$py" 2>/dev/null || true
+        wait "$py" 2>/dev/null || true
+    fi
+    # Only our own namespaces: exact prefix match on names this run created.
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$prefix-" || true); do
+        ip netns delete "$ns" 2>/dev/null || true
+    done
+    rm -rf "$state"
+    if [ "${BENCH_KEEP_WORK:-0}" = 1 ]; then
+        echo "run.sh: work dir kept: $work" >&2
+    else
+        rm -rf "$work"
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mkdir -p -m 0700 "$state"
+gcc -O2 -pthread -Wall -o "$work/standin" "$here/standin.c"
+
+args=(--bin "$bin" --prefix "$prefix" --state-dir "$state" --workdir "$work"
+      --standin "$work/standin" --reps "$reps" --pods "$pods")
+if [ "$smoke" = 1 ]; then
+    args+=(--smoke --reps 2 --pods 10 --dp-rounds 1 --dp-secs 0.5)
+    tcp=0
+fi
+if [ "$tcp" = 1 ] && command -v iperf3 >/dev/null; then
+    args+=(--tcp)
+fi
+if [ -n "$out" ]; then
+    args+=(--out "$out" --raw "${out%.md}.json")
+fi
+
+{
+    echo "podtap benchmark run $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo
+    echo "- command: \`bash benches/run.sh $orig_args\`${PODTAP_BIN:+ with PODTAP_BIN=$PODTAP_BIN}"
+    echo "- machine: nproc=$(nproc), kernel $(uname -r), CPU $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+    echo "- binary: $("$bin" --version 2>/dev/null), sha256 $(sha256sum "$bin" | cut -c1-12); work tree HEAD $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?')"
+    echo "- $(ip -V), jq $(jq --version), $(iperf3 --version 2>/dev/null | head -1 || echo 'no iperf3')"
+    echo "- state dir $state on $(stat -f -c %T "$(dirname "$state")")"
+    echo "- load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
+} >"$work/header.md"
+cat "$work/header.md" >&2
+args+=(--header "$work/header.md")
+
+# In the background so that a signal reaches the trap at once; the trap stops
+# the driver (which cleans up after itself) and then removes what is left.
+python3 "$here/bench.py" "${args[@]}" &
+py=$!
+rc=0
+wait "$py" || rc=$?
+py=""
+exit "$rc"

@@ -1,0 +1,275 @@
+// benches/standin.c: a tiny user-space stand-in for a VMM, and a frame generator.
+//
+// Compiled at run time by benches/run.sh (gcc -O2 -pthread) into a temp dir.
+//
+// echo and fwd stop after SECONDS or at EOF on stdin, whichever comes first.
+//
+//   standin echo tap NAME SECONDS     open TAP NAME (IFF_TAP|IFF_NO_PI|IFF_VNET_HDR)
+//                                     like a VMM does, echo every frame back
+//   standin echo pkt IFNAME SECONDS   same loop on an AF_PACKET socket bound to
+//                                     IFNAME (the bare-veth baseline: no TAP, no wiring)
+//   standin fwd tap NAME IFNAME SECONDS
+//   standin fwd pkt IFNAME1 IFNAME2 SECONDS
+//                                     forward frames both ways between the TAP (or a
+//                                     packet socket) and a packet socket on IFNAME, both
+//                                     with a virtio-net header, so GSO/TSO frames pass
+//                                     through whole (for the TCP test)
+//   standin rss CMD ARGS...            run CMD, print its peak RSS (KiB) on stderr
+//                                     (fallback when /usr/bin/time is missing)
+//   standin gen IFNAME SECONDS SIZE DSTMAC
+//                                     blast SIZE-byte Ethernet frames (ethertype 0x88b5)
+//                                     out of IFNAME, count the ones echoed back
+//
+// Every mode prints one line of JSON on stdout.  The echo loop is the same code
+// for the TAP fd and the packet socket, so that only the wiring differs.
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/if.h>
+#include <linux/if_packet.h>
+#include <linux/if_tun.h>
+#include <linux/virtio_net.h>
+#include <net/ethernet.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ETH_P_BENCH 0x88b5
+extern unsigned int if_nametoindex(const char *ifname);  // <net/if.h> clashes with <linux/if.h>
+#ifndef PACKET_IGNORE_OUTGOING
+#define PACKET_IGNORE_OUTGOING 23
+#endif
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void die(const char *what) {
+    fprintf(stderr, "standin: %s: %s\n", what, strerror(errno));
+    exit(1);
+}
+
+static int open_tap(const char *name, int offload) {
+    int fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+    if (fd < 0) die("open /dev/net/tun");
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
+    ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
+    if (ioctl(fd, TUNSETIFF, &ifr) < 0) die("TUNSETIFF");
+    int hdr = sizeof(struct virtio_net_hdr);
+    if (ioctl(fd, TUNSETVNETHDRSZ, &hdr) < 0) die("TUNSETVNETHDRSZ");
+    if (offload && ioctl(fd, TUNSETOFFLOAD, TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6) < 0)
+        die("TUNSETOFFLOAD");
+    return fd;
+}
+
+static int open_pkt(const char *ifname, int proto, int vnet) {
+    int fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(proto));
+    if (fd < 0) die("socket(AF_PACKET)");
+    int one = 1;
+    setsockopt(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one);
+    if (vnet && setsockopt(fd, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof one) < 0)
+        die("PACKET_VNET_HDR");
+    int buf = 4 << 20;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    struct sockaddr_ll sll;
+    memset(&sll, 0, sizeof sll);
+    sll.sll_family = AF_PACKET;
+    sll.sll_protocol = htons(proto);
+    sll.sll_ifindex = if_nametoindex(ifname);
+    if (!sll.sll_ifindex) die("if_nametoindex");
+    if (bind(fd, (struct sockaddr *)&sll, sizeof sll) < 0) die("bind(AF_PACKET)");
+    return fd;
+}
+
+// The stand-in's loop: read a frame, swap the MACs, write it back.
+static int echo(int argc, char **argv) {
+    if (argc < 5) return 2;
+    int tap = !strcmp(argv[2], "tap");
+    int fd = tap ? open_tap(argv[3], 0) : open_pkt(argv[3], ETH_P_BENCH, 0);
+    size_t hdr = tap ? sizeof(struct virtio_net_hdr) : 0;
+    double secs = atof(argv[4]);
+    unsigned char buf[65536];
+    unsigned long rx = 0, tx = 0, bytes = 0;
+    double start = now(), first = 0, last = 0;
+    // Runs until SECONDS pass or stdin reaches EOF (the driver closes it when done).
+    struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = 0, .events = POLLIN}};
+    printf("{\"ready\":true}\n");
+    fflush(stdout);
+    while (now() - start < secs) {
+        if (poll(p, 2, 100) <= 0) continue;
+        if (p[1].revents) break;
+        if (!(p[0].revents & POLLIN)) continue;
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN) continue;
+            die("read");
+        }
+        if ((size_t)n < hdr + 14) continue;
+        unsigned char *eth = buf + hdr;
+        uint16_t type = (eth[12] << 8) | eth[13];
+        if (type != ETH_P_BENCH) continue;  // ignore IPv6 RS/ND noise
+        if (!first) first = now();
+        last = now();
+        rx++;
+        bytes += n - hdr;
+        unsigned char mac[6];
+        memcpy(mac, eth, 6);
+        memcpy(eth, eth + 6, 6);
+        memcpy(eth + 6, mac, 6);
+        if (write(fd, buf, n) == n) tx++;
+    }
+    printf("{\"rx\":%lu,\"tx\":%lu,\"bytes\":%lu,\"active_s\":%.6f}\n", rx, tx, bytes,
+           last > first ? last - first : 0.0);
+    return 0;
+}
+
+// Forwarder: two fds, both carrying a virtio_net_hdr, one thread per direction.
+struct fwd_dir {
+    int from, to;
+    atomic_ulong frames;
+    volatile int stop;
+};
+
+static void *fwd_loop(void *arg) {
+    struct fwd_dir *d = arg;
+    static __thread unsigned char buf[65536 + 64];
+    struct pollfd p = {.fd = d->from, .events = POLLIN};
+    while (!d->stop) {
+        if (poll(&p, 1, 100) <= 0) continue;
+        ssize_t n = read(d->from, buf, sizeof buf);
+        if (n <= 0) continue;
+        if (write(d->to, buf, n) == n) atomic_fetch_add(&d->frames, 1);
+    }
+    return NULL;
+}
+
+static int fwd(int argc, char **argv) {
+    if (argc < 6) return 2;
+    int tap = !strcmp(argv[2], "tap");
+    int a = tap ? open_tap(argv[3], 1) : open_pkt(argv[3], ETH_P_ALL, 1);
+    int b = open_pkt(argv[4], ETH_P_ALL, 1);
+    double secs = atof(argv[5]);
+    struct fwd_dir d1 = {.from = a, .to = b}, d2 = {.from = b, .to = a};
+    pthread_t t1, t2;
+    pthread_create(&t1, NULL, fwd_loop, &d1);
+    pthread_create(&t2, NULL, fwd_loop, &d2);
+    printf("{\"ready\":true}\n");
+    fflush(stdout);
+    double start = now();
+    struct pollfd in = {.fd = 0, .events = POLLIN};
+    while (now() - start < secs)
+        if (poll(&in, 1, 50) > 0) break;  // stdin EOF: the driver is done
+    d1.stop = d2.stop = 1;
+    pthread_join(t1, NULL);
+    pthread_join(t2, NULL);
+    printf("{\"a_to_b\":%lu,\"b_to_a\":%lu}\n", (unsigned long)d1.frames,
+           (unsigned long)d2.frames);
+    return 0;
+}
+
+// Generator: a sender thread and a receiver counting echoed frames.
+static atomic_ulong g_rx;
+static volatile int g_stop;
+static int g_fd;
+
+static void *gen_rx(void *arg) {
+    (void)arg;
+    unsigned char buf[65536];
+    struct pollfd p = {.fd = g_fd, .events = POLLIN};
+    while (!g_stop) {
+        if (poll(&p, 1, 50) <= 0) continue;
+        struct sockaddr_ll from;
+        socklen_t fl = sizeof from;
+        ssize_t n = recvfrom(g_fd, buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
+        if (n <= 0) continue;
+        if (from.sll_pkttype == PACKET_OUTGOING) continue;
+        atomic_fetch_add(&g_rx, 1);
+    }
+    return NULL;
+}
+
+static int gen(int argc, char **argv) {
+    if (argc < 6) return 2;
+    const char *ifname = argv[2];
+    double secs = atof(argv[3]);
+    int size = atoi(argv[4]);
+    unsigned int m[6];
+    if (sscanf(argv[5], "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3], &m[4], &m[5]) != 6)
+        return 2;
+    g_fd = open_pkt(ifname, ETH_P_BENCH, 0);
+    unsigned char frame[9000];
+    memset(frame, 0xa5, sizeof frame);
+    for (int i = 0; i < 6; i++) frame[i] = m[i];
+    // Source: a fixed locally administered MAC (the peer's).
+    unsigned char src[6] = {0x06, 0x00, 0xc6, 0x12, 0x00, 0x01};
+    memcpy(frame + 6, src, 6);
+    frame[12] = ETH_P_BENCH >> 8;
+    frame[13] = ETH_P_BENCH & 0xff;
+    pthread_t t;
+    pthread_create(&t, NULL, gen_rx, NULL);
+    unsigned long tx = 0, drops = 0;
+    double start = now(), end = start + secs;
+    while (1) {
+        // Check the clock every 64 frames.
+        if ((tx & 63) == 0 && now() >= end) break;
+        ssize_t n = send(g_fd, frame, size, 0);
+        if (n == size)
+            tx++;
+        else if (errno == ENOBUFS || errno == EAGAIN)
+            drops++, sched_yield();
+        else
+            die("send");
+    }
+    double elapsed = now() - start;
+    usleep(200000);  // let in-flight echoes arrive
+    g_stop = 1;
+    pthread_join(t, NULL);
+    printf("{\"tx\":%lu,\"send_errors\":%lu,\"echoed\":%lu,\"elapsed_s\":%.6f}\n", tx, drops,
+           (unsigned long)g_rx, elapsed);
+    return 0;
+}
+
+// rss CMD ARGS...: run CMD, print its peak RSS in KiB (wait4 ru_maxrss) on stderr.
+// This process is tiny, so the RSS it had before exec does not mask CMD's.
+static int rss(int argc, char **argv) {
+    if (argc < 3) return 2;
+    pid_t pid = fork();
+    if (pid < 0) die("fork");
+    if (pid == 0) {
+        execvp(argv[2], argv + 2);
+        _exit(127);
+    }
+    int status;
+    struct rusage ru;
+    if (wait4(pid, &status, 0, &ru) < 0) die("wait4");
+    fprintf(stderr, "%ld\n", ru.ru_maxrss);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+int main(int argc, char **argv) {
+    signal(SIGPIPE, SIG_IGN);
+    if (argc < 2) return 2;
+    if (!strcmp(argv[1], "echo")) return echo(argc, argv);
+    if (!strcmp(argv[1], "fwd")) return fwd(argc, argv);
+    if (!strcmp(argv[1], "gen")) return gen(argc, argv);
+    if (!strcmp(argv[1], "rss")) return rss(argc, argv);
+    fprintf(stderr, "usage: standin echo|fwd|gen ...\n");
+    return 2;
+}
