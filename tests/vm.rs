@@ -232,8 +232,8 @@ fn cni_pod_boots_in_tc_and_bridge_mode() {
     pod.exec("sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0");
 
     // eth0: the CNI bridge plugin, dual-stack host-local, the bridge (gateway) in the node netns.
-    let v4_gw = format!("10.77.{n}.1");
-    let v6_gw = format!("fd77:0:{n:x}::1");
+    let v4_gw = format!("198.18.{n}.1");
+    let v6_gw = format!("2001:db8:77:{n:x}::1");
     cni_add(
         &node,
         &pod,
@@ -244,7 +244,7 @@ fn cni_pod_boots_in_tc_and_bridge_mode() {
             "bridge": "ptbr0", "isGateway": true, "ipMasq": false,
             "ipam": {
                 "type": "host-local", "dataDir": ipam_dir,
-                "ranges": [[{"subnet": format!("10.77.{n}.0/24")}], [{"subnet": format!("fd77:0:{n:x}::/64")}]],
+                "ranges": [[{"subnet": format!("198.18.{n}.0/24")}], [{"subnet": format!("2001:db8:77:{n:x}::/64")}]],
                 "routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0"}]
             }
         }),
@@ -254,7 +254,7 @@ fn cni_pod_boots_in_tc_and_bridge_mode() {
     node.ip("link add mvm0 type veth peer name mvm0p");
     node.ip("link set mvm0 up");
     node.ip("link set mvm0p up");
-    let mv_peer = format!("10.78.{n}.1");
+    let mv_peer = format!("198.19.{n}.1");
     node.ip("link add mvpeer link mvm0 type macvlan mode bridge");
     node.ip(&format!("addr add {mv_peer}/24 dev mvpeer"));
     node.ip("link set mvpeer up");
@@ -268,7 +268,7 @@ fn cni_pod_boots_in_tc_and_bridge_mode() {
             "master": "mvm0", "mode": "bridge",
             "ipam": {
                 "type": "host-local", "dataDir": ipam_dir,
-                "ranges": [[{"subnet": format!("10.78.{n}.0/24"), "rangeStart": format!("10.78.{n}.10")}]]
+                "ranges": [[{"subnet": format!("198.19.{n}.0/24"), "rangeStart": format!("198.19.{n}.10")}]]
             }
         }),
     );
@@ -463,9 +463,13 @@ fn fd_handover_multiqueue_mtu_and_routes() {
     node.ip("link set cali up");
     pod.ip("link set eth1 up");
     node.ip("addr add 169.254.1.1/32 dev cali");
-    node.ip(&format!("route add 10.250.{s}.5/32 dev cali"));
-    node.ip("addr add 192.0.2.1/32 dev lo");
-    pod.ip(&format!("addr add 10.250.{s}.5/32 dev eth1"));
+    let (calico_ip, far) = (
+        format!("198.19.{}.5", s + 30),
+        format!("198.19.{}.1", s + 31),
+    );
+    node.ip(&format!("route add {calico_ip}/32 dev cali"));
+    node.ip(&format!("addr add {far}/32 dev lo"));
+    pod.ip(&format!("addr add {calico_ip}/32 dev eth1"));
     pod.ip("route add default via 169.254.1.1 dev eth1 onlink");
 
     let id = unique("vmfd");
@@ -493,16 +497,16 @@ fn fd_handover_multiqueue_mtu_and_routes() {
 
     let (peer, routed) = (format!("198.18.{s}.1"), format!("198.19.{s}.1"));
     let append = [
-        format!("podtap.ping={peer},{routed},169.254.1.1,192.0.2.1"),
+        format!("podtap.ping={peer},{routed},169.254.1.1,{far}"),
         format!(
-            "podtap.pingbig=8000:{peer},8000:192.0.2.1,1372:192.0.2.1,1380:192.0.2.1,1272:{routed},1300:{routed}"
+            "podtap.pingbig=8000:{peer},8000:{far},1372:{far},1380:{far},1272:{routed},1300:{routed}"
         ),
     ]
     .join(" ");
     // The test process stays in its own netns: qemu-fds.sh runs `podtap exec --vmm qemu`.
     let console = boot(&example("qemu-fds.sh"), &state.0, &id, &append);
 
-    for target in [peer.as_str(), routed.as_str(), "169.254.1.1", "192.0.2.1"] {
+    for target in [peer.as_str(), routed.as_str(), "169.254.1.1", far.as_str()] {
         assert_line(&console, &format!("PODTAP-PING OK {target}"));
     }
     assert_no_errors(&console);
@@ -513,9 +517,9 @@ fn fd_handover_multiqueue_mtu_and_routes() {
     // Big pings cross only where the NIC and route MTUs allow them.
     for (verdict, size, target) in [
         ("OK", 8000, peer.as_str()),
-        ("FAIL", 8000, "192.0.2.1"),
-        ("OK", 1372, "192.0.2.1"),
-        ("FAIL", 1380, "192.0.2.1"),
+        ("FAIL", 8000, far.as_str()),
+        ("OK", 1372, far.as_str()),
+        ("FAIL", 1380, far.as_str()),
         ("OK", 1272, routed.as_str()),
         ("FAIL", 1300, routed.as_str()),
     ] {
