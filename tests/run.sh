@@ -4,5 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tests/install-deps.sh
-cargo test --all-targets -- --test-threads=2
+# The benchmark harness in smoke mode: proves it works and cleans up (no timings asserted).
 bash benches/run.sh --smoke
+cargo test --all-targets -- --test-threads=2
