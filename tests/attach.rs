@@ -12,23 +12,13 @@ use std::process::Output;
 use common::{json_ok, podtap_state, sh, sh_ok, snapshot, stderr, stdout, Netns, Pod, StateDir};
 use serde_json::Value;
 
-fn ready(test: &str) -> bool {
-    common::root_or_skip(test)
-        && common::tool_or_skip(test, "ip")
-        && common::tool_or_skip(test, "tc")
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
+use common::{exit_code as code, net_tools_or_skip as ready};
 
 /// A dual-stack pod like `Pod::dual_stack`, but with IPv6 DAD off in the pod
 /// netns so link-local addresses are not "tentative" in one snapshot and
 /// settled in the next. eth0 gets MTU 1450 so the TAP MTU check means something.
 fn pod() -> Pod {
-    let pod = Pod::new();
-    pod.pod
-        .exec("sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0");
+    let pod = Pod::without_dad();
     pod.add_veth("eth0", "veth0", pod.net, true);
     pod.pod.ip("link set eth0 mtu 1450");
     pod

@@ -14,22 +14,11 @@ use std::time::{Duration, Instant};
 use common::{json_ok, podtap_state, sh, snapshot, stderr, Pod, StateDir};
 use serde_json::Value;
 
-fn ready(test: &str) -> bool {
-    common::root_or_skip(test)
-        && common::tool_or_skip(test, "ip")
-        && common::tool_or_skip(test, "tc")
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
+use common::{exit_code as code, net_tools_or_skip as ready};
 
 /// An empty pod (IPv6 DAD off, so snapshots do not change as addresses settle).
 fn bare_pod() -> Pod {
-    let pod = Pod::new();
-    pod.pod
-        .exec("sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0");
-    pod
+    Pod::without_dad()
 }
 
 /// A pod with one dual-stack veth `eth0`.

@@ -526,3 +526,24 @@ pub fn run_with_stdin(cmd: &mut Command, stdin: &str) -> Output {
     }
     child.wait_with_output().expect("wait")
 }
+
+/// Root, `ip` and `tc`, or skip (printing why).
+pub fn net_tools_or_skip(test: &str) -> bool {
+    root_or_skip(test) && tool_or_skip(test, "ip") && tool_or_skip(test, "tc")
+}
+
+/// A process's exit code (-1 when a signal ended it).
+pub fn exit_code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+impl Pod {
+    /// An empty pod and peer with IPv6 DAD off in the pod, so link-local
+    /// addresses are not "tentative" in one snapshot and settled in the next.
+    pub fn without_dad() -> Self {
+        let pod = Pod::new();
+        pod.pod
+            .exec("sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0");
+        pod
+    }
+}
