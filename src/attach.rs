@@ -5,14 +5,13 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
-use rtnetlink::packet_route::link::LinkAttribute;
 
 use crate::checkpoint::{validate_id, Checkpoint, Created, Phase, StateDir, VERSION};
 use crate::error::{Error, Result};
 use crate::model::{Attachment, BridgeInfo, Description, TapInfo, Timings};
 use crate::netns::NetNs;
 use crate::plan::{self, AttachOptions, Inventory, Plan};
-use crate::scan::Netlink;
+use crate::scan::{parse, Netlink};
 use crate::tap::{self, TapFlags, TapSpec};
 use crate::teardown;
 use crate::wiring::{bridge, links, tc};
@@ -89,15 +88,8 @@ async fn attach_fresh(
 
     let dump = nl.dump().await?;
     let desc = crate::scan::describe(ns, nl.ipv6_enabled, &dump);
-    let groups = dump
-        .links
-        .iter()
-        .flat_map(|l| l.attributes.iter())
-        .filter_map(|a| match a {
-            LinkAttribute::Group(g) => Some(*g),
-            _ => None,
-        })
-        .collect();
+    let groups = parse::link_groups(&dump.links);
+    let lower_of_stacked = parse::stacked_lowers(&dump.links);
     let eligible: BTreeSet<u32> = desc
         .interfaces
         .iter()
@@ -107,7 +99,16 @@ async fn attach_fresh(
     let ingress = tc::ingress_inventory(&nl.handle, &eligible)
         .await
         .map_err(|e| nl.err("dump qdiscs", "", e))?;
-    let mut plan = plan::plan(&desc, &Inventory { ingress, groups }, opts, id)?;
+    let mut plan = plan::plan(
+        &desc,
+        &Inventory {
+            ingress,
+            groups,
+            lower_of_stacked,
+        },
+        opts,
+        id,
+    )?;
     for nic in &mut plan.nics {
         let live = dump
             .links

@@ -62,6 +62,9 @@ pub struct Inventory {
     pub ingress: BTreeMap<u32, IngressState>,
     /// Link groups in use in the netns.
     pub groups: BTreeSet<u32>,
+    /// Links that carry a macvlan/macvtap/ipvlan/vlan of this netns on top:
+    /// the kernel refuses to bridge them (EBUSY), so bridge mode uses tc there.
+    pub lower_of_stacked: BTreeSet<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -155,6 +158,14 @@ pub fn plan(desc: &Description, inv: &Inventory, opts: &AttachOptions, id: &str)
                     "{} links cannot be bridged; wired with tc redirect instead",
                     iface.kind.as_str()
                 )),
+            ),
+            Wiring::Bridge if inv.lower_of_stacked.contains(&iface.ifindex) => (
+                Wiring::Tc,
+                Some(
+                    "a macvlan/ipvlan/vlan sits on this link, so it cannot be bridged; \
+                     wired with tc redirect instead"
+                        .into(),
+                ),
             ),
             mode => (mode, None),
         };
@@ -402,6 +413,27 @@ mod tests {
             .as_deref()
             .unwrap()
             .contains("macvlan"));
+    }
+
+    #[test]
+    fn bridge_mode_falls_back_to_tc_under_a_stacked_link() {
+        let d = desc(vec![iface("eth0", 2, LinkKind::Veth)]);
+        let inv = Inventory {
+            lower_of_stacked: [2].into_iter().collect(),
+            ..Default::default()
+        };
+        let opts = AttachOptions {
+            mode: Wiring::Bridge,
+            ..Default::default()
+        };
+        let p = plan(&d, &inv, &opts, "s").unwrap();
+        assert_eq!(p.nics[0].wiring, Wiring::Tc);
+        assert!(p.nics[0].bridge.is_none());
+        assert!(p.nics[0]
+            .wiring_note
+            .as_deref()
+            .unwrap()
+            .contains("cannot be bridged"));
     }
 
     #[test]

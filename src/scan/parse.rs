@@ -3,7 +3,7 @@
 //! No I/O here: `scan::dump` collects the messages, this module decides what
 //! they mean, so it is covered by plain unit tests.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::IpAddr;
 
 use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
@@ -390,6 +390,55 @@ fn route_order(r: &Route) -> (Family, String, u32, String, String) {
         r.interface.clone().unwrap_or_default(),
         r.gateway.clone().unwrap_or_default(),
     )
+}
+
+/// Link groups in use.
+pub fn link_groups(links: &[LinkMessage]) -> BTreeSet<u32> {
+    links
+        .iter()
+        .flat_map(|l| l.attributes.iter())
+        .filter_map(|a| match a {
+            LinkAttribute::Group(g) => Some(*g),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Links with a macvlan, macvtap, ipvlan or vlan of the same netns stacked on
+/// them (`IFLA_LINK` without `IFLA_LINK_NETNSID`).
+pub fn stacked_lowers(links: &[LinkMessage]) -> BTreeSet<u32> {
+    let stacked = |k: &InfoKind| {
+        matches!(
+            k,
+            InfoKind::MacVlan
+                | InfoKind::MacVtap
+                | InfoKind::IpVlan
+                | InfoKind::IpVtap
+                | InfoKind::Vlan
+        )
+    };
+    links
+        .iter()
+        .filter(|l| {
+            l.attributes.iter().any(|a| match a {
+                LinkAttribute::LinkInfo(infos) => infos
+                    .iter()
+                    .any(|i| matches!(i, LinkInfo::Kind(k) if stacked(k))),
+                _ => false,
+            })
+        })
+        .filter(|l| {
+            !l.attributes
+                .iter()
+                .any(|a| matches!(a, LinkAttribute::LinkNetNsId(_)))
+        })
+        .filter_map(|l| {
+            l.attributes.iter().find_map(|a| match a {
+                LinkAttribute::Link(parent) => Some(*parent),
+                _ => None,
+            })
+        })
+        .collect()
 }
 
 pub fn format_mac(bytes: &[u8]) -> String {

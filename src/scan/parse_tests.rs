@@ -292,3 +292,35 @@ fn model_serialises_with_contract_names_and_round_trips() {
     let v6: IpAddr = Ipv6Addr::UNSPECIFIED.into();
     assert!(v6.is_ipv6());
 }
+
+#[test]
+fn stacked_links_mark_their_lower_and_groups_are_collected() {
+    let mut mv = link(5, "mv0", Some(InfoKind::MacVlan), true);
+    mv.attributes.push(LinkAttribute::Link(2));
+    mv.attributes.push(LinkAttribute::Group(7));
+    // A macvlan whose parent is in another netns names no lower here.
+    let mut remote = link(6, "mv1", Some(InfoKind::MacVlan), true);
+    remote.attributes.push(LinkAttribute::Link(2));
+    remote.attributes.push(LinkAttribute::LinkNetNsId(0));
+    let mut lower = remote.clone();
+    lower.header.index = 7;
+    lower
+        .attributes
+        .retain(|a| !matches!(a, LinkAttribute::Link(_) | LinkAttribute::LinkNetNsId(_)));
+    // A veth peer in the same netns is not a stacked link.
+    let mut veth = link(3, "v1", Some(InfoKind::Veth), true);
+    veth.attributes.push(LinkAttribute::Link(4));
+    let links = [mv, remote, lower, veth];
+    assert_eq!(
+        super::parse::stacked_lowers(&links)
+            .into_iter()
+            .collect::<Vec<_>>(),
+        [2]
+    );
+    assert_eq!(
+        super::parse::link_groups(&links)
+            .into_iter()
+            .collect::<Vec<_>>(),
+        [7]
+    );
+}
