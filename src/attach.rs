@@ -32,7 +32,12 @@ pub fn attach(
 ) -> Result<Description> {
     validate_id(id)?;
     let ns = NetNs::open(netns_path, allow_host)?;
-    state.locked(id, LOCK_TIMEOUT, || attach_locked(&ns, id, opts, state))
+    state.locked(id, LOCK_TIMEOUT, || {
+        let netns_lock = state.lock_netns(ns.identity(), LOCK_TIMEOUT)?;
+        let result = attach_locked(&ns, id, opts, state);
+        netns_lock.release();
+        result
+    })
 }
 
 fn attach_locked(
@@ -67,7 +72,9 @@ fn attach_locked(
                 return Ok(desc);
             }
             tracing::warn!("sandbox {id}: an earlier attach did not finish; undoing it first");
-            teardown::undo(&nl, &cp.plan, &cp.created)
+            // A dead attach: match by planned name too, for a TAP made just
+            // before the kill and not yet grouped.
+            teardown::undo(&nl, &cp.plan, &cp.created, true)
                 .await
                 .into_result(id)?;
             state.remove(id)?;
@@ -134,10 +141,12 @@ async fn attach_fresh(
     state.save(&cp)?;
     timings.checkpoint = micros(t);
 
-    let created = match apply(ns, nl, &plan, &mut timings).await {
-        Ok(created) => created,
+    let mut created = Vec::new();
+    match apply(ns, nl, &plan, &mut timings, &mut created).await {
+        Ok(()) => {}
         Err(e) => {
-            let report = teardown::undo(nl, &plan, &[]).await;
+            // Undo only what this attach made: by ifindex and group, never by name.
+            let report = teardown::undo(nl, &plan, &created, false).await;
             for w in &report.warnings {
                 tracing::warn!("rollback: {w}");
             }
@@ -150,7 +159,7 @@ async fn attach_fresh(
             }
             return Err(e);
         }
-    };
+    }
 
     let t = Instant::now();
     let mut described = describe_attached(desc, &plan, &created);
@@ -170,13 +179,15 @@ async fn attach_fresh(
     Ok(described)
 }
 
-/// Build every TAP, bridge and filter of `plan`. Returns what was created, by ifindex.
+/// Build every TAP, bridge and filter of `plan`, adding each link made to
+/// `created` as soon as it exists (so a failure can undo exactly those).
 async fn apply(
     ns: &NetNs,
     nl: &Netlink,
     plan: &Plan,
     timings: &mut Timings,
-) -> Result<Vec<Created>> {
+    created: &mut Vec<Created>,
+) -> Result<()> {
     let t = Instant::now();
     let specs: Vec<TapSpec> = plan
         .nics
@@ -191,16 +202,15 @@ async fn apply(
             group: n.tap.group,
         })
         .collect();
-    let tap_indexes = create_taps(ns, &specs)?;
-    let mut created: Vec<Created> = specs
-        .iter()
-        .zip(&tap_indexes)
-        .map(|(s, i)| Created {
-            name: s.name.clone(),
-            ifindex: *i,
-            kind: "tap".into(),
-        })
-        .collect();
+    let (tap_indexes, failed) = create_taps(ns, &specs);
+    created.extend(specs.iter().zip(&tap_indexes).map(|(s, i)| Created {
+        name: s.name.clone(),
+        ifindex: *i,
+        kind: "tap".into(),
+    }));
+    if let Some(e) = failed {
+        return Err(e);
+    }
     timings.tap = micros(t);
 
     let t = Instant::now();
@@ -236,33 +246,40 @@ async fn apply(
     let t = Instant::now();
     wire_tc(nl, plan, &tap_indexes).await?;
     timings.wiring = micros(t);
-    Ok(created)
+    Ok(())
 }
 
 /// Create the persistent TAPs on one netns thread and learn their ifindexes.
-fn create_taps(ns: &NetNs, specs: &[TapSpec]) -> Result<Vec<u32>> {
+/// Returns the ifindexes of those made, and the error that stopped it, if any.
+fn create_taps(ns: &NetNs, specs: &[TapSpec]) -> (Vec<u32>, Option<Error>) {
     let outcome = ns.run(|| {
         let mut indexes = Vec::with_capacity(specs.len());
         for spec in specs {
             if let Err(e) = tap::create_persistent(spec) {
-                return Ok(Err((spec.name.clone(), e)));
+                return Ok((indexes, Some((spec.name.clone(), e))));
             }
             // The thread is inside the netns, so this resolves the name there.
             match nix::net::if_::if_nametoindex(spec.name.as_str()) {
                 Ok(i) => indexes.push(i),
-                Err(e) => return Ok(Err((spec.name.clone(), e.into()))),
+                Err(e) => return Ok((indexes, Some((spec.name.clone(), e.into())))),
             }
         }
-        Ok(Ok(indexes))
-    })?;
-    outcome.map_err(|(name, e)| {
-        Error::kernel(
-            &ns.display(),
-            "create TAP (TUNSETIFF/TUNSETPERSIST)",
-            name,
-            e,
-        )
-    })
+        Ok((indexes, None))
+    });
+    match outcome {
+        Ok((indexes, failed)) => {
+            let err = failed.map(|(name, e)| {
+                Error::kernel(
+                    &ns.display(),
+                    "create TAP (TUNSETIFF/TUNSETPERSIST)",
+                    name,
+                    e,
+                )
+            });
+            (indexes, err)
+        }
+        Err(e) => (Vec::new(), Some(e)),
+    }
 }
 
 async fn create_bridges(nl: &Netlink, plan: &Plan) -> Result<Vec<Option<Created>>> {

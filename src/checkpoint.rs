@@ -156,8 +156,19 @@ impl StateDir {
 
     /// Take the per-id lock, waiting up to `timeout` for another podtap to release it.
     pub fn lock(&self, id: &str, timeout: Duration) -> Result<IdLock> {
+        self.lock_file(self.dir.join(format!("{id}.lock")), id, timeout)
+    }
+
+    /// Serialise the attaches into one netns (whatever their ids): planning
+    /// reads the netns, so two plans made side by side could claim the same
+    /// interface. Release it with [`IdLock::release`].
+    pub fn lock_netns(&self, (dev, inode): (u64, u64), timeout: Duration) -> Result<IdLock> {
+        let name = format!("netns-{dev}-{inode}");
+        self.lock_file(self.dir.join(format!("{name}.lock")), &name, timeout)
+    }
+
+    fn lock_file(&self, path: PathBuf, id: &str, timeout: Duration) -> Result<IdLock> {
         self.ensure()?;
-        let path = self.dir.join(format!("{id}.lock"));
         let deadline = Instant::now() + timeout;
         loop {
             let file = OpenOptions::new()
@@ -260,6 +271,18 @@ impl StateDir {
             Err(e) => return Err(Error::io("remove checkpoint", &path, e)),
         }
         Ok(())
+    }
+
+    /// Move `id`'s checkpoint aside (`<id>.json.corrupt-<unix time>`) and return
+    /// where it went. For doors that may not fail on a file they cannot read.
+    pub fn quarantine(&self, id: &str) -> Result<PathBuf> {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let to = self.dir.join(format!("{id}.json.corrupt-{secs}"));
+        fs::rename(self.file(id), &to).map_err(|e| Error::io("move aside", self.file(id), e))?;
+        Ok(to)
     }
 
     /// Ids with a checkpoint file, sorted.

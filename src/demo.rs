@@ -80,15 +80,32 @@ pub fn run(keep: bool, boot: bool) -> Result<()> {
         eprintln!("podtap demo: warning: {w}");
     }
     let after = crate::scan::scan(&NetNs::open(demo.pod.path(), false)?)?;
-    let same = before.interfaces == after.interfaces && before.routes == after.routes;
+    // DAD may finish between the two scans: that is the kernel, not podtap.
+    let settled = |d: &Description| {
+        let mut ifs = d.interfaces.clone();
+        ifs.iter_mut()
+            .flat_map(|i| i.address_details.iter_mut())
+            .for_each(|a| a.tentative = false);
+        ifs
+    };
+    let same = settled(&before) == settled(&after) && before.routes == after.routes;
     eprintln!(
         "podtap demo: detached; pod netns {} as before",
         if same { "is exactly" } else { "is NOT" }
     );
     let _ = std::fs::remove_dir_all(state.path());
-    match guest_problem {
-        Some(problems) => Err(Error::CheckFailed { id, problems }),
-        None => Ok(()),
+    let problems = [
+        guest_problem,
+        (!same).then(|| "detach did not restore the pod netns".to_string()),
+    ];
+    let problems: Vec<String> = problems.into_iter().flatten().collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::CheckFailed {
+            id,
+            problems: problems.join("; "),
+        })
     }
 }
 

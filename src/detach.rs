@@ -64,7 +64,7 @@ fn detach_locked(
         found: true,
         warnings: Vec::new(),
     };
-    match open_recorded(&cp) {
+    match open_recorded(&cp)? {
         Ok(ns) => {
             let warnings = crate::runtime::block_on(async {
                 let nl = Netlink::connect(&ns)?;
@@ -74,7 +74,9 @@ fn detach_locked(
                         cp.netns.path
                     )]);
                 }
-                teardown::undo(&nl, &cp.plan, &cp.created)
+                // Names count only for an attach that never finished recording.
+                let match_names = cp.phase == crate::checkpoint::Phase::Applying;
+                teardown::undo(&nl, &cp.plan, &cp.created, match_names)
                     .await
                     .into_result(id)
             })?;
@@ -86,22 +88,62 @@ fn detach_locked(
     Ok(report)
 }
 
-/// Open the recorded netns if it is still the same one; otherwise say why not.
-fn open_recorded(cp: &Checkpoint) -> std::result::Result<NetNs, String> {
+/// Detach for doors that must never block pod deletion (CNI DEL, OCI poststop).
+///
+/// A corrupt checkpoint is cleaned up by podtap's markers in `netns` (or the
+/// netns still named in the file), then moved aside as
+/// `<id>.json.corrupt-<time>`: kept for inspection, never deleted, and the
+/// detach succeeds with a warning.
+pub fn detach_for_teardown(
+    id: &str,
+    state: &StateDir,
+    netns: Option<&Path>,
+) -> Result<DetachReport> {
+    match detach(id, state, false, None) {
+        Err(Error::CorruptState { .. }) => {}
+        other => return other,
+    }
+    state.locked(id, LOCK_TIMEOUT, || {
+        let path = netns
+            .map(Path::to_path_buf)
+            .or_else(|| salvage_netns_path(&state.file(id)));
+        let mut report = match path {
+            Some(path) => force_cleanup(id, &path)?,
+            None => DetachReport {
+                found: true,
+                warnings: vec![
+                    "the checkpoint names no netns and none was given; cleaned nothing".into(),
+                ],
+            },
+        };
+        let kept = state.quarantine(id)?;
+        report.warnings.insert(
+            0,
+            format!("checkpoint was corrupt; moved it to {}", kept.display()),
+        );
+        Ok(report)
+    })
+}
+
+/// Open the recorded netns if it is still the same one (`Ok(Ok(ns))`); say
+/// why there is nothing to undo when it is gone or replaced (`Ok(Err(why))`).
+/// Any other failure (permission, fd limit, ...) is an error and the
+/// checkpoint stays, since podtap's objects may still be there.
+fn open_recorded(cp: &Checkpoint) -> Result<std::result::Result<NetNs, String>> {
     let path = Path::new(&cp.netns.path);
     match NetNs::open(path, true) {
-        Ok(ns) if ns.identity() == (cp.netns.dev, cp.netns.inode) => Ok(ns),
-        Ok(ns) => Err(format!(
+        Ok(ns) if ns.identity() == (cp.netns.dev, cp.netns.inode) => Ok(Ok(ns)),
+        Ok(ns) => Ok(Err(format!(
             "netns {} is now a different namespace (inode {} != recorded {}); left it untouched",
             cp.netns.path,
             ns.inode(),
             cp.netns.inode
-        )),
-        Err(Error::NetnsMissing { .. }) | Err(Error::NotNetns { .. }) => Err(format!(
+        ))),
+        Err(Error::NetnsMissing { .. }) | Err(Error::NotNetns { .. }) => Ok(Err(format!(
             "netns {} is gone; its virtual links went with it",
             cp.netns.path
-        )),
-        Err(e) => Err(format!("netns {}: {e}; left it untouched", cp.netns.path)),
+        ))),
+        Err(e) => Err(e),
     }
 }
 
@@ -112,11 +154,23 @@ fn salvage_netns_path(file: &Path) -> Option<PathBuf> {
     v.get("netns")?.get("path")?.as_str().map(PathBuf::from)
 }
 
-/// Without a checkpoint: remove links marked `podtap:<id>` (or in the id's
-/// preferred group), podtap-priority filters that redirect to them, and give
+/// Without a checkpoint: remove links marked `podtap:<id>` (or unmarked ones in
+/// the id's preferred group), podtap-priority filters that redirect to them, and give
 /// bridged pod interfaces back the MAC recorded in their bridge's marker.
 fn force_cleanup(id: &str, path: &Path) -> Result<DetachReport> {
-    let ns = NetNs::open(path, false)?;
+    let ns = match NetNs::open(path, false) {
+        Ok(ns) => ns,
+        Err(Error::NetnsMissing { .. }) | Err(Error::NotNetns { .. }) => {
+            return Ok(DetachReport {
+                found: true,
+                warnings: vec![format!(
+                    "netns {} is gone; its virtual links went with it",
+                    path.display()
+                )],
+            })
+        }
+        Err(e) => return Err(e),
+    };
     crate::runtime::block_on(async {
         let nl = Netlink::connect(&ns)?;
         let h = &nl.handle;
@@ -129,10 +183,13 @@ fn force_cleanup(id: &str, path: &Path) -> Result<DetachReport> {
             .values()
             .filter(|l| links::is_tap_or_bridge(l.kind.as_deref()))
             .filter(|l| {
-                l.alias
-                    .as_deref()
-                    .is_some_and(|a| a.split(' ').next() == Some(marker.as_str()))
-                    || l.group == group
+                // The marker decides. The group alone could be another id's (a
+                // colliding id moves to the next free group), so it counts
+                // only for an unmarked link: a bridge made just before a crash.
+                match l.alias.as_deref() {
+                    Some(a) => a.split(' ').next() == Some(marker.as_str()),
+                    None => l.group == group,
+                }
             })
             .collect();
         let our_idx: Vec<u32> = ours.iter().map(|l| l.ifindex).collect();

@@ -82,6 +82,7 @@ pub enum Error {
     CheckFailed { id: String, problems: String },
     #[error("{0}")]
     Invalid(String),
+
     #[error("sandbox {id}: no checkpoint in {dir}")]
     NotFound { id: String, dir: PathBuf },
     #[error("render: {0}")]

@@ -78,24 +78,19 @@ fn attach(state: &State, flag_output: Option<&Path>, dir: &StateDir) -> Result<i
     let opts = options(&state.annotations)?;
     let output = output_path(state, flag_output)?;
     let netns = netns_path(state)?;
-    let desc = crate::attach::attach(&netns, false, &state.id, &opts, dir)?;
+    // Make the output's directories before attaching, so a bad path leaves nothing built.
     if let Some(parent) = output.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
             .map_err(|e| Error::io("create description dir", parent, e))?;
     }
+    let desc = crate::attach::attach(&netns, false, &state.id, &opts, dir)?;
     crate::cli::emit(&desc, Some(&output))?;
     Ok(exit::OK)
 }
 
 fn detach(state: &State, dir: &StateDir) -> Result<i32> {
-    let report = match crate::detach::detach(&state.id, dir, false, None) {
-        Ok(r) => r,
-        Err(Error::CorruptState { .. }) => {
-            let netns = bundle_netns(state).ok().flatten();
-            crate::detach::detach(&state.id, dir, true, netns.as_deref())?
-        }
-        Err(e) => return Err(e),
-    };
+    let netns = bundle_netns(state).ok().flatten();
+    let report = crate::detach::detach_for_teardown(&state.id, dir, netns.as_deref())?;
     for w in report.warnings {
         eprintln!("podtap: warning: {w}");
     }
@@ -184,12 +179,36 @@ pub fn output_path(state: &State, flag: Option<&Path>) -> Result<PathBuf> {
                 annotation::OUTPUT
             )));
         }
-        return Ok(bundle()?.join(p));
+        let bundle = bundle()?;
+        refuse_symlinks_below(&bundle, p)?;
+        return Ok(bundle.join(p));
     }
     match flag {
         Some(p) => Ok(p.to_path_buf()),
         None => Ok(bundle()?.join(DEFAULT_OUTPUT)),
     }
+}
+
+/// The bundle's content (its rootfs above all) comes from an image: a symlink
+/// there could point a root-written file anywhere. Refuse any along `rel`.
+fn refuse_symlinks_below(bundle: &Path, rel: &Path) -> Result<()> {
+    let mut at = bundle.to_path_buf();
+    for c in rel.components() {
+        at.push(c);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(Error::Invalid(format!(
+                    "annotation {}: {} is a symlink; refusing to write through it",
+                    annotation::OUTPUT,
+                    at.display()
+                )))
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::io("inspect", at, e)),
+        }
+    }
+    Ok(())
 }
 
 /// The netns to attach in: the bundle's network namespace path, else the pid's.

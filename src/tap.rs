@@ -22,6 +22,8 @@ const IFF_TAP: i16 = 0x0002;
 const IFF_NO_PI: i16 = 0x1000;
 const IFF_VNET_HDR: i16 = 0x4000;
 const IFF_MULTI_QUEUE: i16 = 0x0100;
+/// Fail with EBUSY instead of attaching to a TAP of that name that already exists.
+const IFF_TUN_EXCL: i16 = 0x8000u16 as i16;
 
 /// `struct ifreq` as TUNSETIFF reads it: the name, then the flags.
 #[repr(C)]
@@ -79,12 +81,16 @@ pub struct TapQueue {
 impl TapQueue {
     /// Open `/dev/net/tun` and attach to (or create) TAP `name` in the current thread's netns.
     pub fn open(name: &str, flags: TapFlags) -> io::Result<Self> {
+        Self::open_bits(name, flags.bits())
+    }
+
+    fn open_bits(name: &str, bits: i16) -> io::Result<Self> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .custom_flags(libc::O_CLOEXEC)
             .open(TUN_DEVICE)?;
-        let mut req = IfReq::new(name, flags.bits())?;
+        let mut req = IfReq::new(name, bits)?;
         // SAFETY: TUNSETIFF reads and writes a `struct ifreq` we own for the call's duration.
         cvt(unsafe { libc::ioctl(file.as_raw_fd(), TUNSETIFF as _, &mut req) })?;
         Ok(TapQueue { file })
@@ -160,7 +166,8 @@ pub struct TapSpec {
 /// If a step after TUNSETIFF fails, the fd closes unpersisted and the kernel
 /// removes the half-made TAP by itself.
 pub fn create_persistent(spec: &TapSpec) -> io::Result<()> {
-    let queue = TapQueue::open(&spec.name, spec.flags)?;
+    // Exclusive: never take over a TAP someone else made under this name.
+    let queue = TapQueue::open_bits(&spec.name, spec.flags.bits() | IFF_TUN_EXCL)?;
     if let Some(uid) = spec.owner {
         queue.set_owner(uid)?;
     }

@@ -46,7 +46,11 @@ impl UndoReport {
 }
 
 /// Undo everything `plan` may have built in the netns `nl` talks to.
-pub async fn undo(nl: &Netlink, plan: &Plan, created: &[Created]) -> UndoReport {
+///
+/// Links are podtap's when their ifindex is in `created` or they are in the
+/// plan's group. `match_names` also takes a TAP or bridge with a planned name:
+/// only for an attach that died before it could record or group what it made.
+pub async fn undo(nl: &Netlink, plan: &Plan, created: &[Created], match_names: bool) -> UndoReport {
     let mut report = UndoReport::default();
     let live = match links::list(&nl.handle).await {
         Ok(l) => l,
@@ -67,7 +71,7 @@ pub async fn undo(nl: &Netlink, plan: &Plan, created: &[Created]) -> UndoReport 
         report.errors.extend(r.errors);
     }
 
-    let ours = our_links(plan, created, live.values());
+    let ours = our_links(plan, created, live.values(), match_names);
     for c in created {
         if !live.contains_key(&c.ifindex) {
             report.warnings.push(format!(
@@ -143,13 +147,22 @@ async fn restore_pod_side(nl: &Netlink, nic: &NicPlan, live: Option<&LinkState>)
     report
 }
 
-/// Links podtap made for this plan: by recorded ifindex, by group, or (for a
-/// TAP made just before a crash) by its planned name.
+/// Links podtap made for this plan: by recorded ifindex, by group, or (with
+/// `match_names`, for a TAP made just before a crash) by its planned name when
+/// nothing marks it as someone else's (no other ifalias, no other group).
 pub fn our_links<'a>(
     plan: &Plan,
     created: &[Created],
     live: impl Iterator<Item = &'a LinkState>,
+    match_names: bool,
 ) -> Vec<&'a LinkState> {
+    let marker = links::marker(&plan.id);
+    let unclaimed = |l: &LinkState| {
+        (l.group == 0 || l.group == plan.group)
+            && l.alias
+                .as_deref()
+                .is_none_or(|a| a.split(' ').next() == Some(marker.as_str()))
+    };
     let recorded: BTreeSet<u32> = created.iter().map(|c| c.ifindex).collect();
     let planned: BTreeSet<&str> = plan
         .nics
@@ -163,7 +176,7 @@ pub fn our_links<'a>(
         .filter(|l| {
             recorded.contains(&l.ifindex)
                 || l.group == plan.group
-                || planned.contains(l.name.as_str())
+                || (match_names && planned.contains(l.name.as_str()) && unclaimed(l))
         })
         .collect()
 }

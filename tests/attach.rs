@@ -1030,3 +1030,32 @@ fn in_netns<R: Send + 'static>(path: &str, f: impl FnOnce() -> R + Send + 'stati
     .join()
     .expect("netns thread")
 }
+
+#[test]
+fn a_tap_the_user_recreates_under_the_planned_name_survives_detach() {
+    if !ready("a_tap_the_user_recreates_under_the_planned_name_survives_detach") {
+        return;
+    }
+    let pod = pod();
+    let state = StateDir::new();
+    let id = common::unique("usr");
+    let desc = json_ok(&attach(&state, &pod, &id, &[]));
+    let tap = iface(&desc, "eth0")["tap"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    pod.pod.ip(&format!("link del {tap}"));
+    pod.pod.ip(&format!("tuntap add dev {tap} mode tap"));
+
+    let d = detach(&state, &id);
+    assert_eq!(code(&d), 0, "detach: {}", stderr(&d));
+    assert_eq!(
+        taps(&pod.pod),
+        vec![tap.clone()],
+        "the user's {tap} is not podtap's to delete"
+    );
+    assert!(
+        ingress_qdiscs(&pod.pod, "eth0").is_empty(),
+        "podtap's own qdisc is gone"
+    );
+}

@@ -447,3 +447,58 @@ fn sigkill_during_detach_then_detach_again_restores() {
         assert_eq!(snapshot(&pod.pod), before, "{what}: restored");
     }
 }
+
+#[test]
+fn two_ids_racing_for_one_interface_leave_one_attachment() {
+    if !ready("two_ids_racing_for_one_interface_leave_one_attachment") {
+        return;
+    }
+    let pod = small_pod();
+    let state = StateDir::new();
+    let before = snapshot(&pod.pod);
+    for round in 0..6 {
+        let ids = [common::unique("ra"), common::unique("rb")];
+        let children: Vec<_> = ids
+            .iter()
+            .map(|id| {
+                attach_cmd(&state, &pod, id, "tc")
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let outs: Vec<Output> = children
+            .into_iter()
+            .map(|c| c.wait_with_output().unwrap())
+            .collect();
+        let codes: Vec<i32> = outs.iter().map(code).collect();
+        let winners: Vec<usize> = (0..2).filter(|&i| codes[i] == 0).collect();
+        assert_eq!(
+            winners.len(),
+            1,
+            "round {round}: exactly one attach wins: {codes:?}"
+        );
+        let loser = 1 - winners[0];
+        assert_eq!(codes[loser], 13, "round {round}: {}", stderr(&outs[loser]));
+        assert!(
+            stderr(&outs[loser]).contains("eth0"),
+            "round {round}: the refusal names the interface: {}",
+            stderr(&outs[loser])
+        );
+        assert_eq!(tap_count(&pod), 1, "round {round}: one TAP");
+        let c = podtap_state(&state.0, &["check", "--id", &ids[winners[0]]]);
+        assert_eq!(code(&c), 0, "round {round}: winner intact: {}", stderr(&c));
+        for id in &ids {
+            let d = detach(&state, id);
+            assert_eq!(code(&d), 0, "round {round}: {}", stderr(&d));
+        }
+        assert_eq!(snapshot(&pod.pod), before, "round {round}: restored");
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(&state.0)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(leftovers.is_empty(), "state dir left with {leftovers:?}");
+}

@@ -636,3 +636,32 @@ fn version_and_idempotent_del_need_nothing() {
         )
         .expect_err(4);
 }
+
+/// A corrupt checkpoint must not block pod deletion: DEL succeeds whether the
+/// netns is gone or unknown, and the file is moved aside, never deleted.
+#[test]
+fn del_with_a_corrupt_checkpoint_and_no_netns_succeeds_and_keeps_the_file() {
+    let state = TempDir::new();
+    let chain = podtap_only(state.path());
+    for (n, netns) in [(11, "/run/netns/nonexistent-podtap"), (12, "")] {
+        let cid = container_id(n);
+        let id = format!("{cid}-eth0");
+        std::fs::create_dir_all(state.path()).unwrap();
+        std::fs::write(checkpoint(state.path(), &id), b"{\"version\": 1, \"id\": ").unwrap();
+        chain
+            .podtap("1.0.0", json!({}), &Chain::env("DEL", &cid, netns, "eth0"))
+            .expect_ok("DEL over a corrupt checkpoint");
+        assert!(!checkpoint(state.path(), &id).exists());
+        let kept: Vec<String> = std::fs::read_dir(state.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|f| f.starts_with(&format!("{id}.json.corrupt-")))
+            .collect();
+        assert_eq!(
+            kept.len(),
+            1,
+            "the corrupt file is kept aside (netns {netns:?})"
+        );
+    }
+}

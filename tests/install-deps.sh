@@ -15,6 +15,8 @@ have runc || need+=(runc)
 have setpriv || need+=(util-linux)
 have python3 || need+=(python3)
 have /usr/bin/time || need+=(time)
+have gcc || need+=(gcc)
+have iperf3 || need+=(iperf3)
 
 if [ ${#need[@]} -gt 0 ]; then
     echo "install-deps: installing ${need[*]}"

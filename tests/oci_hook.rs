@@ -448,6 +448,26 @@ fn bad_stdin_is_one_line_and_an_exit_code() {
         13,
         "escaping output",
     );
+    // An output through a symlink in the bundle (image content) could land anywhere: 13.
+    let outside = TempDir::new();
+    std::fs::create_dir_all(bundle.path().join("rootfs")).expect("rootfs");
+    std::os::unix::fs::symlink(outside.path(), bundle.path().join("rootfs/etc")).expect("symlink");
+    let o = hook(
+        state.path(),
+        "attach",
+        &[],
+        &st(json!({ "io.podtap.output": "rootfs/etc/evil.json" })),
+    );
+    expect_fail(&o, 13, "output through a symlink");
+    assert!(
+        common::stderr(&o).contains("symlink"),
+        "{}",
+        common::stderr(&o)
+    );
+    assert!(
+        !outside.path().join("evil.json").exists(),
+        "nothing written outside the bundle"
+    );
     // A netns path that does not exist: 3.
     std::fs::write(
         bundle.path().join("config.json"),

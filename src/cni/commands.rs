@@ -10,7 +10,6 @@ use super::registry::{Entry, Registry};
 use super::result::{self, TapEntry};
 use super::{code, CniError, Env};
 use crate::checkpoint::{validate_id, StateDir};
-use crate::error::Error;
 
 /// Dispatch on `CNI_COMMAND`; `Ok(Some(json))` is printed on stdout.
 pub fn run(env: &Env, stdin: &str) -> Result<Option<Value>, CniError> {
@@ -128,13 +127,7 @@ fn del(env: &Env, conf: &NetConf) -> Result<(), CniError> {
 
 /// Detach `id`; a corrupt checkpoint is cleaned up by podtap's markers in `netns`.
 fn detach(id: &str, state: &StateDir, netns: Option<&str>) -> Result<(), CniError> {
-    let report = match crate::detach::detach(id, state, false, None) {
-        Ok(r) => r,
-        Err(Error::CorruptState { .. }) => {
-            crate::detach::detach(id, state, true, netns.map(Path::new))?
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let report = crate::detach::detach_for_teardown(id, state, netns.map(Path::new))?;
     for w in report.warnings {
         tracing::warn!("sandbox {id}: {w}");
     }

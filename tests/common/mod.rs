@@ -252,7 +252,7 @@ pub fn snapshot(ns: &Netns) -> String {
             .unwrap_or_default()
             .to_string();
         out.push_str(&format!(
-            "link {} {} mac={} mtu={} master={} group={} kind={} flags={}\n",
+            "link {} {} mac={} mtu={} master={} group={} kind={} flags={} txqlen={} ifalias={}\n",
             field("ifindex"),
             name,
             field("address"),
@@ -264,6 +264,8 @@ pub fn snapshot(ns: &Netns) -> String {
                 .map(|v| v.to_string())
                 .unwrap_or_default(),
             field("flags"),
+            field("txqlen"),
+            field("ifalias"),
         ));
         let qd = sh(&format!("tc -n {} qdisc show dev {name} ingress", ns.name));
         out.push_str(&format!("qdisc-ingress {name}: {}\n", qd.trim()));
