@@ -6,4 +6,5 @@ cd "$(dirname "$0")/.."
 bash tests/install-deps.sh
 # The benchmark harness in smoke mode: proves it works and cleans up (no timings asserted).
 bash benches/run.sh --smoke
-cargo test --all-targets -- --test-threads=2
+# A hung test fails the run instead of eating the CI budget.
+timeout 40m cargo test --all-targets -- --test-threads=2

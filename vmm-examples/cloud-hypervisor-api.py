@@ -68,7 +68,10 @@ def request(api_socket, method, path, body=None, fds=()):
         if fds:
             # The fds travel with the first bytes of the request.
             sent = socket.send_fds(sock, [message], list(fds))
-            sock.sendall(message[sent:])
+            # Only if bytes are left: the server may already have answered
+            # and closed, and even an empty send then fails with EPIPE.
+            if sent < len(message):
+                sock.sendall(message[sent:])
         else:
             sock.sendall(message)
         return read_response(sock, f"{method} {path}")
