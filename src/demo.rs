@@ -93,6 +93,13 @@ pub fn run(keep: bool, boot: bool) -> Result<()> {
         "podtap demo: detached; pod netns {} as before",
         if same { "is exactly" } else { "is NOT" }
     );
+    if !same {
+        eprintln!(
+            "podtap demo: before: {}\npodtap demo: after:  {}",
+            serde_json::to_string(&(settled(&before), &before.routes)).unwrap_or_default(),
+            serde_json::to_string(&(settled(&after), &after.routes)).unwrap_or_default()
+        );
+    }
     let _ = std::fs::remove_dir_all(state.path());
     let problems = [
         guest_problem,
