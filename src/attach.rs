@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 
-use crate::checkpoint::{validate_id, Checkpoint, Created, Phase, StateDir, VERSION};
+use crate::checkpoint::{
+    created_ifindex, validate_id, Checkpoint, Created, Phase, StateDir, VERSION,
+};
 use crate::error::{Error, Result};
 use crate::model::{Attachment, BridgeInfo, Description, TapInfo, Timings};
 use crate::netns::NetNs;
@@ -370,13 +372,7 @@ async fn wire_tc(nl: &Netlink, plan: &Plan, taps: &[u32]) -> Result<()> {
 
 /// The scanned description plus what attach built.
 pub fn describe_attached(mut desc: Description, plan: &Plan, created: &[Created]) -> Description {
-    let index_of = |name: &str| {
-        created
-            .iter()
-            .find(|c| c.name == name)
-            .map(|c| c.ifindex)
-            .unwrap_or(0)
-    };
+    let index_of = |name: &str| created_ifindex(created, name);
     for nic in &plan.nics {
         let Some(iface) = desc
             .interfaces

@@ -1,9 +1,8 @@
 //! `check`: is every object of an attachment still there and wired as recorded?
 
 use crate::attach::LOCK_TIMEOUT;
-use crate::checkpoint::{validate_id, Phase, StateDir};
+use crate::checkpoint::{created_ifindex, validate_id, Phase, StateDir};
 use crate::error::{Error, Result};
-use crate::netns::NetNs;
 use crate::plan::NicPlan;
 use crate::scan::Netlink;
 use crate::wiring::links::{self, LinkState};
@@ -29,14 +28,9 @@ fn check_locked(id: &str, state: &StateDir) -> Result<()> {
             "attach did not finish (run detach, then attach again)".into(),
         ]));
     }
-    let ns = match NetNs::open(std::path::Path::new(&cp.netns.path), true) {
-        Ok(ns) if ns.identity() == (cp.netns.dev, cp.netns.inode) => ns,
-        Ok(_) => {
-            return Err(fail(vec![format!(
-                "netns {} is now a different namespace",
-                cp.netns.path
-            )]))
-        }
+    let ns = match crate::detach::open_recorded(&cp) {
+        Ok(Ok(ns)) => ns,
+        Ok(Err(why)) => return Err(fail(vec![why])),
         Err(e) => return Err(fail(vec![format!("netns {}: {e}", cp.netns.path)])),
     };
     let problems = crate::runtime::block_on(async {
@@ -52,17 +46,11 @@ fn check_locked(id: &str, state: &StateDir) -> Result<()> {
             .map_err(|e| nl.err("dump links", "", e))?;
         let mut problems = Vec::new();
         for nic in &cp.plan.nics {
-            let tap_idx = cp
-                .created
-                .iter()
-                .find(|c| c.name == nic.tap.name)
-                .map(|c| c.ifindex)
-                .unwrap_or(0);
+            let tap_idx = created_ifindex(&cp.created, &nic.tap.name);
             let bridge_idx = nic
                 .bridge
                 .as_ref()
-                .and_then(|b| cp.created.iter().find(|c| c.name == b.name))
-                .map(|c| c.ifindex);
+                .map(|b| created_ifindex(&cp.created, &b.name));
             problems.extend(check_nic(&nl, nic, &live, tap_idx, bridge_idx).await?);
         }
         Ok::<_, Error>(problems)

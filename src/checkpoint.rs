@@ -76,6 +76,14 @@ pub struct Created {
     pub kind: String,
 }
 
+/// The ifindex recorded for the link podtap created under `name` (0 when none).
+pub fn created_ifindex(created: &[Created], name: &str) -> u32 {
+    created
+        .iter()
+        .find(|c| c.name == name)
+        .map_or(0, |c| c.ifindex)
+}
+
 /// Reject ids that could escape the state dir or break file names.
 pub fn validate_id(id: &str) -> Result<()> {
     let bad = |why| {

@@ -129,7 +129,7 @@ pub fn detach_for_teardown(
 /// why there is nothing to undo when it is gone or replaced (`Ok(Err(why))`).
 /// Any other failure (permission, fd limit, ...) is an error and the
 /// checkpoint stays, since podtap's objects may still be there.
-fn open_recorded(cp: &Checkpoint) -> Result<std::result::Result<NetNs, String>> {
+pub(crate) fn open_recorded(cp: &Checkpoint) -> Result<std::result::Result<NetNs, String>> {
     let path = Path::new(&cp.netns.path);
     match NetNs::open(path, true) {
         Ok(ns) if ns.identity() == (cp.netns.dev, cp.netns.inode) => Ok(Ok(ns)),
