@@ -6,17 +6,15 @@ use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 
-use crate::checkpoint::{
-    created_ifindex, validate_id, Checkpoint, Created, Phase, StateDir, VERSION,
-};
 use crate::error::{Error, Result};
+use crate::kernel::netns::NetNs;
+use crate::kernel::tap::{self, TapFlags, TapSpec};
+use crate::kernel::{bridge, links, tc};
 use crate::model::{Attachment, BridgeInfo, Description, TapInfo, Timings};
-use crate::netns::NetNs;
 use crate::plan::{self, AttachOptions, Inventory, Plan};
 use crate::scan::{parse, Netlink};
-use crate::tap::{self, TapFlags, TapSpec};
+use crate::state::{created_ifindex, validate_id, Checkpoint, Created, Phase, StateDir, VERSION};
 use crate::teardown;
-use crate::wiring::{bridge, links, tc};
 
 /// How long a command waits for another podtap working on the same id.
 pub const LOCK_TIMEOUT: Duration = Duration::from_secs(30);
@@ -48,7 +46,7 @@ fn attach_locked(
     opts: &AttachOptions,
     state: &StateDir,
 ) -> Result<Description> {
-    crate::runtime::block_on(async {
+    crate::kernel::runtime::block_on(async {
         let nl = Netlink::connect(ns)?;
         if let Some(cp) = state.load(id)? {
             if (cp.netns.dev, cp.netns.inode) == ns.identity()

@@ -1,12 +1,12 @@
 //! `check`: is every object of an attachment still there and wired as recorded?
 
 use crate::attach::LOCK_TIMEOUT;
-use crate::checkpoint::{created_ifindex, validate_id, Phase, StateDir};
 use crate::error::{Error, Result};
+use crate::kernel::links::{self, LinkState};
+use crate::kernel::tc;
 use crate::plan::NicPlan;
 use crate::scan::Netlink;
-use crate::wiring::links::{self, LinkState};
-use crate::wiring::tc;
+use crate::state::{created_ifindex, validate_id, Phase, StateDir};
 
 /// Check sandbox `id`; `Err(CheckFailed)` lists every problem found.
 pub fn check(id: &str, state: &StateDir) -> Result<()> {
@@ -33,7 +33,7 @@ fn check_locked(id: &str, state: &StateDir) -> Result<()> {
         Ok(Err(why)) => return Err(fail(vec![why])),
         Err(e) => return Err(fail(vec![format!("netns {}: {e}", cp.netns.path)])),
     };
-    let problems = crate::runtime::block_on(async {
+    let problems = crate::kernel::runtime::block_on(async {
         let nl = Netlink::connect(&ns)?;
         if !cp.is_netns(ns.identity(), nl.cookie) {
             return Ok(vec![format!(

@@ -3,14 +3,14 @@
 use std::path::{Path, PathBuf};
 
 use crate::attach::LOCK_TIMEOUT;
-use crate::checkpoint::{validate_id, Checkpoint, StateDir};
 use crate::error::{Error, Result};
-use crate::netns::NetNs;
+use crate::kernel::links::{self, LinkState};
+use crate::kernel::netns::NetNs;
+use crate::kernel::{bridge, tc};
 use crate::plan::{is_podtap_prio, preferred_group};
 use crate::scan::Netlink;
+use crate::state::{validate_id, Checkpoint, StateDir};
 use crate::teardown;
-use crate::wiring::links::{self, LinkState};
-use crate::wiring::{bridge, tc};
 
 /// What detach did; `warnings` go to stderr, the exit code stays 0.
 #[derive(Debug, Default)]
@@ -66,7 +66,7 @@ fn detach_locked(
     };
     match open_recorded(&cp)? {
         Ok(ns) => {
-            let warnings = crate::runtime::block_on(async {
+            let warnings = crate::kernel::runtime::block_on(async {
                 let nl = Netlink::connect(&ns)?;
                 if !cp.is_netns(ns.identity(), nl.cookie) {
                     return Ok(vec![format!(
@@ -75,7 +75,7 @@ fn detach_locked(
                     )]);
                 }
                 // Names count only for an attach that never finished recording.
-                let match_names = cp.phase == crate::checkpoint::Phase::Applying;
+                let match_names = cp.phase == crate::state::Phase::Applying;
                 teardown::undo(&nl, &cp.plan, &cp.created, match_names)
                     .await
                     .into_result(id)
@@ -171,7 +171,7 @@ fn force_cleanup(id: &str, path: &Path) -> Result<DetachReport> {
         }
         Err(e) => return Err(e),
     };
-    crate::runtime::block_on(async {
+    crate::kernel::runtime::block_on(async {
         let nl = Netlink::connect(&ns)?;
         let h = &nl.handle;
         let live = links::list(h)

@@ -1,27 +1,19 @@
 //! podtap: bridge a prepared pod network namespace to VM NICs.
 //!
-//! The flow: [`netns`] opens and validates a netns, [`scan`] reads it into a
+//! The flow: [`kernel::netns`] opens and validates a netns, [`scan`] reads it into a
 //! [`model::Description`], [`plan`] decides what to build, [`attach`] applies
-//! the plan through [`tap`] and [`wiring`] while [`checkpoint`] records it,
+//! the plan through the [`kernel`] layer while [`state`] records it,
 //! [`teardown`] undoes it, and [`render`] turns the description into VMM
-//! arguments.
+//! arguments. The [`doors`] (CLI, CNI, OCI hook) sit on top.
 pub mod attach;
 pub mod check;
-pub mod checkpoint;
-pub mod cli;
-pub mod cni;
-pub mod demo;
 pub mod detach;
+pub mod doors;
 pub mod error;
-pub mod exec;
-pub mod fixture;
+pub mod kernel;
 pub mod model;
-pub mod netns;
-pub mod oci_hook;
 pub mod plan;
 pub mod render;
-pub mod runtime;
 pub mod scan;
-pub mod tap;
+pub mod state;
 pub mod teardown;
-pub mod wiring;

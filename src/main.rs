@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    podtap::cli::init_logging();
-    let code = podtap::cli::run();
+    podtap::doors::cli::init_logging();
+    let code = podtap::doors::cli::run();
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }

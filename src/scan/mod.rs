@@ -9,15 +9,15 @@ use rtnetlink::packet_route::route::RouteMessage;
 use rtnetlink::Handle;
 
 use crate::error::{Error, Result};
+use crate::kernel::netns::NetNs;
 use crate::model::{Description, NetnsRef, SCHEMA};
-use crate::netns::NetNs;
 use parse::Dump;
 
 /// A live rtnetlink connection into one netns.
 pub struct Netlink {
     pub handle: Handle,
     pub ipv6_enabled: bool,
-    /// The netns cookie (see [`crate::netns::NetnsLink::cookie`]).
+    /// The netns cookie (see [`crate::kernel::netns::NetnsLink::cookie`]).
     pub cookie: Option<u64>,
     netns: String,
 }
@@ -119,7 +119,7 @@ pub fn describe(ns: &NetNs, ipv6_enabled: bool, dump: &Dump) -> Description {
 
 /// Scan `ns` on a fresh current-thread runtime (for the CLI).
 pub fn scan(ns: &NetNs) -> Result<Description> {
-    crate::runtime::block_on(async {
+    crate::kernel::runtime::block_on(async {
         let nl = Netlink::connect(ns)?;
         nl.describe(ns).await
     })

@@ -9,7 +9,7 @@ use super::config::{self, NetConf, LATEST_VERSION, SUPPORTED_VERSIONS};
 use super::registry::{Entry, Registry};
 use super::result::{self, TapEntry};
 use super::{code, CniError, Env};
-use crate::checkpoint::{validate_id, StateDir};
+use crate::state::{validate_id, StateDir};
 
 /// Dispatch on `CNI_COMMAND`; `Ok(Some(json))` is printed on stdout.
 pub fn run(env: &Env, stdin: &str) -> Result<Option<Value>, CniError> {

@@ -1,10 +1,10 @@
 //! One handler per subcommand.
 
-use crate::checkpoint::StateDir;
 use crate::error::{exit, Error, Result};
+use crate::kernel::netns::NetNs;
 use crate::model::{Description, Wiring};
-use crate::netns::NetNs;
 use crate::plan::AttachOptions;
+use crate::state::StateDir;
 
 use super::args::{ModeArg, StateArgs};
 use super::{emit, emit_text, Command};
@@ -98,10 +98,17 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
             state,
             argv,
         } => {
-            return crate::exec::exec(&id, &state_dir(&state), vmm, vhost, enter_netns, &argv);
+            return crate::doors::exec::exec(
+                &id,
+                &state_dir(&state),
+                vmm,
+                vhost,
+                enter_netns,
+                &argv,
+            );
         }
-        Command::OciHook { action, args } => return crate::oci_hook::run(&action, &args),
-        Command::Demo { keep, boot } => crate::demo::run(keep, boot)?,
+        Command::OciHook { action, args } => return crate::doors::oci_hook::run(&action, &args),
+        Command::Demo { keep, boot } => crate::doors::demo::run(keep, boot)?,
     }
     Ok(exit::OK)
 }

@@ -14,11 +14,11 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::checkpoint::{validate_id, StateDir};
-use crate::cli::OciHookArgs;
+use crate::doors::cli::OciHookArgs;
 use crate::error::{exit, Error, Result};
 use crate::model::Wiring;
 use crate::plan::AttachOptions;
+use crate::state::{validate_id, StateDir};
 
 /// Annotation keys podtap reads.
 pub mod annotation {
@@ -84,7 +84,7 @@ fn attach(state: &State, flag_output: Option<&Path>, dir: &StateDir) -> Result<i
             .map_err(|e| Error::io("create description dir", parent, e))?;
     }
     let desc = crate::attach::attach(&netns, false, &state.id, &opts, dir)?;
-    crate::cli::emit(&desc, Some(&output))?;
+    crate::doors::cli::emit(&desc, Some(&output))?;
     Ok(exit::OK)
 }
 

@@ -10,9 +10,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use super::{code, CniError};
-use crate::netns::NetNs;
+use crate::kernel::netns::NetNs;
+use crate::kernel::tc;
 use crate::scan::Netlink;
-use crate::wiring::tc;
 
 pub fn probe() -> Result<(), CniError> {
     probe_tun()?;
@@ -36,7 +36,7 @@ fn probe_tun() -> Result<(), CniError> {
 
 fn probe_tc() -> Result<(), CniError> {
     let ns = scratch_netns().map_err(|e| unavailable("cannot make a scratch netns", e))?;
-    crate::runtime::block_on(async {
+    crate::kernel::runtime::block_on(async {
         let nl = Netlink::connect(&ns)?;
         tc::add_ingress_qdisc(&nl.handle, 1)
             .await

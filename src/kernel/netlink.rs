@@ -1,12 +1,4 @@
-//! Kernel-side building blocks over rtnetlink: links, tc redirect, bridges.
-//!
-//! Each function sends one request and awaits its ack. Callers run many of
-//! them concurrently on one socket: netlink pipelines them, so 64 NICs cost
-//! 64 sends, not 64 round trips in series.
-
-pub mod bridge;
-pub mod links;
-pub mod tc;
+//! Sending rtnetlink requests: ack, dump, and which errors mean "already gone".
 
 use futures::StreamExt;
 use rtnetlink::packet_core::{NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_REQUEST};

@@ -125,7 +125,7 @@ pub enum Command {
             conflicts_with = "enter_netns",
             required_unless_present = "enter_netns"
         )]
-        vmm: Option<crate::exec::Vmm>,
+        vmm: Option<crate::doors::exec::Vmm>,
         /// Also open one /dev/vhost-net fd per queue (QEMU).
         #[arg(long)]
         vhost: bool,
@@ -161,7 +161,7 @@ pub enum Command {
 #[derive(Debug, Clone, clap::Args)]
 pub struct StateArgs {
     /// State directory (tmpfs, like the netns it describes).
-    #[arg(long, env = "PODTAP_STATE_DIR", default_value = crate::checkpoint::DEFAULT_STATE_DIR)]
+    #[arg(long, env = "PODTAP_STATE_DIR", default_value = crate::state::DEFAULT_STATE_DIR)]
     pub state_dir: PathBuf,
 }
 

@@ -1,5 +1,7 @@
 //! `podtap demo`: the main job on a throwaway pod, end to end.
 
+mod fixture;
+
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -7,12 +9,12 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use crate::checkpoint::StateDir;
+use crate::doors::demo::fixture::DemoPod;
 use crate::error::{Error, Result};
-use crate::fixture::DemoPod;
+use crate::kernel::netns::NetNs;
 use crate::model::Description;
-use crate::netns::NetNs;
 use crate::plan::AttachOptions;
+use crate::state::StateDir;
 
 /// Build a demo pod, attach, print the description and a QEMU command line,
 /// optionally boot the test guest on the TAP (`boot`), detach, clean up.
@@ -24,8 +26,8 @@ pub fn run(keep: bool, boot: bool) -> Result<()> {
     eprintln!(
         "podtap demo: pod netns {} (eth0 {} / {}), peer netns {}",
         demo.pod.path().display(),
-        crate::fixture::DEMO_POD_V4,
-        crate::fixture::DEMO_POD_V6,
+        crate::doors::demo::fixture::DEMO_POD_V4,
+        crate::doors::demo::fixture::DEMO_POD_V6,
         demo.peer.path().display()
     );
 
@@ -49,7 +51,7 @@ pub fn run(keep: bool, boot: bool) -> Result<()> {
         &AttachOptions::default(),
         &state,
     )?;
-    crate::cli::emit(&desc, None)?;
+    crate::doors::cli::emit(&desc, None)?;
     match crate::render::render(crate::render::Format::Qemu, &desc) {
         Ok(args) => {
             let args: Vec<&str> = args.lines().collect();
@@ -241,10 +243,11 @@ fn run_guest(
     let append = format!(
         "console=ttyS0 quiet panic=-1 podtap.timeout=90 {} podtap.ping={},{}",
         guest_args.trim(),
-        crate::fixture::DEMO_PEER_V4,
-        crate::fixture::DEMO_PEER_V6
+        crate::doors::demo::fixture::DEMO_PEER_V4,
+        crate::doors::demo::fixture::DEMO_PEER_V6
     );
-    let handover = crate::exec::open_handover(id, desc, crate::exec::Vmm::Qemu, false)?;
+    let handover =
+        crate::doors::exec::open_handover(id, desc, crate::doors::exec::Vmm::Qemu, false)?;
     eprintln!(
         "podtap demo: booting the test guest under {} (TCG, about 10 s)...",
         qemu.display()

@@ -10,9 +10,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{code, CniError};
-use crate::checkpoint::DEFAULT_STATE_DIR;
 use crate::model::Wiring;
 use crate::plan::AttachOptions;
+use crate::state::DEFAULT_STATE_DIR;
 
 /// CNI spec versions podtap speaks (it needs a 1.0-format `prevResult`).
 pub const SUPPORTED_VERSIONS: &[&str] = &["1.0.0", "1.1.0"];

@@ -6,7 +6,7 @@ use rtnetlink::packet_route::link::{InfoKind, LinkAttribute, LinkInfo, LinkMessa
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::{Handle, LinkUnspec};
 
-use super::{ack, dump};
+use super::netlink::{ack, dump};
 use crate::error::KernelError;
 
 /// What teardown and check need to know about a live link.

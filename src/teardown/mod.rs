@@ -9,12 +9,13 @@ use std::collections::BTreeSet;
 
 use futures::future::join_all;
 
-use crate::checkpoint::Created;
 use crate::error::{Error, Result};
+use crate::kernel::links::{self, LinkState};
+use crate::kernel::netlink::is_gone;
+use crate::kernel::{bridge, tc};
 use crate::plan::{NicPlan, Plan};
 use crate::scan::Netlink;
-use crate::wiring::links::{self, LinkState};
-use crate::wiring::{bridge, is_gone, tc};
+use crate::state::Created;
 
 /// What teardown did not do cleanly.
 #[derive(Debug, Default)]

@@ -7,7 +7,7 @@
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::{Handle, LinkBridge, LinkUnspec};
 
-use super::ack;
+use super::netlink::ack;
 use crate::error::KernelError;
 
 /// Create the bridge, marked and grouped as podtap's, up, with the pod MTU.

@@ -14,7 +14,7 @@ use rtnetlink::packet_route::tc::{
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::Handle;
 
-use super::{ack, dump};
+use super::netlink::{ack, dump};
 use crate::error::KernelError;
 use crate::plan::IngressState;
 
@@ -79,7 +79,7 @@ pub async fn filters(handle: &Handle, ifindex: u32) -> Result<Vec<FilterInfo>, K
     msg.header.parent = INGRESS_PARENT.into();
     let replies = match dump(handle, RouteNetlinkMessage::GetTrafficFilter(msg)).await {
         Ok(r) => r,
-        Err(e) if super::is_gone(&e) => return Ok(Vec::new()),
+        Err(e) if super::netlink::is_gone(&e) => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
     let mut out: Vec<FilterInfo> = Vec::new();

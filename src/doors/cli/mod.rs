@@ -32,7 +32,7 @@ pub fn init_logging() {
 /// Parse the command line, run it, and return the exit code.
 pub fn run() -> i32 {
     if std::env::var_os("CNI_COMMAND").is_some() {
-        return crate::cni::main();
+        return crate::doors::cni::main();
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -68,7 +68,7 @@ pub fn emit(desc: &Description, output: Option<&Path>) -> Result<()> {
 
 pub fn emit_text(text: &str, output: Option<&Path>) -> Result<()> {
     match output {
-        Some(path) => crate::checkpoint::write_atomic(path, text.as_bytes(), 0o644),
+        Some(path) => crate::state::write_atomic(path, text.as_bytes(), 0o644),
         None => {
             let mut out = std::io::stdout().lock();
             out.write_all(text.as_bytes())

@@ -89,7 +89,7 @@ impl DemoPod {
         let peer = PinnedNetns::create(&format!("{tag}-node"))?;
         let pod = PinnedNetns::create(&format!("{tag}-pod"))?;
         let demo = DemoPod { peer, pod };
-        crate::runtime::block_on(demo.wire())?;
+        crate::kernel::runtime::block_on(demo.wire())?;
         Ok(demo)
     }
 
@@ -100,8 +100,8 @@ impl DemoPod {
         use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags};
         use rtnetlink::{LinkUnspec, LinkVeth, RouteMessageBuilder};
 
-        let peer_ns = crate::netns::NetNs::open(self.peer.path(), false)?;
-        let pod_ns = crate::netns::NetNs::open(self.pod.path(), false)?;
+        let peer_ns = crate::kernel::netns::NetNs::open(self.peer.path(), false)?;
+        let pod_ns = crate::kernel::netns::NetNs::open(self.pod.path(), false)?;
         let peer = crate::scan::Netlink::connect(&peer_ns)?;
         let pod = crate::scan::Netlink::connect(&pod_ns)?;
         let pod_file =

@@ -30,12 +30,12 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::{fcntl, FcntlArg, FdFlag};
 use nix::sched::{setns, CloneFlags};
 
-use crate::checkpoint::StateDir;
 use crate::error::{Error, Result};
+use crate::kernel::netns::NetNs;
+use crate::kernel::tap::{open_queues, TapFlags};
 use crate::model::Description;
-use crate::netns::NetNs;
 use crate::render::{cloud_hypervisor_net_args, qemu_args, QemuTapSource};
-use crate::tap::{open_queues, TapFlags};
+use crate::state::StateDir;
 
 /// The vhost-net character device QEMU's `vhostfds=` wants.
 pub const VHOST_NET: &str = "/dev/vhost-net";

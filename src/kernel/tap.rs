@@ -2,7 +2,7 @@
 //!
 //! An fd of `/dev/net/tun` belongs to the netns it was opened in, and so does
 //! the TAP that `TUNSETIFF` makes on it: open it on a netns thread
-//! ([`crate::netns::NetNs::run`]). Each open + `TUNSETIFF` with the same name
+//! ([`crate::kernel::netns::NetNs::run`]). Each open + `TUNSETIFF` with the same name
 //! is one queue; the creator and every opener must agree on `IFF_MULTI_QUEUE`.
 
 use std::fs::{File, OpenOptions};

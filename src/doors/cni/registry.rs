@@ -9,8 +9,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::{write_atomic, StateDir};
 use crate::error::{Error, Result};
+use crate::state::{write_atomic, StateDir};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {

@@ -1,0 +1,9 @@
+//! The doors: the CLI, the CNI plugin, the OCI hook, `exec` and `demo`.
+//!
+//! Each door turns its own inputs into calls of the library and formats the results.
+
+pub mod cli;
+pub mod cni;
+pub mod demo;
+pub mod exec;
+pub mod oci_hook;

@@ -1,0 +1,12 @@
+//! The kernel layer: netns entry, rtnetlink requests, TAP ioctls.
+//!
+//! Nothing here knows about plans or checkpoints: each function is one kind
+//! of kernel request, with its errors.
+
+pub mod bridge;
+pub mod links;
+pub mod netlink;
+pub mod netns;
+pub mod runtime;
+pub mod tap;
+pub mod tc;
