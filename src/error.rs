@@ -87,6 +87,8 @@ pub enum Error {
     NotFound { id: String, dir: PathBuf },
     #[error("render: {0}")]
     Render(String),
+    #[error("{first} (and {more} more failure(s))")]
+    Several { first: Box<Error>, more: usize },
     #[error("{what} {path}: {source}")]
     Io {
         what: &'static str,
@@ -170,8 +172,33 @@ impl Error {
         }
     }
 
-    pub fn exit_code(&self) -> i32 {
+    /// The first of `errors` (carrying the count of the rest), or `None` when there are none.
+    /// Its exit code is the first error's: never "invalid input" because there were several.
+    pub fn first_of(errors: Vec<Error>) -> Option<Error> {
+        let mut errors = errors.into_iter();
+        let first = errors.next()?;
+        let more = errors.count();
+        Some(if more == 0 {
+            first
+        } else {
+            Error::Several {
+                first: Box::new(first),
+                more,
+            }
+        })
+    }
+
+    /// The error that decides the exit code (the first of several).
+    pub fn primary(&self) -> &Error {
         match self {
+            Error::Several { first, .. } => first.primary(),
+            e => e,
+        }
+    }
+
+    /// The documented exit code of this error.
+    pub fn exit_code(&self) -> i32 {
+        match self.primary() {
             Error::NetnsMissing { .. } => exit::NETNS_MISSING,
             Error::NotNetns { .. } => exit::NOT_NETNS,
             Error::HostNetns { .. } => exit::HOST_NETNS,
@@ -190,9 +217,25 @@ impl Error {
             Error::Invalid(_) => exit::INVALID,
             Error::NotFound { .. } => exit::NOT_FOUND,
             Error::Render(_) => exit::RENDER,
-            Error::Io { .. } => exit::FAILURE,
+            Error::Io { .. } | Error::Several { .. } => exit::FAILURE,
         }
     }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn several_errors_keep_the_first_exit_code() {
+        let kernel = || Error::kernel("/run/netns/p", "delete link", "tap0", nix::errno::Errno::EBUSY);
+        assert!(Error::first_of(vec![]).is_none());
+        let one = Error::first_of(vec![kernel()]).unwrap();
+        assert_eq!(one.exit_code(), exit::KERNEL);
+        let three = Error::first_of(vec![kernel(), Error::Invalid("x".into()), kernel()]).unwrap();
+        assert_eq!(three.exit_code(), exit::KERNEL, "{three}");
+        assert!(three.to_string().ends_with("(and 2 more failure(s))"), "{three}");
+    }
+}

@@ -1,19 +1,69 @@
 //! podtap: bridge a prepared pod network namespace to VM NICs.
 //!
-//! The flow: [`kernel::netns`] opens and validates a netns, [`scan`] reads it into a
-//! [`model::Description`], [`plan`] decides what to build, [`attach`] applies
-//! the plan through the [`kernel`] layer while [`state`] records it,
-//! [`teardown`] undoes it, and [`render`] turns the description into VMM
-//! arguments. The [`doors`] (CLI, CNI, OCI hook) sit on top.
+//! A CNI plugin prepares a pod netns for a normal container (veths,
+//! addresses, routes). A VM cannot use a veth: podtap scans the netns,
+//! creates one TAP per pod interface inside it, wires each pair (tc redirect
+//! or a Linux bridge), records a checkpoint, and returns a [`model::Description`]
+//! that a VMM launcher boots the VM from.
+//!
+//! The flow, and the public modules along it:
+//!
+//! | step | module | |
+//! |---|---|---|
+//! | read the netns | [`scan`] | read-only |
+//! | build TAPs and wiring, record them | [`attach`] | with [`state`] |
+//! | VMM and guest arguments | [`render`] | pure |
+//! | verify | [`check`] | read-only |
+//! | undo exactly | [`detach`] | never blocks on a gone netns |
+//!
+//! [`model`] holds the description types (the JSON contract) and [`error`]
+//! the one error type with its documented exit codes.
+//!
+//! ```no_run
+//! # fn main() -> podtap::error::Result<()> {
+//! use std::path::Path;
+//! use podtap::{attach::AttachOptions, render::Format, state::{SandboxId, StateDir}};
+//!
+//! let state = StateDir::new("/run/podtap");
+//! let id: SandboxId = "pod-1234".parse()?;
+//! let desc = podtap::attach::attach(Path::new("/run/netns/pod"), &id, &AttachOptions::default(), &state)?;
+//! let qemu_args = podtap::render::render(Format::Qemu, &desc)
+//!     .map_err(|e| podtap::error::Error::Render(e.to_string()))?;
+//! println!("{qemu_args}");
+//! podtap::detach::detach(&id, &state)?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Every function that touches the kernel blocks the calling thread (it
+//! starts its own current-thread tokio runtime and enters netns only on
+//! dedicated threads), so call it from a plain thread or `spawn_blocking`,
+//! never from inside an async task.
+#![deny(missing_docs)]
+
 pub mod attach;
 pub mod check;
 pub mod detach;
-pub mod doors;
 pub mod error;
-pub mod kernel;
 pub mod model;
-pub mod plan;
 pub mod render;
 pub mod scan;
 pub mod state;
-pub mod teardown;
+
+mod apply;
+mod describe;
+mod doors;
+mod id;
+mod kernel;
+mod plan;
+mod teardown;
+
+pub use kernel::mac::MacAddr;
+
+/// Run the `podtap` program with the process's arguments and environment
+/// (the CLI, or the CNI plugin when `CNI_COMMAND` is set) and return its
+/// exit code. The binary is only this call.
+pub fn main() -> i32 {
+    doors::cli::init_logging();
+    doors::cli::run()
+}

@@ -3,7 +3,5 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    podtap::doors::cli::init_logging();
-    let code = podtap::doors::cli::run();
-    ExitCode::from(u8::try_from(code).unwrap_or(1))
+    ExitCode::from(u8::try_from(podtap::main()).unwrap_or(1))
 }

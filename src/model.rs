@@ -12,12 +12,17 @@ pub const SCHEMA: &str = "podtap/v1";
 /// Everything a VM needs to mirror a pod's network.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Description {
+    /// Always [`SCHEMA`] (`"podtap/v1"`); a reader must refuse other values.
     pub schema: String,
+    /// Which network namespace was scanned.
     pub netns: NetnsRef,
     /// False when IPv6 is disabled in the netns (sysctl) or absent from the kernel.
     pub ipv6_enabled: bool,
+    /// Every link in the netns, including `lo`, in ascending `ifindex` order.
     pub interfaces: Vec<Interface>,
+    /// Every route of the main table (254), IPv4 and IPv6.
     pub routes: Vec<Route>,
+    /// Static neighbour entries plus the neighbours that routes use as gateways.
     pub neighbours: Vec<Neighbour>,
     /// Present once `attach` has built TAPs for this description.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -27,8 +32,11 @@ pub struct Description {
 /// Which netns was scanned, and its identity.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NetnsRef {
+    /// The netns path as given on the command line, not canonicalised.
     pub path: String,
+    /// The nsfs inode number; with `dev`, the namespace's identity.
     pub inode: u64,
+    /// `st_dev` of the nsfs file.
     pub dev: u64,
 }
 
@@ -36,16 +44,27 @@ pub struct NetnsRef {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LinkKind {
+    /// `veth`: one end of a virtual Ethernet pair.
     Veth,
+    /// `macvlan`: a virtual link with its own MAC on a lower device.
     Macvlan,
+    /// `macvtap`: a macvlan with a TAP-like character device.
     Macvtap,
+    /// `ipvlan`: a virtual link sharing its lower device's MAC.
     Ipvlan,
+    /// `vlan`: an 802.1Q VLAN sub-interface.
     Vlan,
+    /// `bridge`: a Linux bridge; never eligible.
     Bridge,
+    /// `tun` with an Ethernet link layer (`mode tap`); never eligible.
     Tap,
+    /// `tun` without an Ethernet link layer (`mode tun`); never eligible.
     Tun,
+    /// No kernel kind and an Ethernet link layer: a physical NIC.
     Physical,
+    /// No kernel kind and a loopback link layer or `IFF_LOOPBACK`; never eligible.
     Loopback,
+    /// Any other kernel kind (see `kind_raw`), or no kind and a non-Ethernet link layer.
     Other,
 }
 
@@ -63,6 +82,7 @@ impl LinkKind {
         matches!(self, LinkKind::Veth | LinkKind::Physical)
     }
 
+    /// The name used in JSON: `veth`, `physical`, `other`, ...
     pub fn as_str(self) -> &'static str {
         match self {
             LinkKind::Veth => "veth",
@@ -83,14 +103,20 @@ impl LinkKind {
 /// One link of the pod netns.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Interface {
+    /// Interface name (`IFLA_IFNAME`), 1-15 bytes.
     pub name: String,
+    /// Interface index inside this netns (at least 1).
     pub ifindex: u32,
+    /// podtap's classification of the link.
     pub kind: LinkKind,
     /// The kernel's own kind string (`IFLA_INFO_KIND`), absent for physical and loopback.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind_raw: Option<String>,
+    /// Six-byte link-layer address (lower-case hex, colon-separated); `None`
+    /// for links without one (TUN, IP tunnels). All zeros for `lo`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
+    /// Link MTU in bytes.
     pub mtu: u32,
     /// Operational state as iproute2 prints it: UP, DOWN, UNKNOWN, LOWERLAYERDOWN, ...
     pub oper_state: String,
@@ -126,36 +152,49 @@ pub struct Interface {
 /// One address with its details.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Address {
+    /// `ADDRESS/PREFIXLEN` (`IFA_LOCAL`, or `IFA_ADDRESS` when there is no local).
     pub cidr: String,
+    /// Address family.
     pub family: Family,
+    /// Address scope as iproute2 names it: global, site, link, host, nowhere, or the number.
     pub scope: String,
     /// IPv6 link-local (fe80::/10). The guest makes its own; do not copy it.
     pub link_local: bool,
+    /// IPv6 duplicate address detection has not finished (IFA_F_TENTATIVE).
     pub tentative: bool,
+    /// The preferred lifetime has run out (IFA_F_DEPRECATED).
     pub deprecated: bool,
     /// No lifetime (IFA_F_PERMANENT); false for SLAAC/DHCP-managed addresses.
     pub permanent: bool,
 }
 
+/// Address family: `inet` or `inet6` in JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Family {
+    /// IPv4 (`inet`).
     Inet,
+    /// IPv6 (`inet6`).
     Inet6,
 }
 
 /// A route from the main table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Route {
+    /// Address family of the destination.
     pub family: Family,
     /// CIDR; `0.0.0.0/0` or `::/0` for defaults.
     pub destination: String,
+    /// Next-hop gateway (`RTA_GATEWAY`, or `RTA_VIA`, which may be IPv6 for an
+    /// IPv4 route); `None` for device-only and multipath routes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<String>,
     /// Output interface name; absent for multipath and for routes with no device.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interface: Option<String>,
+    /// Route priority (`metric`); IPv6 routes added without one get 1024.
     pub metric: u32,
+    /// `onlink` flag: the gateway is reachable on the link even if no address prefix covers it.
     pub onlink: bool,
     /// Per-route MTU (`mtu N` / RTAX_MTU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -178,19 +217,25 @@ pub struct Route {
 /// One leg of a multipath route.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NextHop {
+    /// The leg's gateway; `None` for a leg without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<String>,
+    /// The leg's output interface name.
     pub interface: String,
     /// `weight` as iproute2 shows it (kernel hops + 1).
     pub weight: u16,
+    /// The leg's `onlink` flag.
     pub onlink: bool,
 }
 
 /// A neighbour entry the guest should be seeded with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Neighbour {
+    /// The neighbour's IP address.
     pub ip: String,
+    /// Its link-layer address (six octets, lower-case hex).
     pub mac: String,
+    /// Name of the interface the entry belongs to.
     pub interface: String,
     /// permanent, noarp, reachable, stale, ...
     pub state: String,
@@ -202,11 +247,14 @@ pub struct Neighbour {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Wiring {
+    /// A tc ingress redirect in both directions between pod interface and TAP.
     Tc,
+    /// A Linux bridge with the pod interface and the TAP as ports.
     Bridge,
 }
 
 impl Wiring {
+    /// The name used in JSON: `tc` or `bridge`.
     pub fn as_str(self) -> &'static str {
         match self {
             Wiring::Tc => "tc",
@@ -218,13 +266,20 @@ impl Wiring {
 /// The TAP podtap built for one pod interface.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TapInfo {
+    /// TAP name inside the pod netns.
     pub name: String,
+    /// The TAP's interface index.
     pub ifindex: u32,
+    /// Number of queues, 1-256.
     pub queues: u32,
+    /// Created with `IFF_VNET_HDR`; the VMM must open it the same way.
     pub vnet_hdr: bool,
+    /// Created with `IFF_MULTI_QUEUE`; true exactly when `queues > 1`.
     pub multi_queue: bool,
+    /// uid that may open the TAP (`TUNSETOWNER`); `None` when no owner was set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<u32>,
+    /// gid that may open the TAP (`TUNSETGROUP`); `None` when no group was set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<u32>,
 }
@@ -232,7 +287,9 @@ pub struct TapInfo {
 /// The bridge built in bridge mode.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BridgeInfo {
+    /// Name of the bridge podtap created in the pod netns.
     pub name: String,
+    /// The bridge's interface index.
     pub ifindex: u32,
     /// The generated MAC the pod interface carries while it is bridged.
     pub pod_interface_mac: String,
@@ -241,7 +298,9 @@ pub struct BridgeInfo {
 /// What `attach` adds at the top level.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attachment {
+    /// The sandbox id given to `attach`.
     pub id: String,
+    /// The wiring mode requested; an interface's `wiring` may differ (see `wiring_note`).
     pub mode: Wiring,
     /// Per-phase wall time of the attach that built this, in microseconds.
     pub timings_us: Timings,
@@ -250,10 +309,15 @@ pub struct Attachment {
 /// Per-phase timings in microseconds.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Timings {
+    /// Dumping and scanning the netns and planning, in microseconds.
     pub scan: u64,
+    /// Creating and configuring the TAPs (and bridges, in bridge mode), in microseconds.
     pub tap: u64,
+    /// Installing the tc qdiscs and redirects of tc-wired NICs, in microseconds.
     pub wiring: u64,
+    /// Writing the state checkpoint, in microseconds (the final write is not timed).
     pub checkpoint: u64,
+    /// The whole attach up to the final checkpoint write, in microseconds.
     pub total: u64,
 }
 
@@ -265,6 +329,7 @@ impl Description {
             .filter_map(|i| i.tap.as_ref().map(|t| (i, t)))
     }
 
+    /// The interface named `name`, if there is one.
     pub fn interface(&self, name: &str) -> Option<&Interface> {
         self.interfaces.iter().find(|i| i.name == name)
     }

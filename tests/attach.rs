@@ -9,7 +9,10 @@ use std::fs::{File, OpenOptions};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::process::Output;
 
-use common::{json_ok, podtap_state, sh, sh_ok, snapshot, stderr, stdout, Netns, Pod, StateDir};
+use common::{
+    detach, iface, json_ok, podtap_state, settle_taps, sh, sh_ok, snapshot, stderr, stdout, taps,
+    wait_for, Netns, Pod, StateDir,
+};
 use serde_json::Value;
 
 use common::{exit_code as code, net_tools_or_skip as ready};
@@ -38,10 +41,6 @@ fn attach(state: &StateDir, pod: &Pod, id: &str, extra: &[&str]) -> Output {
     podtap_state(&state.0, &args)
 }
 
-fn detach(state: &StateDir, id: &str) -> Output {
-    podtap_state(&state.0, &["detach", "--id", id])
-}
-
 fn check(state: &StateDir, id: &str) -> Output {
     podtap_state(&state.0, &["check", "--id", id])
 }
@@ -49,26 +48,6 @@ fn check(state: &StateDir, id: &str) -> Output {
 /// `ip -d -j link show dev <name>` in `ns`.
 fn link(ns: &Netns, name: &str) -> Value {
     ns.ip_json(&format!("-d link show dev {name}"))[0].clone()
-}
-
-/// Names of the TAPs (kind tun) in `ns`.
-fn taps(ns: &Netns) -> Vec<String> {
-    ns.ip_json("-d link show")
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|l| l["linkinfo"]["info_kind"] == "tun")
-        .map(|l| l["ifname"].as_str().unwrap().to_string())
-        .collect()
-}
-
-fn iface<'a>(desc: &'a Value, name: &str) -> &'a Value {
-    desc["interfaces"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["name"] == name)
-        .unwrap_or_else(|| panic!("interface {name} not in description"))
 }
 
 /// `tc qdisc show dev <dev> ingress` kinds (ingress / clsact), via `tc -j`.
@@ -962,33 +941,6 @@ fn check_of_unknown_id_and_list_of_empty_dir() {
     assert_eq!(code(&o), 14, "{}", stderr(&o));
     let l = podtap_state(&state.0, &["list"]);
     assert_eq!(code(&l), 0, "{}", stderr(&l));
-}
-
-/// Wait until every TAP in `ns` that is up shows NO-CARRIER: with no queue open, the kernel
-/// turns the carrier off, and link state settles asynchronously (linkwatch).
-fn settle_taps(ns: &Netns) {
-    wait_for(|| {
-        ns.ip_json("link show type tun")
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|l| {
-                let flags = l["flags"].as_array().unwrap();
-                !flags.iter().any(|f| f == "UP") || flags.iter().any(|f| f == "NO-CARRIER")
-            })
-    });
-}
-
-/// Poll `cond` for up to 5 s (link state settling after a down/up).
-fn wait_for(cond: impl Fn() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while !cond() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "condition not reached in 5 s"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
 }
 
 // --- TUNSETIFF from the test, independent of podtap's own code -------------

@@ -11,7 +11,9 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{json_ok, podtap_state, sh, snapshot, stderr, Pod, StateDir};
+use common::{
+    detach, json_ok, podtap_cmd, podtap_state, sh, snapshot, stderr, taps, Pod, StateDir,
+};
 use serde_json::Value;
 
 use common::{exit_code as code, net_tools_or_skip as ready};
@@ -31,7 +33,7 @@ fn small_pod() -> Pod {
 /// A pod with `n` veths `eth0..eth<n-1>`, made with one `ip -batch` per netns.
 fn wide_pod(n: u32) -> Pod {
     let pod = bare_pod();
-    let (p, q) = (&pod.pod.name, &pod.peer.name);
+    let p = &pod.pod.name;
     let mut peer_batch = String::new();
     let mut pod_batch = String::new();
     for i in 0..n {
@@ -44,13 +46,8 @@ fn wide_pod(n: u32) -> Pod {
             i + 2
         ));
     }
-    let dir = StateDir::new();
-    std::fs::create_dir_all(&dir.0).unwrap();
-    let (fq, fp) = (dir.0.join("peer.batch"), dir.0.join("pod.batch"));
-    std::fs::write(&fq, peer_batch).unwrap();
-    std::fs::write(&fp, pod_batch).unwrap();
-    sh(&format!("ip -n {q} -batch {}", fq.display()));
-    sh(&format!("ip -n {p} -batch {}", fp.display()));
+    pod.peer.batch("ip", &peer_batch);
+    pod.pod.batch("ip", &pod_batch);
     // A CNI plugin's own clsact + filter on every 8th interface: podtap must sit beside it.
     let tc_batch: String = (0..n)
         .step_by(8)
@@ -60,14 +57,12 @@ fn wide_pod(n: u32) -> Pod {
             )
         })
         .collect();
-    let ft = dir.0.join("tc.batch");
-    std::fs::write(&ft, tc_batch).unwrap();
-    sh(&format!("tc -n {p} -batch {}", ft.display()));
+    pod.pod.batch("tc", &tc_batch);
     pod
 }
 
 fn attach_cmd(state: &StateDir, pod: &Pod, id: &str, mode: &str) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_podtap"));
+    let mut c = podtap_cmd(&state.0);
     c.args([
         "attach",
         "--netns",
@@ -76,20 +71,8 @@ fn attach_cmd(state: &StateDir, pod: &Pod, id: &str, mode: &str) -> Command {
         id,
         "--mode",
         mode,
-    ])
-    .env("PODTAP_STATE_DIR", &state.0);
+    ]);
     c
-}
-
-fn detach(state: &StateDir, id: &str) -> Output {
-    podtap_state(&state.0, &["detach", "--id", id])
-}
-
-fn tap_count(pod: &Pod) -> usize {
-    pod.pod
-        .ip_json("link show type tun")
-        .as_array()
-        .map_or(0, Vec::len)
 }
 
 fn checkpoints(state: &StateDir) -> Vec<String> {
@@ -112,11 +95,12 @@ impl Rng {
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| {
-                std::time::SystemTime::now()
+                let now: u64 = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .unwrap()
-                    .as_nanos() as u64
-                    ^ u64::from(std::process::id())
+                    .subsec_nanos()
+                    .into();
+                now ^ u64::from(std::process::id())
             });
         eprintln!("kill points: PODTAP_TEST_SEED={seed}");
         Rng(seed.max(1))
@@ -130,8 +114,12 @@ impl Rng {
     }
 }
 
+fn micros(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_micros()).unwrap()
+}
+
 fn kill9(child: &mut Child) -> bool {
-    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
     let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
     let status = child.wait().expect("wait for podtap");
     status.signal() == Some(libc::SIGKILL)
@@ -150,13 +138,13 @@ fn timed_attach(state: &StateDir, pod: &Pod, id: &str, mode: &str) -> (Option<u6
     let mut ck = None;
     while child.try_wait().unwrap().is_none() {
         if file.exists() {
-            ck = Some(t.elapsed().as_micros() as u64);
+            ck = Some(micros(t));
             break;
         }
         std::hint::spin_loop();
     }
     let out = child.wait_with_output().unwrap();
-    (ck, t.elapsed().as_micros() as u64, out)
+    (ck, micros(t), out)
 }
 
 #[test]
@@ -185,7 +173,7 @@ fn sigkill_at_random_points_of_a_32_interface_attach_then_detach_restores() {
             .filter(|i| i["tap"].is_object())
             .count();
         assert_eq!(with_tap, NICS as usize);
-        assert_eq!(tap_count(&pod), NICS as usize);
+        assert_eq!(taps(&pod.pod).len(), NICS as usize);
         window[m] = (ck.unwrap_or(0), end);
         let d = detach(&state, &id);
         assert_eq!(code(&d), 0, "{}", stderr(&d));
@@ -256,7 +244,7 @@ fn sigkill_at_random_points_of_a_32_interface_attach_then_detach_restores() {
         );
         window[m] = ((window[m].0 + ck.unwrap_or(0)) / 2, (window[m].1 + end) / 2);
         assert_eq!(
-            tap_count(&pod),
+            taps(&pod.pod).len(),
             NICS as usize,
             "{what}: following attach made every TAP"
         );
@@ -310,7 +298,7 @@ fn fifty_sandboxes_attach_and_detach_in_parallel() {
     for ((out, pod), id) in outs.iter().zip(&pods).zip(&ids) {
         let desc = json_ok(out);
         assert_eq!(desc["attachment"]["id"], id.as_str());
-        assert_eq!(tap_count(pod), 1, "{id}: one TAP");
+        assert_eq!(taps(&pod.pod).len(), 1, "{id}: one TAP");
     }
     let rows = json_ok(&podtap_state(&state.0, &["list", "--json"]));
     assert_eq!(
@@ -323,9 +311,8 @@ fn fifty_sandboxes_attach_and_detach_in_parallel() {
     let children: Vec<Child> = ids
         .iter()
         .map(|id| {
-            Command::new(env!("CARGO_BIN_EXE_podtap"))
+            podtap_cmd(&state.0)
                 .args(["detach", "--id", id])
-                .env("PODTAP_STATE_DIR", &state.0)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -348,7 +335,7 @@ fn fifty_sandboxes_attach_and_detach_in_parallel() {
     std::thread::scope(|s| {
         for (pod, before) in pods.iter().zip(&befores) {
             s.spawn(move || {
-                assert_eq!(tap_count(pod), 0, "{}: no TAP left", pod.pod.name);
+                assert_eq!(taps(&pod.pod).len(), 0, "{}: no TAP left", pod.pod.name);
                 assert_eq!(&snapshot(&pod.pod), before, "{}: restored", pod.pod.name);
             });
         }
@@ -379,7 +366,11 @@ fn two_concurrent_attaches_of_one_id_leave_one_attachment() {
         json_ok(&a);
         json_ok(&b);
         assert_eq!(a.stdout, b.stdout, "round {round}: identical descriptions");
-        assert_eq!(tap_count(&pod), 1, "round {round}: exactly one set of TAPs");
+        assert_eq!(
+            taps(&pod.pod).len(),
+            1,
+            "round {round}: exactly one set of TAPs"
+        );
         let f = sh(&format!(
             "tc -n {} filter show dev eth0 ingress",
             pod.pod.name
@@ -409,9 +400,8 @@ fn sigkill_during_detach_then_detach_again_restores() {
     let before = snapshot(&pod.pod);
     let id = common::unique("dcrash");
     let detach_cmd = || {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_podtap"));
+        let mut c = podtap_cmd(&state.0);
         c.args(["detach", "--id", &id])
-            .env("PODTAP_STATE_DIR", &state.0)
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         c
@@ -421,7 +411,7 @@ fn sigkill_during_detach_then_detach_again_restores() {
         json_ok(&attach_cmd(&state, &pod, &id, mode).output().unwrap());
         let t = Instant::now();
         assert!(detach_cmd().status().unwrap().success());
-        full_us.push(t.elapsed().as_micros() as u64);
+        full_us.push(micros(t));
         assert_eq!(snapshot(&pod.pod), before, "calibration ({mode})");
     }
     eprintln!(
@@ -486,7 +476,7 @@ fn two_ids_racing_for_one_interface_leave_one_attachment() {
             "round {round}: the refusal names the interface: {}",
             stderr(&outs[loser])
         );
-        assert_eq!(tap_count(&pod), 1, "round {round}: one TAP");
+        assert_eq!(taps(&pod.pod).len(), 1, "round {round}: one TAP");
         let c = podtap_state(&state.0, &["check", "--id", &ids[winners[0]]]);
         assert_eq!(code(&c), 0, "round {round}: winner intact: {}", stderr(&c));
         for id in &ids {

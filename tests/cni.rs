@@ -77,12 +77,10 @@ fn assert_cni_result(result: &Value) {
     let n = result["interfaces"].as_array().map_or(0, Vec::len);
     for ip in result["ips"].as_array().into_iter().flatten() {
         if let Some(i) = ip["interface"].as_u64() {
+            let i = usize::try_from(i).unwrap();
+            assert!(i < n, "ips[].interface {i} points past interfaces[{n}]");
             assert!(
-                (i as usize) < n,
-                "ips[].interface {i} points past interfaces[{n}]"
-            );
-            assert!(
-                result["interfaces"][i as usize]["sandbox"].is_string(),
+                result["interfaces"][i]["sandbox"].is_string(),
                 "ips[].interface points at a host interface"
             );
         }

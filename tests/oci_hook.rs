@@ -10,30 +10,13 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use common::{sh, sh_ok};
+use common::{podtap_cmd, sh, sh_ok, taps, TempDir};
 use serde_json::{json, Value};
-
-/// A temp dir removed on drop.
-struct TempDir(common::StateDir);
-
-impl TempDir {
-    fn new() -> Self {
-        let d = common::StateDir::new();
-        std::fs::create_dir_all(&d.0).expect("create temp dir");
-        TempDir(d)
-    }
-    fn path(&self) -> &Path {
-        &self.0 .0
-    }
-}
 
 /// `podtap oci-hook <action>` with `stdin` and a private state dir.
 fn hook(state: &Path, action: &str, extra: &[&str], stdin: &str) -> Output {
     common::run_with_stdin(
-        Command::new(env!("CARGO_BIN_EXE_podtap"))
-            .args(["oci-hook", action])
-            .args(extra)
-            .env("PODTAP_STATE_DIR", state),
+        podtap_cmd(state).args(["oci-hook", action]).args(extra),
         stdin,
     )
 }
@@ -203,16 +186,6 @@ fn hooks_d_files_are_well_formed() {
             ("poststop".to_string(), "detach".to_string())
         ]
     );
-}
-
-fn taps(ns: &common::Netns) -> Vec<String> {
-    ns.ip_json("-d link show")
-        .as_array()
-        .expect("links")
-        .iter()
-        .filter(|l| l["linkinfo"]["info_kind"] == "tun")
-        .filter_map(|l| l["ifname"].as_str().map(str::to_string))
-        .collect()
 }
 
 #[test]

@@ -6,14 +6,13 @@
 //! (`ip -j`) reports for the same netns, read independently.
 mod common;
 
-use std::io::Write;
 use std::net::{IpAddr, Ipv6Addr};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Netns, Pod};
+use common::{iface, settle, Netns, Pod, TempDir, PLUGINS};
 use serde_json::{json, Value};
 
 // ---------------------------------------------------------------------------
@@ -117,23 +116,6 @@ fn scan_path(path: &str) -> (Value, String) {
     (desc, common::stdout(&out))
 }
 
-/// Wait (up to 10 s) until no IPv6 address in `ns` is still doing DAD.
-fn settle(ns: &Netns) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        let links = ns.ip_json("-6 addr show");
-        let tentative = links.as_array().unwrap().iter().any(|l| {
-            l["addr_info"]
-                .as_array()
-                .is_some_and(|a| a.iter().any(|a| a["tentative"] == true))
-        });
-        if !tentative {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// Scan `ns` when it is quiet: iproute2 reports the same before and after the scan.
 fn scan_stable(ns: &Netns) -> Scanned {
     settle(ns);
@@ -166,13 +148,6 @@ fn has_flag(v: &Value, flag: &str) -> bool {
     v.get("flags")
         .and_then(Value::as_array)
         .is_some_and(|f| f.iter().any(|x| x == flag))
-}
-
-fn iface<'a>(desc: &'a Value, name: &str) -> &'a Value {
-    arr(&desc["interfaces"])
-        .iter()
-        .find(|i| i["name"] == name)
-        .unwrap_or_else(|| panic!("no interface {name} in {desc:#}"))
 }
 
 fn route<'a>(desc: &'a Value, destination: &str) -> &'a Value {
@@ -419,23 +394,6 @@ fn assert_error(out: &Output, code: i32, path: &str) {
     assert!(lines[0].contains(path), "names {path}: {err:?}");
 }
 
-/// A private temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        let p = std::env::temp_dir().join(common::unique("podtap-scan-"));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// A process kept alive inside a netns (for `/proc/PID/ns/net` paths); killed on drop.
 struct Sleeper(std::process::Child);
 
@@ -577,7 +535,6 @@ fn sixty_four_veths_all_present_in_ifindex_order() {
     }
     let pod = Pod::new();
     let (p, q) = (&pod.pod, &pod.peer);
-    let dir = TempDir::new();
     let (mut peer_batch, mut pod_batch) = (String::new(), String::new());
     for i in 0..64 {
         peer_batch.push_str(&format!(
@@ -588,11 +545,8 @@ fn sixty_four_veths_all_present_in_ifindex_order() {
             "link set e{i} up\naddr add 198.18.{i}.2/24 dev e{i}\n"
         ));
     }
-    let (pb, ob) = (dir.0.join("peer.batch"), dir.0.join("pod.batch"));
-    std::fs::write(&pb, peer_batch).unwrap();
-    std::fs::write(&ob, pod_batch).unwrap();
-    q.ip(&format!("-batch {}", pb.display()));
-    p.ip(&format!("-batch {}", ob.display()));
+    q.batch("ip", &peer_batch);
+    p.batch("ip", &pod_batch);
 
     let sc = scan_stable(p);
     assert_matches_ip(&sc);
@@ -851,7 +805,7 @@ fn two_scans_are_byte_identical() {
 
     // --output writes the same bytes to a file and nothing to stdout.
     let dir = TempDir::new();
-    let file = dir.0.join("desc.json");
+    let file = dir.path().join("desc.json");
     let out = common::podtap(&[
         "scan",
         "--netns",
@@ -1011,7 +965,7 @@ fn missing_path_exits_3() {
 #[test]
 fn regular_file_exits_4() {
     let dir = TempDir::new();
-    let file = dir.0.join("not-a-netns");
+    let file = dir.path().join("not-a-netns");
     std::fs::write(&file, "x").unwrap();
     let path = file.display().to_string();
     assert_error(&common::podtap(&["scan", "--netns", &path]), 4, &path);
@@ -1020,7 +974,7 @@ fn regular_file_exits_4() {
 #[test]
 fn directory_exits_4() {
     let dir = TempDir::new();
-    let path = dir.0.display().to_string();
+    let path = dir.path().display().to_string();
     assert_error(&common::podtap(&["scan", "--netns", &path]), 4, &path);
 }
 
@@ -1028,7 +982,7 @@ fn directory_exits_4() {
 #[test]
 fn fifo_exits_4_without_blocking() {
     let dir = TempDir::new();
-    let fifo = dir.0.join("fifo");
+    let fifo = dir.path().join("fifo");
     common::sh(&format!("mkfifo {}", fifo.display()));
     let path = fifo.display().to_string();
     let mut child = Command::new(env!("CARGO_BIN_EXE_podtap"))
@@ -1112,8 +1066,8 @@ fn unprivileged_user_exits_6() {
     let pod = Pod::dual_stack();
     // A copy of the binary that user 65534 can surely execute.
     let dir = TempDir::new();
-    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let bin = dir.0.join("podtap");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.path().join("podtap");
     std::fs::copy(env!("CARGO_BIN_EXE_podtap"), &bin).unwrap();
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let as_nobody = |path: &str| {
@@ -1141,8 +1095,6 @@ fn unprivileged_user_exits_6() {
 // CNI reference plugins
 // ---------------------------------------------------------------------------
 
-const CNI_PATH: &str = "/usr/lib/cni";
-
 /// Plugins ADDed into a pod, run in the node netns as a runtime would; DEL on drop.
 struct Cni {
     node: String,
@@ -1154,25 +1106,15 @@ struct Cni {
 
 impl Cni {
     fn call(&self, command: &str, plugin: &str, ifname: &str, conf: &Value) -> Output {
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &self.node, &format!("{CNI_PATH}/{plugin}")])
-            .env("CNI_COMMAND", command)
-            .env("CNI_CONTAINERID", &self.id)
-            .env("CNI_NETNS", &self.netns)
-            .env("CNI_IFNAME", ifname)
-            .env("CNI_PATH", CNI_PATH)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(conf.to_string().as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
+        common::cni_plugin(
+            &self.node,
+            command,
+            plugin,
+            &self.id,
+            &self.netns,
+            ifname,
+            conf,
+        )
     }
 
     fn add(&mut self, plugin: &str, ifname: &str, conf: Value) -> Value {
@@ -1203,7 +1145,7 @@ fn cni_bridge_and_macvlan_plugins() {
         return;
     }
     for plugin in ["bridge", "macvlan", "host-local"] {
-        if !common::tool_or_skip(test, &format!("{CNI_PATH}/{plugin}")) {
+        if !common::tool_or_skip(test, &format!("{PLUGINS}/{plugin}")) {
             return;
         }
     }
@@ -1213,7 +1155,7 @@ fn cni_bridge_and_macvlan_plugins() {
     node.ip("link set mvm0 up");
     node.ip("link set mvm0b up");
     let dir = TempDir::new();
-    let ipam_dir = dir.0.join("ipam").display().to_string();
+    let ipam_dir = dir.path().join("ipam").display().to_string();
     let mut cni = Cni {
         node: node.name.clone(),
         netns: pod.pod.path_str(),
@@ -1296,7 +1238,7 @@ fn cni_bridge_and_macvlan_plugins() {
         let ips = arr(&result["ips"]);
         assert!(!ips.is_empty());
         for ip in ips {
-            let idx = ip["interface"].as_u64().unwrap() as usize;
+            let idx = usize::try_from(ip["interface"].as_u64().unwrap()).unwrap();
             assert_eq!(cni_ifaces[idx]["name"], ifname, "{ip}");
             assert!(
                 arr(&ours["addresses"]).contains(&ip["address"]),

@@ -23,12 +23,12 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 use common::{
-    conflist, container_id, root_or_skip, sh, sh_ok, snapshot, stderr, stdout, tool_or_skip,
-    unique, Chain, Netns, StateDir, TempDir,
+    cni_plugin, conflist, container_id, iface, podtap_cmd, podtap_state, root_or_skip, settle, sh,
+    sh_ok, snapshot, stderr, stdout, tool_or_skip, unique, Chain, Netns, StateDir, TempDir,
+    PLUGINS,
 };
 
 const QEMU: &str = "qemu-system-x86_64";
-const CNI_DIR: &str = "/usr/lib/cni";
 
 /// Kernel and initramfs of the test guest, built once per test binary
 /// (build-guest.sh caches them across runs).
@@ -66,20 +66,13 @@ fn vm_prerequisites(test: &str) -> bool {
     root_or_skip(test)
         && tool_or_skip(test, QEMU)
         && tool_or_skip(test, "jq")
-        && tool_or_skip(test, &format!("{CNI_DIR}/bridge"))
-        && tool_or_skip(test, &format!("{CNI_DIR}/macvlan"))
-        && tool_or_skip(test, &format!("{CNI_DIR}/host-local"))
-}
-
-/// A `podtap` command with the test's state dir and the binary on PATH for the example scripts.
-fn podtap_cmd(state: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_podtap"));
-    cmd.env("PODTAP_STATE_DIR", state);
-    cmd
+        && tool_or_skip(test, &format!("{PLUGINS}/bridge"))
+        && tool_or_skip(test, &format!("{PLUGINS}/macvlan"))
+        && tool_or_skip(test, &format!("{PLUGINS}/host-local"))
 }
 
 fn podtap_ok(state: &Path, args: &[&str]) -> String {
-    let out = podtap_cmd(state).args(args).output().expect("run podtap");
+    let out = podtap_state(state, args);
     assert!(
         out.status.success(),
         "podtap {args:?} failed ({:?}): {}",
@@ -149,16 +142,6 @@ fn nic_line<'a>(console: &'a str, mac: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no PODTAP-NIC line for {mac}"))
 }
 
-/// Wait until no address in `ns` is tentative (DAD), so snapshots compare settled state.
-fn settle(ns: &Netns) {
-    for _ in 0..100 {
-        if !ns.ip("addr show").contains("tentative") {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-}
-
 /// `common::snapshot` once IPv6 duplicate address detection has settled.
 /// It includes `qlen`: detach must restore a CNI veth's txqueuelen 0, which
 /// adding an ingress qdisc raises to 1000.
@@ -167,17 +150,8 @@ fn pod_snapshot(ns: &Netns) -> String {
     snapshot(ns)
 }
 
-fn interface<'a>(desc: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    desc["interfaces"]
-        .as_array()
-        .expect("interfaces")
-        .iter()
-        .find(|i| i["name"] == name)
-        .unwrap_or_else(|| panic!("no interface {name} in {desc}"))
-}
-
 fn mac_of(desc: &serde_json::Value, name: &str) -> String {
-    let i = interface(desc, name);
+    let i = iface(desc, name);
     i["guest_mac"]
         .as_str()
         .or_else(|| i["mac"].as_str())
@@ -187,26 +161,15 @@ fn mac_of(desc: &serde_json::Value, name: &str) -> String {
 
 /// A CNI plugin run in the node netns, for the pod netns (ADD).
 fn cni_add(node: &Netns, pod: &Netns, plugin: &str, ifname: &str, conf: &serde_json::Value) {
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", &node.name, &format!("{CNI_DIR}/{plugin}")])
-        .env("CNI_COMMAND", "ADD")
-        .env("CNI_CONTAINERID", &pod.name)
-        .env("CNI_NETNS", pod.path())
-        .env("CNI_IFNAME", ifname)
-        .env("CNI_PATH", CNI_DIR)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn CNI plugin");
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().expect("stdin");
-        stdin
-            .write_all(conf.to_string().as_bytes())
-            .expect("write CNI config");
-    }
-    let out = child.wait_with_output().expect("CNI plugin");
+    let out = cni_plugin(
+        &node.name,
+        "ADD",
+        plugin,
+        &pod.name,
+        &pod.path_str(),
+        ifname,
+        conf,
+    );
     assert!(
         out.status.success(),
         "CNI {plugin} ADD failed: {}{}",
@@ -292,9 +255,9 @@ fn cni_pod_boots_in_tc_and_bridge_mode() {
             ],
         ))
         .expect("attach prints JSON");
-        assert_eq!(interface(&desc, "eth0")["wiring"], mode);
+        assert_eq!(iface(&desc, "eth0")["wiring"], mode);
         assert_eq!(
-            interface(&desc, "net1")["wiring"],
+            iface(&desc, "net1")["wiring"],
             "tc",
             "a macvlan is always wired with tc"
         );
@@ -327,8 +290,8 @@ fn cni_chain_tap_boots_and_pings_gateway() {
     if !root_or_skip(test)
         || !tool_or_skip(test, QEMU)
         || !tool_or_skip(test, "jq")
-        || !tool_or_skip(test, &format!("{CNI_DIR}/bridge"))
-        || !tool_or_skip(test, &format!("{CNI_DIR}/host-local"))
+        || !tool_or_skip(test, &format!("{PLUGINS}/bridge"))
+        || !tool_or_skip(test, &format!("{PLUGINS}/host-local"))
     {
         return;
     }
@@ -610,8 +573,8 @@ fn kvm_only_launchers_hand_over_the_taps() {
     }
     let pod = common::Pod::dual_stack();
     let state = StateDir::new();
-    let dir = std::env::temp_dir().join(unique("podtap-fake-vmm-"));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let tmp = TempDir::new();
+    let dir = tmp.path();
     let pod_netns = pod
         .pod
         .exec("readlink /proc/self/ns/net")
@@ -643,13 +606,13 @@ fn kvm_only_launchers_hand_over_the_taps() {
         &["attach", "--netns", &pod.pod.path_str(), "--id", &id],
     ))
     .expect("attach prints JSON");
-    let tap = interface(&desc, "eth0")["tap"]["name"]
+    let tap = iface(&desc, "eth0")["tap"]["name"]
         .as_str()
         .expect("tap name")
         .to_string();
     let mac = mac_of(&desc, "eth0");
 
-    let fc = fake_vmm(&dir, "firecracker");
+    let fc = fake_vmm(dir, "firecracker");
     let config = dir.join("fc.json").display().to_string();
     let out = run(
         "firecracker-config.sh",
@@ -669,7 +632,7 @@ fn kvm_only_launchers_hand_over_the_taps() {
         .expect("boot_args")
         .contains(&format!("podtap.nic={mac},1500,")));
 
-    let ch = fake_vmm(&dir, "cloud-hypervisor");
+    let ch = fake_vmm(dir, "cloud-hypervisor");
     let out = run(
         "cloud-hypervisor-cli.sh",
         &[("CLOUD_HYPERVISOR", &ch)],
@@ -790,7 +753,6 @@ fn kvm_only_launchers_hand_over_the_taps() {
     );
     assert_eq!(requests[1]["fds"], serde_json::json!([tap, tap]));
     podtap_ok(&state.0, &["detach", "--id", &id]);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `podtap demo --boot` boots the test guest on the demo pod's TAP (fd

@@ -1,16 +1,12 @@
-//! Bridge wiring: one bridge per pod interface holding it and its TAP.
-//!
-//! The guest uses the pod interface's MAC, so while bridged the pod interface
-//! takes a generated locally administered MAC; otherwise the bridge sees the
-//! guest's frames arrive with its own port's address and drops them.
+//! Bridge requests: create a marked bridge, put a port in it, take it out.
 
-use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::{Handle, LinkBridge, LinkUnspec};
 
-use super::netlink::ack;
+use super::mac::MacAddr;
 use crate::error::KernelError;
 
 /// Create the bridge, marked and grouped as podtap's, up, with the pod MTU.
+/// Fails with EEXIST when a link of that name exists.
 pub async fn create(
     handle: &Handle,
     name: &str,
@@ -24,58 +20,32 @@ pub async fn create(
         .alias(alias)
         .up()
         .build();
-    ack(
-        handle,
-        RouteNetlinkMessage::NewLink(msg),
-        rtnetlink::packet_core::NLM_F_CREATE | rtnetlink::packet_core::NLM_F_EXCL,
-    )
-    .await?;
+    handle.link().add(msg).execute().await?;
     // The kernel ignores IFLA_IFALIAS in RTM_NEWLINK: set the marker (which
     // `detach --force` needs for the pod's original MAC) in a second request.
     let alias_msg = LinkUnspec::new_with_name(name).alias(alias).build();
-    ack(handle, RouteNetlinkMessage::SetLink(alias_msg), 0).await
+    Ok(handle.link().set(alias_msg).execute().await?)
 }
 
 /// Give the pod interface `mac` and put it in `bridge`.
-pub async fn enslave_pod(
+pub async fn enslave(
     handle: &Handle,
     pod: u32,
     bridge: u32,
-    mac: &str,
+    mac: MacAddr,
 ) -> Result<(), KernelError> {
     let msg = LinkUnspec::new_with_index(pod)
-        .address(parse_mac(mac)?)
+        .address(mac.to_vec())
         .controller(bridge)
         .build();
-    ack(handle, RouteNetlinkMessage::SetLink(msg), 0).await
+    Ok(handle.link().set(msg).execute().await?)
 }
 
 /// Take the pod interface out of its bridge and give back its own MAC.
-pub async fn release_pod(handle: &Handle, pod: u32, mac: &str) -> Result<(), KernelError> {
+pub async fn release(handle: &Handle, pod: u32, mac: MacAddr) -> Result<(), KernelError> {
     let msg = LinkUnspec::new_with_index(pod)
         .nocontroller()
-        .address(parse_mac(mac)?)
+        .address(mac.to_vec())
         .build();
-    ack(handle, RouteNetlinkMessage::SetLink(msg), 0).await
-}
-
-pub fn parse_mac(mac: &str) -> Result<Vec<u8>, KernelError> {
-    let bytes: Result<Vec<u8>, _> = mac.split(':').map(|b| u8::from_str_radix(b, 16)).collect();
-    match bytes {
-        Ok(b) if b.len() == 6 => Ok(b),
-        _ => Err(KernelError::Netlink(format!("bad MAC address {mac:?}"))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn macs_parse() {
-        assert_eq!(
-            super::parse_mac("02:00:0a:ff:10:01").unwrap(),
-            vec![2, 0, 10, 255, 16, 1]
-        );
-        assert!(super::parse_mac("02:00").is_err());
-        assert!(super::parse_mac("zz:00:00:00:00:00").is_err());
-    }
+    Ok(handle.link().set(msg).execute().await?)
 }

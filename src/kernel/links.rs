@@ -1,62 +1,67 @@
-//! Link-level requests: configure a TAP, list links with their groups, delete by group.
+//! Link requests: list links with their groups, configure a TAP, delete by group.
 
 use std::collections::BTreeMap;
 
-use rtnetlink::packet_route::link::{InfoKind, LinkAttribute, LinkInfo, LinkMessage};
-use rtnetlink::packet_route::RouteNetlinkMessage;
+use futures::TryStreamExt;
+use rtnetlink::packet_route::link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
 use rtnetlink::{Handle, LinkUnspec};
 
-use super::netlink::{ack, dump};
+use super::mac::MacAddr;
 use crate::error::KernelError;
 
 /// What teardown and check need to know about a live link.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LinkState {
+    /// The kernel's interface index.
     pub ifindex: u32,
+    /// The interface name now.
     pub name: String,
+    /// The `IFLA_INFO_KIND` string ("tun", "bridge", "veth", ...); `None` for physical links.
     pub kind: Option<String>,
+    /// `IFLA_GROUP`.
     pub group: u32,
+    /// The bridge (or other controller) the link is a port of.
     pub controller: Option<u32>,
-    pub mac: Option<String>,
+    /// The hardware address, when it is an Ethernet one.
+    pub mac: Option<MacAddr>,
+    /// MTU in bytes.
     pub mtu: u32,
+    /// Administratively up (`IFF_UP`).
     pub up: bool,
+    /// Transmit queue length.
     pub txqlen: Option<u32>,
+    /// `IFLA_IFALIAS`.
     pub alias: Option<String>,
 }
 
-/// The ifalias podtap puts on its own TAPs and bridges.
-pub fn marker(id: &str) -> String {
-    format!("podtap:{id}")
+impl LinkState {
+    /// Whether the link is a TAP (kind "tun") or a bridge: the kinds podtap creates.
+    pub fn is_tap_or_bridge(&self) -> bool {
+        self.is_kind(InfoKind::Tun) || self.is_kind(InfoKind::Bridge)
+    }
+
+    /// Whether the link's kind is `kind`.
+    pub fn is_kind(&self, kind: InfoKind) -> bool {
+        self.kind.as_deref() == Some(kind.to_string().as_str())
+    }
 }
 
 /// All links of the netns by ifindex.
 pub async fn list(handle: &Handle) -> Result<BTreeMap<u32, LinkState>, KernelError> {
-    let msgs = dump(handle, RouteNetlinkMessage::GetLink(LinkMessage::default())).await?;
+    let msgs: Vec<LinkMessage> = handle.link().get().execute().try_collect().await?;
     Ok(msgs
-        .into_iter()
-        .filter_map(|m| match m {
-            RouteNetlinkMessage::NewLink(l) => Some(link_state(&l)),
-            _ => None,
-        })
+        .iter()
+        .map(link_state)
         .map(|s| (s.ifindex, s))
         .collect())
 }
 
+/// The parts of a link message podtap reads.
 pub fn link_state(msg: &LinkMessage) -> LinkState {
     let mut s = LinkState {
         ifindex: msg.header.index,
-        name: String::new(),
-        kind: None,
-        group: 0,
-        controller: None,
-        mac: None,
-        mtu: 0,
-        up: msg
-            .header
-            .flags
-            .contains(rtnetlink::packet_route::link::LinkFlags::Up),
-        txqlen: None,
-        alias: None,
+        up: msg.header.flags.contains(LinkFlags::Up),
+        ..LinkState::default()
     };
     for attr in &msg.attributes {
         match attr {
@@ -66,9 +71,7 @@ pub fn link_state(msg: &LinkMessage) -> LinkState {
             LinkAttribute::Mtu(m) => s.mtu = *m,
             LinkAttribute::TxQueueLen(q) => s.txqlen = Some(*q),
             LinkAttribute::IfAlias(a) => s.alias = Some(a.clone()),
-            LinkAttribute::Address(a) if a.len() == 6 => {
-                s.mac = Some(crate::scan::parse::format_mac(a))
-            }
+            LinkAttribute::Address(a) => s.mac = MacAddr::from_bytes(a),
             LinkAttribute::LinkInfo(infos) => {
                 s.kind = infos.iter().find_map(|i| match i {
                     LinkInfo::Kind(k) => Some(k.to_string()),
@@ -98,7 +101,7 @@ pub async fn configure_tap(
     if let Some(c) = controller {
         b = b.controller(c);
     }
-    ack(handle, RouteNetlinkMessage::SetLink(b.build()), 0).await
+    Ok(handle.link().set(b.build()).execute().await?)
 }
 
 /// Put back a link's transmit queue length.
@@ -106,26 +109,17 @@ pub async fn set_txqlen(handle: &Handle, ifindex: u32, txqlen: u32) -> Result<()
     let msg = LinkUnspec::new_with_index(ifindex)
         .txqueuelen(txqlen)
         .build();
-    ack(handle, RouteNetlinkMessage::SetLink(msg), 0).await
+    Ok(handle.link().set(msg).execute().await?)
 }
 
 /// Delete every link in `group` with one request: one RCU grace period for all of them.
 pub async fn delete_group(handle: &Handle, group: u32) -> Result<(), KernelError> {
     let mut msg = LinkMessage::default();
     msg.attributes.push(LinkAttribute::Group(group));
-    ack(handle, RouteNetlinkMessage::DelLink(msg), 0).await
+    Ok(handle.link().del_with_message(msg).execute().await?)
 }
 
+/// Delete one link.
 pub async fn delete(handle: &Handle, ifindex: u32) -> Result<(), KernelError> {
-    ack(
-        handle,
-        RouteNetlinkMessage::DelLink(LinkUnspec::new_with_index(ifindex).build()),
-        0,
-    )
-    .await
-}
-
-/// Whether a kind string is one podtap creates.
-pub fn is_tap_or_bridge(kind: Option<&str>) -> bool {
-    matches!(kind, Some(k) if k == InfoKind::Tun.to_string() || k == InfoKind::Bridge.to_string())
+    Ok(handle.link().del(ifindex).execute().await?)
 }

@@ -5,6 +5,7 @@
 
 pub mod bridge;
 pub mod links;
+pub mod mac;
 pub mod netlink;
 pub mod netns;
 pub mod runtime;

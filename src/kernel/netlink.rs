@@ -1,16 +1,60 @@
-//! Sending rtnetlink requests: ack, dump, and which errors mean "already gone".
+//! One rtnetlink session into one netns, and which errors mean "already gone".
+//!
+//! The socket is made inside the netns on a dedicated thread
+//! ([`NetNs::netlink`]) and then driven from the caller's tokio runtime: a
+//! netlink socket keeps the netns it was created in, whichever thread uses it.
 
 use futures::StreamExt;
 use rtnetlink::packet_core::{NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_REQUEST};
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::Handle;
 
-use crate::error::KernelError;
+use super::netns::NetNs;
+use crate::error::{Error, KernelError, Result};
 
-/// Send `msg` with `flags` and wait for the kernel's ack.
-pub async fn ack(handle: &Handle, msg: RouteNetlinkMessage, flags: u16) -> Result<(), KernelError> {
+/// A live rtnetlink connection into one netns.
+pub struct Netlink {
+    /// The rtnetlink handle; its requests go to this netns.
+    pub handle: Handle,
+    /// Whether IPv6 is enabled in the netns (`conf/all/disable_ipv6` is 0).
+    pub ipv6_enabled: bool,
+    /// The netns cookie (see [`super::netns::NetnsLink::cookie`]).
+    pub cookie: Option<u64>,
+    netns: String,
+}
+
+impl Netlink {
+    /// Open a connection inside `ns`. Must be called from within a tokio runtime.
+    pub fn connect(ns: &NetNs) -> Result<Self> {
+        let link = ns.netlink()?;
+        let (connection, handle, _) = rtnetlink::from_socket(link.socket);
+        tokio::spawn(connection);
+        Ok(Netlink {
+            handle,
+            ipv6_enabled: link.ipv6_enabled,
+            cookie: link.cookie,
+            netns: ns.display(),
+        })
+    }
+
+    /// The netns path, for error context.
+    pub fn netns(&self) -> &str {
+        &self.netns
+    }
+
+    /// Wrap a kernel failure with this netns and the operation.
+    pub fn err(&self, op: &str, on: impl AsRef<str>, e: impl Into<KernelError>) -> Error {
+        Error::kernel(&self.netns, op, on, e)
+    }
+}
+
+/// Send `msg` and wait for the kernel's ack.
+///
+/// Only for requests rtnetlink 0.24 has no builder for (deleting a tc filter
+/// by priority: its `TrafficFilterDelRequest` cannot set the priority).
+pub async fn ack(handle: &Handle, msg: RouteNetlinkMessage) -> Result<(), KernelError> {
     let mut req = NetlinkMessage::from(msg);
-    req.header.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
+    req.header.flags = NLM_F_REQUEST | NLM_F_ACK;
     let mut responses = handle.clone().request(req).map_err(KernelError::from)?;
     while let Some(reply) = responses.next().await {
         if let NetlinkPayload::Error(e) = reply.payload {
@@ -20,26 +64,10 @@ pub async fn ack(handle: &Handle, msg: RouteNetlinkMessage, flags: u16) -> Resul
     Ok(())
 }
 
-/// Send a dump request and collect the messages.
-pub async fn dump(
-    handle: &Handle,
-    msg: RouteNetlinkMessage,
-) -> Result<Vec<RouteNetlinkMessage>, KernelError> {
-    let mut req = NetlinkMessage::from(msg);
-    req.header.flags = NLM_F_REQUEST | rtnetlink::packet_core::NLM_F_DUMP;
-    let mut responses = handle.clone().request(req).map_err(KernelError::from)?;
-    let mut out = Vec::new();
-    while let Some(reply) = responses.next().await {
-        match reply.payload {
-            NetlinkPayload::InnerMessage(m) => out.push(m),
-            NetlinkPayload::Error(e) => return Err(rtnetlink::Error::NetlinkError(e).into()),
-            _ => {}
-        }
-    }
-    Ok(out)
-}
-
 /// Errors that mean "already gone": teardown treats them as success.
+///
+/// EINVAL is among them because the kernel answers some deletes of a tc
+/// object that no longer exists with EINVAL rather than ENOENT.
 pub fn is_gone(e: &KernelError) -> bool {
     use nix::errno::Errno;
     matches!(

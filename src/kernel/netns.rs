@@ -17,11 +17,6 @@ use rtnetlink::sys::{protocols::NETLINK_ROUTE, Socket, TokioSocket};
 
 use crate::error::{Error, Result};
 
-/// `statfs.f_type` of nsfs, the filesystem behind `/proc/PID/ns/*` and pinned netns files.
-const NSFS_MAGIC: i64 = 0x6e73_6673;
-/// `ioctl(fd, NS_GET_NSTYPE)` returns the CLONE_NEW* flag of the namespace.
-const NS_GET_NSTYPE: libc::c_ulong = 0xb703;
-
 /// `PROC_NET_INIT_INO`: the nsfs inode of the kernel's initial netns.
 const INIT_NET_INODE: u64 = 0xEFFF_FFF9;
 
@@ -66,11 +61,12 @@ impl NetNs {
                 what: "a directory".into(),
             });
         }
+        // nsfs is the filesystem behind `/proc/PID/ns/*` and pinned netns files.
         let fs_type = nix::sys::statfs::fstatfs(file.as_fd())
             .map_err(|e| Error::io("netns", path, e.into()))?
             .filesystem_type()
-            .0 as i64;
-        if fs_type != NSFS_MAGIC {
+            .0;
+        if fs_type != libc::NSFS_MAGIC {
             let what = if meta.is_file() {
                 "a regular file".to_string()
             } else {
@@ -81,8 +77,9 @@ impl NetNs {
                 what,
             });
         }
-        // SAFETY: NS_GET_NSTYPE takes no argument and only reads the fd.
-        let ns_type = unsafe { libc::ioctl(file.as_raw_fd(), NS_GET_NSTYPE as _) };
+        // SAFETY: NS_GET_NSTYPE takes no argument and only reads the fd; it
+        // returns the CLONE_NEW* flag of the namespace.
+        let ns_type = unsafe { libc::ioctl(file.as_raw_fd(), libc::NS_GET_NSTYPE) };
         if ns_type != libc::CLONE_NEWNET {
             return Err(Error::NotNetns {
                 path: path.into(),
@@ -199,15 +196,14 @@ impl NetNs {
 
 /// The cookie of the netns a socket lives in (Linux 5.14+), if the kernel has it.
 fn netns_cookie(fd: &OwnedFd) -> Option<u64> {
-    const SO_NETNS_COOKIE: libc::c_int = 71;
     let mut cookie: u64 = 0;
-    let mut len = std::mem::size_of::<u64>() as libc::socklen_t;
+    let mut len: libc::socklen_t = 8;
     // SAFETY: getsockopt writes at most `len` bytes into `cookie`, which we own.
     let rc = unsafe {
         libc::getsockopt(
             fd.as_raw_fd(),
             libc::SOL_SOCKET,
-            SO_NETNS_COOKIE,
+            libc::SO_NETNS_COOKIE,
             (&mut cookie as *mut u64).cast(),
             &mut len,
         )

@@ -12,44 +12,37 @@ use std::os::unix::fs::OpenOptionsExt;
 
 const TUN_DEVICE: &str = "/dev/net/tun";
 
-const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
-const TUNSETPERSIST: libc::c_ulong = 0x4004_54cb;
-const TUNSETOWNER: libc::c_ulong = 0x4004_54cc;
-const TUNSETGROUP: libc::c_ulong = 0x4004_54ce;
-const TUNGETIFF: libc::c_ulong = 0x8004_54d2;
-
-const IFF_TAP: i16 = 0x0002;
-const IFF_NO_PI: i16 = 0x1000;
-const IFF_VNET_HDR: i16 = 0x4000;
-const IFF_MULTI_QUEUE: i16 = 0x0100;
+/// TUNSETIFF flags as `c_short`, the width `ifreq.ifr_flags` has (libc exports them as c_int).
+const IFF_TAP: libc::c_short = libc::IFF_TAP as libc::c_short;
+const IFF_NO_PI: libc::c_short = libc::IFF_NO_PI as libc::c_short;
+const IFF_VNET_HDR: libc::c_short = libc::IFF_VNET_HDR as libc::c_short;
+const IFF_MULTI_QUEUE: libc::c_short = libc::IFF_MULTI_QUEUE as libc::c_short;
 /// Fail with EBUSY instead of attaching to a TAP of that name that already exists.
-const IFF_TUN_EXCL: i16 = 0x8000u16 as i16;
+/// (0x8000: the sign bit of the 16-bit flags field.)
+#[allow(clippy::cast_possible_truncation)]
+const IFF_TUN_EXCL: libc::c_short = libc::IFF_TUN_EXCL as u16 as libc::c_short;
 
-/// `struct ifreq` as TUNSETIFF reads it: the name, then the flags.
-#[repr(C)]
-struct IfReq {
-    name: [u8; libc::IFNAMSIZ],
-    flags: libc::c_short,
-    _pad: [u8; 22],
+/// A `struct ifreq` for TUNSETIFF/TUNGETIFF: the name, then the flags.
+fn ifreq(name: &str, flags: libc::c_short) -> io::Result<libc::ifreq> {
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("bad interface name {name:?}"),
+        ));
+    }
+    let mut req = empty_ifreq();
+    for (dst, src) in req.ifr_name.iter_mut().zip(bytes) {
+        *dst = *src as libc::c_char;
+    }
+    req.ifr_ifru.ifru_flags = flags;
+    Ok(req)
 }
 
-impl IfReq {
-    fn new(name: &str, flags: i16) -> io::Result<Self> {
-        let bytes = name.as_bytes();
-        if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("bad interface name {name:?}"),
-            ));
-        }
-        let mut req = IfReq {
-            name: [0; libc::IFNAMSIZ],
-            flags,
-            _pad: [0; 22],
-        };
-        req.name[..bytes.len()].copy_from_slice(bytes);
-        Ok(req)
-    }
+fn empty_ifreq() -> libc::ifreq {
+    // SAFETY: ifreq is plain old data (a name array and a union of integers,
+    // sockaddrs and a pointer); all-zero is a valid value of each.
+    unsafe { std::mem::zeroed() }
 }
 
 /// How a TAP is opened: these flags must match between creator and openers.
@@ -60,7 +53,7 @@ pub struct TapFlags {
 }
 
 impl TapFlags {
-    fn bits(self) -> i16 {
+    fn bits(self) -> libc::c_short {
         let mut f = IFF_TAP | IFF_NO_PI;
         if self.vnet_hdr {
             f |= IFF_VNET_HDR;
@@ -84,15 +77,15 @@ impl TapQueue {
         Self::open_bits(name, flags.bits())
     }
 
-    fn open_bits(name: &str, bits: i16) -> io::Result<Self> {
+    fn open_bits(name: &str, bits: libc::c_short) -> io::Result<Self> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .custom_flags(libc::O_CLOEXEC)
             .open(TUN_DEVICE)?;
-        let mut req = IfReq::new(name, bits)?;
+        let mut req = ifreq(name, bits)?;
         // SAFETY: TUNSETIFF reads and writes a `struct ifreq` we own for the call's duration.
-        cvt(unsafe { libc::ioctl(file.as_raw_fd(), TUNSETIFF as _, &mut req) })?;
+        cvt(unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETIFF, &mut req) })?;
         Ok(TapQueue { file })
     }
 
@@ -102,7 +95,7 @@ impl TapQueue {
         cvt(unsafe {
             libc::ioctl(
                 self.file.as_raw_fd(),
-                TUNSETPERSIST as _,
+                libc::TUNSETPERSIST,
                 libc::c_ulong::from(on),
             )
         })
@@ -114,7 +107,7 @@ impl TapQueue {
         cvt(unsafe {
             libc::ioctl(
                 self.file.as_raw_fd(),
-                TUNSETOWNER as _,
+                libc::TUNSETOWNER,
                 libc::c_ulong::from(uid),
             )
         })
@@ -126,7 +119,7 @@ impl TapQueue {
         cvt(unsafe {
             libc::ioctl(
                 self.file.as_raw_fd(),
-                TUNSETGROUP as _,
+                libc::TUNSETGROUP,
                 libc::c_ulong::from(gid),
             )
         })
@@ -134,16 +127,14 @@ impl TapQueue {
 
     /// The flags the kernel holds for this queue (TUNGETIFF).
     pub fn flags(&self) -> io::Result<TapFlags> {
-        let mut req = IfReq {
-            name: [0; libc::IFNAMSIZ],
-            flags: 0,
-            _pad: [0; 22],
-        };
+        let mut req = empty_ifreq();
         // SAFETY: TUNGETIFF writes a `struct ifreq` we own.
-        cvt(unsafe { libc::ioctl(self.file.as_raw_fd(), TUNGETIFF as _, &mut req) })?;
+        cvt(unsafe { libc::ioctl(self.file.as_raw_fd(), libc::TUNGETIFF, &mut req) })?;
+        // SAFETY: TUNGETIFF filled in ifru_flags; every bit pattern is a valid c_short.
+        let flags = unsafe { req.ifr_ifru.ifru_flags };
         Ok(TapFlags {
-            vnet_hdr: req.flags & IFF_VNET_HDR != 0,
-            multi_queue: req.flags & IFF_MULTI_QUEUE != 0,
+            vnet_hdr: flags & IFF_VNET_HDR != 0,
+            multi_queue: flags & IFF_MULTI_QUEUE != 0,
         })
     }
 
@@ -197,13 +188,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ifreq_layout_matches_the_kernel() {
-        assert_eq!(std::mem::size_of::<IfReq>(), 40);
+    fn ifreq_takes_names_that_fit() {
+        assert_eq!(std::mem::size_of::<libc::ifreq>(), 40);
         assert!(
-            IfReq::new("abcdefghijklmnop", 0).is_err(),
+            ifreq("abcdefghijklmnop", 0).is_err(),
             "16 bytes does not fit"
         );
-        assert!(IfReq::new("abcdefghijklmno", 0).is_ok());
+        assert!(ifreq("abcdefghijklmno", 0).is_ok());
+        assert!(ifreq("", 0).is_err());
     }
 
     #[test]

@@ -1,12 +1,12 @@
-//! tc redirect wiring: an ingress qdisc and a u32 match-all filter with a
-//! mirred egress redirect on each side of the pod-interface/TAP pair.
+//! tc requests: ingress qdiscs, and u32 match-all filters with a mirred egress
+//! redirect.
 //!
 //! Filters are added at parent `ffff:fff2`, which both the `ingress` and the
 //! `clsact` qdisc accept, so podtap can sit beside a CNI plugin's own clsact.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rtnetlink::packet_core::{NLM_F_CREATE, NLM_F_EXCL};
+use futures::TryStreamExt;
 use rtnetlink::packet_route::tc::{
     TcActionAttribute, TcActionMirrorOption, TcActionOption, TcAttribute, TcFilterU32Option,
     TcHandle, TcMessage, TcOption,
@@ -14,9 +14,8 @@ use rtnetlink::packet_route::tc::{
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::Handle;
 
-use super::netlink::{ack, dump};
+use super::netlink::{ack, is_gone};
 use crate::error::KernelError;
-use crate::plan::IngressState;
 
 /// `TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS)`: the ingress hook of ingress and clsact qdiscs.
 pub const INGRESS_PARENT: u32 = 0xFFFF_FFF2;
@@ -26,27 +25,32 @@ const ETH_P_ALL_BE: u16 = 0x0003u16.to_be();
 /// One filter found on a link's ingress hook.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FilterInfo {
+    /// The filter's priority (the upper half of `tcm_info`).
     pub prio: u16,
     /// Target ifindex when the filter carries a mirred redirect.
     pub redirect_to: Option<u32>,
 }
 
-/// Ingress/clsact qdiscs and their filter priorities, for the given links.
-pub async fn ingress_inventory(
+/// The ingress hook of one link: its qdisc kind and the filters on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IngressHook {
+    /// "ingress" or "clsact".
+    pub qdisc: String,
+    /// Filters attached at `ffff:fff2`, one entry per priority.
+    pub filters: Vec<FilterInfo>,
+}
+
+/// The ingress hooks of the given links (links without an ingress or clsact qdisc are absent).
+pub async fn ingress_hooks(
     handle: &Handle,
     ifindexes: &BTreeSet<u32>,
-) -> Result<BTreeMap<u32, IngressState>, KernelError> {
+) -> Result<BTreeMap<u32, IngressHook>, KernelError> {
+    let qdiscs: Vec<TcMessage> = handle.qdisc().get().execute().try_collect().await?;
     let mut out = BTreeMap::new();
-    let qdiscs = dump(
-        handle,
-        RouteNetlinkMessage::GetQueueDiscipline(TcMessage::default()),
-    )
-    .await?;
     for q in qdiscs {
-        let RouteNetlinkMessage::NewQueueDiscipline(q) = q else {
+        let Ok(ifindex) = u32::try_from(q.header.index) else {
             continue;
         };
-        let ifindex = q.header.index as u32;
         if !ifindexes.contains(&ifindex) || q.header.parent != TcHandle::INGRESS {
             continue;
         }
@@ -54,20 +58,9 @@ pub async fn ingress_inventory(
             TcAttribute::Kind(k) => Some(k.clone()),
             _ => None,
         });
-        if let Some(kind) = kind.filter(|k| k == "ingress" || k == "clsact") {
-            let found = filters(handle, ifindex).await?;
-            out.insert(
-                ifindex,
-                IngressState {
-                    qdisc: Some(kind),
-                    prios: found.iter().map(|f| f.prio).collect(),
-                    redirects: found
-                        .iter()
-                        .filter(|f| f.redirect_to.is_some())
-                        .map(|f| f.prio)
-                        .collect(),
-                },
-            );
+        if let Some(qdisc) = kind.filter(|k| k == "ingress" || k == "clsact") {
+            let filters = filters(handle, ifindex).await?;
+            out.insert(ifindex, IngressHook { qdisc, filters });
         }
     }
     Ok(out)
@@ -75,18 +68,20 @@ pub async fn ingress_inventory(
 
 /// Filters on the ingress hook of `ifindex` (empty when it has no ingress qdisc).
 pub async fn filters(handle: &Handle, ifindex: u32) -> Result<Vec<FilterInfo>, KernelError> {
-    let mut msg = TcMessage::with_index(ifindex as i32);
-    msg.header.parent = INGRESS_PARENT.into();
-    let replies = match dump(handle, RouteNetlinkMessage::GetTrafficFilter(msg)).await {
+    let replies: Result<Vec<TcMessage>, _> = handle
+        .traffic_filter(index(ifindex))
+        .get()
+        .ingress()
+        .execute()
+        .try_collect()
+        .await;
+    let replies = match replies.map_err(KernelError::from) {
         Ok(r) => r,
-        Err(e) if super::netlink::is_gone(&e) => return Ok(Vec::new()),
+        Err(e) if is_gone(&e) => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
     let mut out: Vec<FilterInfo> = Vec::new();
-    for r in replies {
-        let RouteNetlinkMessage::NewTrafficFilter(f) = r else {
-            continue;
-        };
+    for f in replies {
         let prio = (f.header.info >> 16) as u16;
         let redirect_to = mirred_target(&f);
         match out.iter_mut().find(|x| x.prio == prio) {
@@ -115,25 +110,22 @@ fn mirred_target(f: &TcMessage) -> Option<u32> {
     })
 }
 
+/// Add an `ingress` qdisc (`ffff:`); fails with EEXIST when the link has one.
 pub async fn add_ingress_qdisc(handle: &Handle, ifindex: u32) -> Result<(), KernelError> {
-    let mut msg = TcMessage::with_index(ifindex as i32);
-    msg.header.parent = TcHandle::INGRESS;
-    msg.header.handle = TcHandle::from(0xFFFF_0000);
-    msg.attributes.push(TcAttribute::Kind("ingress".into()));
-    ack(
-        handle,
-        RouteNetlinkMessage::NewQueueDiscipline(msg),
-        NLM_F_CREATE | NLM_F_EXCL,
-    )
-    .await
+    Ok(handle
+        .qdisc()
+        .add(index(ifindex))
+        .ingress()
+        .execute()
+        .await?)
 }
 
-/// Deleting the ingress qdisc takes its filters with it.
+/// Delete the ingress qdisc; the kernel takes its filters with it.
 pub async fn del_ingress_qdisc(handle: &Handle, ifindex: u32) -> Result<(), KernelError> {
-    let mut msg = TcMessage::with_index(ifindex as i32);
-    msg.header.parent = TcHandle::INGRESS;
-    msg.header.handle = TcHandle::from(0xFFFF_0000);
-    ack(handle, RouteNetlinkMessage::DelQueueDiscipline(msg), 0).await
+    let mut req = handle.qdisc().del(index(ifindex));
+    req.message_mut().header.parent = TcHandle::INGRESS;
+    req.message_mut().header.handle = TcHandle::from(0xFFFF_0000);
+    Ok(req.execute().await?)
 }
 
 /// `u32 match u8 0 0 action mirred egress redirect dev <to>` at `prio` on `from`'s ingress.
@@ -145,21 +137,25 @@ pub async fn add_redirect(
 ) -> Result<(), KernelError> {
     // priority() must come before protocol(): it overwrites the whole info word.
     let req = handle
-        .clone()
-        .traffic_filter(from as i32)
+        .traffic_filter(index(from))
         .add()
         .parent(INGRESS_PARENT)
         .priority(prio)
         .protocol(ETH_P_ALL_BE)
-        .redirect(to)
-        .map_err(KernelError::from)?;
-    req.execute().await.map_err(KernelError::from)
+        .redirect(to)?;
+    Ok(req.execute().await?)
 }
 
-/// Delete every filter at `prio` on `ifindex`'s ingress: podtap's priority holds only its own.
+/// Delete every filter at `prio` on `ifindex`'s ingress hook.
 pub async fn del_filter(handle: &Handle, ifindex: u32, prio: u16) -> Result<(), KernelError> {
-    let mut msg = TcMessage::with_index(ifindex as i32);
+    // A raw message: rtnetlink's TrafficFilterDelRequest cannot set the priority.
+    let mut msg = TcMessage::with_index(index(ifindex));
     msg.header.parent = INGRESS_PARENT.into();
     msg.header.info = (u32::from(prio) << 16) | u32::from(ETH_P_ALL_BE);
-    ack(handle, RouteNetlinkMessage::DelTrafficFilter(msg), 0).await
+    ack(handle, RouteNetlinkMessage::DelTrafficFilter(msg)).await
+}
+
+/// tc messages carry the ifindex as a signed int; kernel ifindexes are always below 2^31.
+fn index(ifindex: u32) -> i32 {
+    i32::try_from(ifindex).unwrap_or(i32::MAX)
 }

@@ -6,10 +6,23 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+mod naming;
+mod options;
+#[cfg(test)]
+mod tests;
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::id::SandboxId;
+use crate::kernel::mac::MacAddr;
+use crate::kernel::tc::IngressHook;
 use crate::model::{Description, Interface, LinkKind, Wiring};
+pub use naming::{
+    bridge_marker, bridge_marker_mac, bridged_mac, is_marker_of, is_podtap_prio, link_group,
+    marker, preferred_group, unique_name,
+};
+pub use options::{check_queues, parse_queues, AttachOptions, TapOwner, MAX_QUEUES};
 
 /// Linux's IFNAMSIZ minus the terminating NUL.
 pub const MAX_IFNAME: usize = 15;
@@ -17,33 +30,6 @@ pub const MAX_IFNAME: usize = 15;
 pub const TC_PRIO_BASE: u16 = 0xC0DE;
 /// How many priorities above the base podtap may use.
 pub const TC_PRIO_SPAN: u16 = 64;
-/// High bits of the link group podtap puts its TAPs and bridges in.
-const GROUP_BASE: u32 = 0x7064_0000;
-
-/// What the caller asked for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AttachOptions {
-    pub mode: Wiring,
-    pub queues: u32,
-    pub vnet_hdr: bool,
-    pub owner: Option<u32>,
-    pub group: Option<u32>,
-    /// Only these pod interfaces; all eligible ones when `None`.
-    pub interfaces: Option<Vec<String>>,
-}
-
-impl Default for AttachOptions {
-    fn default() -> Self {
-        AttachOptions {
-            mode: Wiring::Tc,
-            queues: 1,
-            vnet_hdr: true,
-            owner: None,
-            group: None,
-            interfaces: None,
-        }
-    }
-}
 
 /// The ingress side of one existing link, as found before attach.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -54,6 +40,21 @@ pub struct IngressState {
     pub prios: BTreeSet<u16>,
     /// Those of them that carry a mirred redirect.
     pub redirects: BTreeSet<u16>,
+}
+
+impl From<&IngressHook> for IngressState {
+    fn from(hook: &IngressHook) -> Self {
+        IngressState {
+            qdisc: Some(hook.qdisc.clone()),
+            prios: hook.filters.iter().map(|f| f.prio).collect(),
+            redirects: hook
+                .filters
+                .iter()
+                .filter(|f| f.redirect_to.is_some())
+                .map(|f| f.prio)
+                .collect(),
+        }
+    }
 }
 
 /// What the netns holds beyond the description, needed to plan.
@@ -69,7 +70,7 @@ pub struct Inventory {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Plan {
-    pub id: String,
+    pub id: SandboxId,
     pub mode: Wiring,
     /// Link group of every TAP and bridge of this attachment.
     pub group: u32,
@@ -95,7 +96,8 @@ pub struct NicPlan {
 pub struct PodSide {
     pub ifindex: u32,
     pub name: String,
-    pub mac: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<MacAddr>,
     pub mtu: u32,
     pub kind: LinkKind,
     /// Transmit queue length before attach, filled in from the scan.
@@ -133,23 +135,23 @@ pub struct TcPlan {
 pub struct BridgePlan {
     pub name: String,
     /// Locally administered MAC the pod interface carries while bridged.
-    pub pod_mac: String,
+    pub pod_mac: MacAddr,
 }
 
 /// Decide what to build. Fails on an unknown or ineligible `--interfaces` entry,
 /// or when there is nothing to attach.
-pub fn plan(desc: &Description, inv: &Inventory, opts: &AttachOptions, id: &str) -> Result<Plan> {
-    if opts.queues == 0 || opts.queues > 256 {
-        return Err(Error::Invalid(format!(
-            "--queues {}: must be 1..=256",
-            opts.queues
-        )));
-    }
+pub fn plan(
+    desc: &Description,
+    inv: &Inventory,
+    opts: &AttachOptions,
+    id: &SandboxId,
+) -> Result<Plan> {
+    check_queues(opts.queues).map_err(|why| Error::Invalid(format!("--queues {why}")))?;
     let chosen = choose_interfaces(desc, opts.interfaces.as_deref())?;
     let mut taken: BTreeSet<String> = desc.interfaces.iter().map(|i| i.name.clone()).collect();
     let mut nics = Vec::with_capacity(chosen.len());
     for iface in chosen {
-        let mac = iface.mac.clone().unwrap_or_default();
+        let mac: Option<MacAddr> = iface.mac.as_deref().and_then(|m| m.parse().ok());
         let tap_name = unique_name("tap", iface, &mut taken);
         let (wiring, wiring_note) = match opts.mode {
             Wiring::Bridge if !iface.kind.bridgeable() => (
@@ -158,6 +160,12 @@ pub fn plan(desc: &Description, inv: &Inventory, opts: &AttachOptions, id: &str)
                     "{} links cannot be bridged; wired with tc redirect instead",
                     iface.kind.as_str()
                 )),
+            ),
+            Wiring::Bridge if mac.is_none() => (
+                Wiring::Tc,
+                Some("a link without an Ethernet address cannot be bridged; \
+                      wired with tc redirect instead"
+                    .into()),
             ),
             Wiring::Bridge if inv.lower_of_stacked.contains(&iface.ifindex) => (
                 Wiring::Tc,
@@ -180,13 +188,13 @@ pub fn plan(desc: &Description, inv: &Inventory, opts: &AttachOptions, id: &str)
             )));
         }
         let tc = (wiring == Wiring::Tc).then(|| TcPlan {
-            prio: free_prio(&ingress.prios),
+            prio: naming::free_prio(&ingress.prios),
             create_pod_qdisc: ingress.qdisc.is_none(),
             existing_pod_qdisc: ingress.qdisc.clone(),
         });
         let bridge = (wiring == Wiring::Bridge).then(|| BridgePlan {
             name: unique_name("br", iface, &mut taken),
-            pod_mac: bridged_mac(&mac, id),
+            pod_mac: bridged_mac(mac, id),
         });
         nics.push(NicPlan {
             pod: PodSide {
@@ -213,7 +221,7 @@ pub fn plan(desc: &Description, inv: &Inventory, opts: &AttachOptions, id: &str)
         });
     }
     Ok(Plan {
-        id: id.to_string(),
+        id: id.clone(),
         mode: opts.mode,
         group: link_group(id, &inv.groups),
         nics,
@@ -257,282 +265,3 @@ fn choose_interfaces<'a>(
     Ok(chosen)
 }
 
-/// `<prefix>_<ifname>` if it fits in 15 bytes and is free, else `<prefix><ifindex>`,
-/// then `<prefix><ifindex>_<n>`. Deterministic for a given netns.
-pub fn unique_name(prefix: &str, iface: &Interface, taken: &mut BTreeSet<String>) -> String {
-    // Built lazily: the first candidate is almost always free.
-    let fallbacks = (1..1000).map(|n| format!("{prefix}{}_{n}", iface.ifindex));
-    let name = [
-        format!("{prefix}_{}", iface.name),
-        format!("{prefix}{}", iface.ifindex),
-    ]
-    .into_iter()
-    .chain(fallbacks)
-    .find(|c| c.len() <= MAX_IFNAME && !taken.contains(c))
-    .unwrap_or_else(|| format!("{prefix}{}", iface.ifindex));
-    taken.insert(name.clone());
-    name
-}
-
-fn free_prio(used: &BTreeSet<u16>) -> u16 {
-    (TC_PRIO_BASE..TC_PRIO_BASE + TC_PRIO_SPAN)
-        .find(|p| !used.contains(p))
-        .unwrap_or(TC_PRIO_BASE + TC_PRIO_SPAN)
-}
-
-/// Whether `prio` is in podtap's own range (for `detach --force`).
-pub fn is_podtap_prio(prio: u16) -> bool {
-    (TC_PRIO_BASE..=TC_PRIO_BASE + TC_PRIO_SPAN).contains(&prio)
-}
-
-/// A link group for this id, avoiding groups already used in the netns.
-pub fn link_group(id: &str, used: &BTreeSet<u32>) -> u32 {
-    let start = preferred_group(id);
-    (0..0x1_0000u32)
-        .map(|n| GROUP_BASE | ((start + n) & 0xffff))
-        .find(|g| !used.contains(g))
-        .unwrap_or(start)
-}
-
-/// The group an id gets when nothing else uses it (what `detach --force` looks for first).
-pub fn preferred_group(id: &str) -> u32 {
-    GROUP_BASE | (fnv1a(id.as_bytes()) & 0xffff)
-}
-
-/// A locally administered unicast MAC for the bridged pod interface, derived from
-/// its own MAC and the id, never equal to the original.
-pub fn bridged_mac(original: &str, id: &str) -> String {
-    let h = fnv1a(format!("{id}/{original}").as_bytes()).to_be_bytes();
-    let h2 = fnv1a(original.as_bytes()).to_be_bytes();
-    let bytes = [0x02 | 0x04, h[0], h[1], h[2], h[3], h2[3]];
-    let mac = crate::scan::parse::format_mac(&bytes);
-    if mac == original.to_ascii_lowercase() {
-        crate::scan::parse::format_mac(&[0x06, h[1], h[2], h[3], h[0], h2[2]])
-    } else {
-        mac
-    }
-}
-
-fn fnv1a(bytes: &[u8]) -> u32 {
-    bytes.iter().fold(0x811c_9dc5u32, |h, b| {
-        (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::{NetnsRef, SCHEMA};
-
-    fn iface(name: &str, ifindex: u32, kind: LinkKind) -> Interface {
-        Interface {
-            name: name.into(),
-            ifindex,
-            kind,
-            kind_raw: None,
-            mac: Some(format!("aa:bb:cc:00:00:{ifindex:02x}")),
-            mtu: 1500,
-            oper_state: "UP".into(),
-            controller: None,
-            eligible: kind.eligible(),
-            ineligible_reason: (!kind.eligible()).then(|| "no".into()),
-            guest_mac: None,
-            addresses: vec![],
-            address_details: vec![],
-            tap: None,
-            wiring: None,
-            wiring_note: None,
-            bridge: None,
-        }
-    }
-
-    fn desc(ifaces: Vec<Interface>) -> Description {
-        Description {
-            schema: SCHEMA.into(),
-            netns: NetnsRef {
-                path: "/run/netns/t".into(),
-                inode: 1,
-                dev: 2,
-            },
-            ipv6_enabled: true,
-            interfaces: ifaces,
-            routes: vec![],
-            neighbours: vec![],
-            attachment: None,
-        }
-    }
-
-    #[test]
-    fn picks_eligible_interfaces_and_names_taps() {
-        let d = desc(vec![
-            iface("lo", 1, LinkKind::Loopback),
-            iface("eth0", 2, LinkKind::Veth),
-            iface("net1", 3, LinkKind::Macvlan),
-        ]);
-        let p = plan(&d, &Inventory::default(), &AttachOptions::default(), "s1").unwrap();
-        let names: Vec<_> = p.nics.iter().map(|n| n.tap.name.as_str()).collect();
-        assert_eq!(names, ["tap_eth0", "tap_net1"]);
-        assert!(p
-            .nics
-            .iter()
-            .all(|n| n.wiring == Wiring::Tc && n.tc.as_ref().unwrap().create_pod_qdisc));
-    }
-
-    #[test]
-    fn long_names_fall_back_to_ifindex_and_stay_unique() {
-        let d = desc(vec![
-            iface("abcdefghijklmno", 7, LinkKind::Veth),
-            iface("tap7", 8, LinkKind::Veth),
-        ]);
-        let p = plan(&d, &Inventory::default(), &AttachOptions::default(), "s").unwrap();
-        assert_eq!(p.nics[0].tap.name, "tap7_1");
-        assert_eq!(p.nics[1].tap.name, "tap_tap7");
-        assert!(p.nics.iter().all(|n| n.tap.name.len() <= MAX_IFNAME));
-    }
-
-    #[test]
-    fn bridge_mode_falls_back_to_tc_for_macvlan() {
-        let d = desc(vec![
-            iface("eth0", 2, LinkKind::Veth),
-            iface("mv0", 3, LinkKind::Macvlan),
-        ]);
-        let opts = AttachOptions {
-            mode: Wiring::Bridge,
-            ..Default::default()
-        };
-        let p = plan(&d, &Inventory::default(), &opts, "s").unwrap();
-        assert_eq!(p.nics[0].wiring, Wiring::Bridge);
-        let br = p.nics[0].bridge.as_ref().unwrap();
-        assert_eq!(br.name, "br_eth0");
-        assert_ne!(br.pod_mac, p.nics[0].pod.mac);
-        let first = u8::from_str_radix(&br.pod_mac[..2], 16).unwrap();
-        assert_eq!(first & 0x03, 0x02, "locally administered unicast");
-        assert_eq!(p.nics[1].wiring, Wiring::Tc);
-        assert!(p.nics[1]
-            .wiring_note
-            .as_deref()
-            .unwrap()
-            .contains("macvlan"));
-    }
-
-    #[test]
-    fn bridge_mode_falls_back_to_tc_under_a_stacked_link() {
-        let d = desc(vec![iface("eth0", 2, LinkKind::Veth)]);
-        let inv = Inventory {
-            lower_of_stacked: [2].into_iter().collect(),
-            ..Default::default()
-        };
-        let opts = AttachOptions {
-            mode: Wiring::Bridge,
-            ..Default::default()
-        };
-        let p = plan(&d, &inv, &opts, "s").unwrap();
-        assert_eq!(p.nics[0].wiring, Wiring::Tc);
-        assert!(p.nics[0].bridge.is_none());
-        assert!(p.nics[0]
-            .wiring_note
-            .as_deref()
-            .unwrap()
-            .contains("cannot be bridged"));
-    }
-
-    #[test]
-    fn existing_ingress_is_kept_and_prio_avoids_theirs() {
-        let d = desc(vec![iface("eth0", 2, LinkKind::Veth)]);
-        let mut inv = Inventory::default();
-        inv.ingress.insert(
-            2,
-            IngressState {
-                qdisc: Some("clsact".into()),
-                prios: [TC_PRIO_BASE, 1].into_iter().collect(),
-                ..Default::default()
-            },
-        );
-        let p = plan(&d, &inv, &AttachOptions::default(), "s").unwrap();
-        let tc = p.nics[0].tc.as_ref().unwrap();
-        assert!(!tc.create_pod_qdisc);
-        assert_eq!(tc.prio, TC_PRIO_BASE + 1);
-    }
-
-    #[test]
-    fn an_interface_wired_by_another_attachment_is_refused() {
-        let d = desc(vec![iface("eth0", 2, LinkKind::Veth)]);
-        let mut inv = Inventory::default();
-        inv.ingress.insert(
-            2,
-            IngressState {
-                qdisc: Some("ingress".into()),
-                prios: [TC_PRIO_BASE].into_iter().collect(),
-                redirects: [TC_PRIO_BASE].into_iter().collect(),
-            },
-        );
-        let err = plan(&d, &inv, &AttachOptions::default(), "s2").unwrap_err();
-        assert!(err.to_string().contains("already wired"), "{err}");
-    }
-
-    #[test]
-    fn queues_set_multi_queue_only_above_one() {
-        let d = desc(vec![iface("eth0", 2, LinkKind::Veth)]);
-        let one = plan(&d, &Inventory::default(), &AttachOptions::default(), "s").unwrap();
-        assert!(!one.nics[0].tap.multi_queue);
-        let four = plan(
-            &d,
-            &Inventory::default(),
-            &AttachOptions {
-                queues: 4,
-                ..Default::default()
-            },
-            "s",
-        )
-        .unwrap();
-        assert!(four.nics[0].tap.multi_queue);
-        assert_eq!(four.nics[0].tap.queues, 4);
-        assert!(plan(
-            &d,
-            &Inventory::default(),
-            &AttachOptions {
-                queues: 0,
-                ..Default::default()
-            },
-            "s"
-        )
-        .is_err());
-    }
-
-    #[test]
-    fn interface_selection_errors_are_clear() {
-        let d = desc(vec![
-            iface("lo", 1, LinkKind::Loopback),
-            iface("eth0", 2, LinkKind::Veth),
-        ]);
-        let only = |names: &[&str]| AttachOptions {
-            interfaces: Some(names.iter().map(|s| s.to_string()).collect()),
-            ..Default::default()
-        };
-        assert!(plan(&d, &Inventory::default(), &only(&["nope"]), "s")
-            .unwrap_err()
-            .to_string()
-            .contains("not found"));
-        assert!(plan(&d, &Inventory::default(), &only(&["lo"]), "s")
-            .unwrap_err()
-            .to_string()
-            .contains("not eligible"));
-        assert_eq!(
-            plan(&d, &Inventory::default(), &only(&["eth0"]), "s")
-                .unwrap()
-                .nics
-                .len(),
-            1
-        );
-        let none = desc(vec![iface("lo", 1, LinkKind::Loopback)]);
-        assert!(plan(&none, &Inventory::default(), &AttachOptions::default(), "s").is_err());
-    }
-
-    #[test]
-    fn link_group_is_stable_and_avoids_used() {
-        let g = link_group("sandbox", &BTreeSet::new());
-        assert_eq!(g, preferred_group("sandbox"));
-        let used: BTreeSet<u32> = [g].into_iter().collect();
-        assert_ne!(link_group("sandbox", &used), g);
-    }
-}

@@ -10,11 +10,15 @@ use crate::model::Description;
 /// The subset of Cloud Hypervisor's `NetConfig` podtap fills in.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CloudHypervisorNetConfig {
+    /// Name of the TAP Cloud Hypervisor opens.
     pub tap: String,
+    /// The guest MAC, lower case.
     pub mac: String,
+    /// The pod interface's MTU in bytes.
     pub mtu: u32,
     /// rx + tx queues: twice the TAP's queue count.
     pub num_queues: u32,
+    /// The NIC id, `net{n}`.
     pub id: String,
 }
 

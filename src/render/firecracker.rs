@@ -10,8 +10,11 @@ use crate::model::Description;
 /// `PUT /network-interfaces/{iface_id}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FirecrackerInterface {
+    /// The NIC id, `net{n}`.
     pub iface_id: String,
+    /// Name of the TAP Firecracker opens.
     pub host_dev_name: String,
+    /// The guest MAC, lower case.
     pub guest_mac: String,
     /// Only Firecracker v1.16 and later know this field; older ones reject
     /// the whole request, so it is emitted only on request.

@@ -8,13 +8,21 @@ use super::RenderError;
 /// What `render` can produce from a description.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Format {
+    /// `qemu`: `-netdev tap` and `-device virtio-net-pci` arguments, one per line.
     Qemu,
+    /// `cloud-hypervisor`: one `--net` value per line.
     CloudHypervisor,
+    /// `cloud-hypervisor-api`: one `vm.add-net` JSON body per line.
     CloudHypervisorApi,
+    /// `firecracker`: the `network-interfaces` part of a config file.
     Firecracker,
+    /// `libvirt`: one `<interface>` element per line.
     Libvirt,
+    /// `cloud-init`: a NoCloud `network-config` file (version 2).
     CloudInit,
+    /// `kernel-cmdline`: the kernel `ip=` parameter (one NIC, IPv4 only).
     KernelCmdline,
+    /// `guest-args`: `podtap.nic`/`route`/`neigh` kernel command line entries, on one line.
     GuestArgs,
 }
 

@@ -19,7 +19,9 @@ const MAX_TAP_QUEUES: u32 = 256;
 pub(crate) struct Nic<'a> {
     /// `net{n}`: the id every VMM format uses for NIC n.
     pub id: String,
+    /// The pod interface this NIC mirrors.
     pub interface: &'a Interface,
+    /// The TAP that backs it.
     pub tap: &'a TapInfo,
     /// The guest MAC, checked and lowercased.
     pub mac: String,

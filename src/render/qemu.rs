@@ -13,12 +13,17 @@ const DEFAULT_MTU: u32 = 1500;
 pub enum QemuTapSource {
     /// QEMU opens each TAP by name (it must run in the pod netns);
     /// `vhost` adds `vhost=on` (QEMU then needs /dev/vhost-net).
-    ByName { vhost: bool },
+    ByName {
+        /// Add `vhost=on` to every `-netdev`.
+        vhost: bool,
+    },
     /// QEMU inherits open fds: `taps[n]` holds one fd per queue of NIC n,
     /// `vhost[n]` is empty or holds one /dev/vhost-net fd per queue.
     /// `vhost` may also be empty as a whole (no vhost for any NIC).
     Fds {
+        /// One list per NIC, in NIC order: one TAP fd per queue.
         taps: Vec<Vec<i32>>,
+        /// One list per NIC (each empty or one vhost-net fd per queue), or empty.
         vhost: Vec<Vec<i32>>,
     },
 }

@@ -13,15 +13,20 @@ use crate::model::{Description, Route};
 pub(crate) struct GuestRoute {
     /// Normalised to the network address (`10.0.0.0/8`, `0.0.0.0/0`).
     pub destination: IpNetwork,
+    /// Next-hop gateway, same family as `destination`; `None` for a device-only route.
     pub gateway: Option<IpAddr>,
+    /// Route priority, from the description.
     pub metric: u32,
+    /// The route's (or leg's) `onlink` flag.
     pub onlink: bool,
+    /// Per-route MTU in bytes; `None` when the route has none.
     pub mtu: Option<u32>,
     /// This is one leg of a multipath route.
     pub multipath: bool,
 }
 
 impl GuestRoute {
+    /// Whether this is a default route (prefix length 0).
     pub fn is_default(&self) -> bool {
         self.destination.prefix() == 0
     }

@@ -19,6 +19,7 @@ use rtnetlink::packet_route::route::{
 };
 use rtnetlink::packet_route::AddressFamily;
 
+use crate::kernel::mac::MacAddr;
 use crate::model::{Address, Family, Interface, LinkKind, Neighbour, NextHop, Route};
 
 /// The main routing table.
@@ -104,7 +105,9 @@ fn link_to_interface(msg: &LinkMessage) -> Interface {
     for attr in &msg.attributes {
         match attr {
             LinkAttribute::IfName(n) => name = n.clone(),
-            LinkAttribute::Address(a) if a.len() == 6 => mac = Some(format_mac(a)),
+            LinkAttribute::Address(a) if a.len() == 6 => {
+                mac = MacAddr::from_bytes(a).map(|m| m.to_string())
+            }
             LinkAttribute::Mtu(m) => mtu = *m,
             LinkAttribute::OperState(s) => oper_state = s.to_string(),
             LinkAttribute::LinkInfo(infos) => {
@@ -331,7 +334,9 @@ fn neighbour(
             NeighbourAttribute::Destination(NeighbourAddress::Inet6(v6)) => {
                 ip = Some(IpAddr::V6(*v6))
             }
-            NeighbourAttribute::LinkLayerAddress(a) if a.len() == 6 => lladdr = Some(format_mac(a)),
+            NeighbourAttribute::LinkLayerAddress(a) if a.len() == 6 => {
+                lladdr = MacAddr::from_bytes(a).map(|m| m.to_string())
+            }
             _ => {}
         }
     }
@@ -439,14 +444,6 @@ pub fn stacked_lowers(links: &[LinkMessage]) -> BTreeSet<u32> {
             })
         })
         .collect()
-}
-
-pub fn format_mac(bytes: &[u8]) -> String {
-    bytes
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
 }
 
 /// iproute2's names for `rtm_scope` / `ifa_scope`.

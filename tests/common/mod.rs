@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
@@ -109,6 +110,18 @@ impl Netns {
         serde_json::from_str(&sh(&format!("ip -n {} -j {args}", self.name)))
             .expect("ip -j output is JSON")
     }
+
+    /// Run `commands` (one per line) with `<tool> -n <ns> -batch` (`tool` is `ip` or `tc`).
+    pub fn batch(&self, tool: &str, commands: &str) {
+        let dir = TempDir::new();
+        let file = dir.path().join(format!("{tool}.batch"));
+        std::fs::write(&file, commands).expect("write batch file");
+        sh(&format!(
+            "{tool} -n {} -batch {}",
+            self.name,
+            file.display()
+        ));
+    }
 }
 
 impl Drop for Netns {
@@ -195,13 +208,21 @@ pub fn podtap(args: &[&str]) -> Output {
         .expect("run podtap")
 }
 
+/// A `podtap` command (not yet run) with a state dir of the test's own.
+pub fn podtap_cmd(state: &std::path::Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_podtap"));
+    cmd.env("PODTAP_STATE_DIR", state);
+    cmd
+}
+
 /// podtap with a state dir of the test's own.
 pub fn podtap_state(state: &std::path::Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_podtap"))
-        .args(args)
-        .env("PODTAP_STATE_DIR", state)
-        .output()
-        .expect("run podtap")
+    podtap_cmd(state).args(args).output().expect("run podtap")
+}
+
+/// `podtap detach --id <id>` with `state`.
+pub fn detach(state: &StateDir, id: &str) -> Output {
+    podtap_state(&state.0, &["detach", "--id", id])
 }
 
 pub fn stdout(o: &Output) -> String {
@@ -236,6 +257,20 @@ impl StateDir {
 impl Drop for StateDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A temp dir, created now and removed on drop (a [`StateDir`] that exists).
+pub struct TempDir(StateDir);
+
+impl TempDir {
+    pub fn new() -> Self {
+        let d = StateDir::new();
+        std::fs::create_dir_all(&d.0).expect("create temp dir");
+        TempDir(d)
+    }
+    pub fn path(&self) -> &std::path::Path {
+        &self.0 .0
     }
 }
 
@@ -296,20 +331,6 @@ pub fn container_id(n: u32) -> String {
         "{:064x}",
         0xc0ffee_u64 * 1000 + u64::from(n) + u64::from(std::process::id()) * 7
     )
-}
-
-/// A temp dir removed on drop.
-pub struct TempDir(StateDir);
-
-impl TempDir {
-    pub fn new() -> Self {
-        let d = StateDir::new();
-        std::fs::create_dir_all(&d.0).expect("create temp dir");
-        TempDir(d)
-    }
-    pub fn path(&self) -> &Path {
-        &self.0 .0
-    }
 }
 
 /// One plugin invocation's outcome.
@@ -548,4 +569,108 @@ impl Pod {
             .exec("sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0");
         pod
     }
+}
+
+// ---- Reading a netns and a description ----
+
+/// Names of the TAPs (links of kind tun) in `ns`.
+pub fn taps(ns: &Netns) -> Vec<String> {
+    ns.ip_json("-d link show")
+        .as_array()
+        .expect("links")
+        .iter()
+        .filter(|l| l["linkinfo"]["info_kind"] == "tun")
+        .map(|l| l["ifname"].as_str().expect("ifname").to_string())
+        .collect()
+}
+
+/// Interface `name` of a description (`podtap scan` / `attach` JSON); panics when absent.
+pub fn iface<'a>(desc: &'a Value, name: &str) -> &'a Value {
+    desc["interfaces"]
+        .as_array()
+        .unwrap_or_else(|| panic!("expected an array: {}", desc["interfaces"]))
+        .iter()
+        .find(|i| i["name"] == name)
+        .unwrap_or_else(|| panic!("no interface {name} in {desc:#}"))
+}
+
+// ---- Waiting for the kernel to settle ----
+
+/// Poll `cond` every `every` until it holds (true) or `timeout` passed (false).
+pub fn poll(timeout: Duration, every: Duration, cond: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(every);
+    }
+}
+
+/// Poll `cond` for up to 5 s (link state settling after a down/up); panics if it never holds.
+pub fn wait_for(cond: impl Fn() -> bool) {
+    assert!(
+        poll(Duration::from_secs(5), Duration::from_millis(20), cond),
+        "condition not reached in 5 s"
+    );
+}
+
+/// Wait (up to 10 s) until no address in `ns` is tentative (IPv6 DAD still running),
+/// so snapshots and scans compare settled state. Gives up quietly: a caller comparing
+/// before/after sees any change that is still going on.
+pub fn settle(ns: &Netns) {
+    poll(Duration::from_secs(10), Duration::from_millis(100), || {
+        !ns.ip_json("addr show")
+            .as_array()
+            .expect("links")
+            .iter()
+            .any(|l| {
+                l["addr_info"]
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|a| a["tentative"] == true))
+            })
+    });
+}
+
+/// Wait until every TAP in `ns` that is up shows NO-CARRIER: with no queue open, the kernel
+/// turns the carrier off, and link state settles asynchronously (linkwatch).
+pub fn settle_taps(ns: &Netns) {
+    wait_for(|| {
+        ns.ip_json("link show type tun")
+            .as_array()
+            .expect("links")
+            .iter()
+            .all(|l| {
+                let flags = l["flags"].as_array().expect("flags");
+                !flags.iter().any(|f| f == "UP") || flags.iter().any(|f| f == "NO-CARRIER")
+            })
+    });
+}
+
+// ---- One CNI reference plugin, run as a runtime would ----
+
+/// Run CNI `plugin` (from [`PLUGINS`]) inside the netns `node` with `CNI_COMMAND=command`
+/// for container `cid` in the netns at `netns`, `conf` on stdin.
+pub fn cni_plugin(
+    node: &str,
+    command: &str,
+    plugin: &str,
+    cid: &str,
+    netns: &str,
+    ifname: &str,
+    conf: &Value,
+) -> Output {
+    run_with_stdin(
+        Command::new("ip")
+            .args(["netns", "exec", node, &format!("{PLUGINS}/{plugin}")])
+            .env("CNI_COMMAND", command)
+            .env("CNI_CONTAINERID", cid)
+            .env("CNI_NETNS", netns)
+            .env("CNI_IFNAME", ifname)
+            .env("CNI_PATH", PLUGINS),
+        &conf.to_string(),
+    )
 }

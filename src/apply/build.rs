@@ -1,0 +1,206 @@
+//! Build what a plan says: TAPs (ioctls on a netns thread), bridges, tc
+//! redirects (rtnetlink), recording each link made as soon as it exists.
+
+use std::time::Instant;
+
+use futures::future::join_all;
+
+use super::micros;
+use crate::error::{Error, Result};
+use crate::kernel::netlink::Netlink;
+use crate::kernel::netns::NetNs;
+use crate::kernel::tap::{self, TapFlags, TapSpec};
+use crate::kernel::{bridge, links, tc};
+use crate::model::Timings;
+use crate::plan::{self, Plan};
+use crate::state::Created;
+
+/// Build every TAP, bridge and filter of `plan`, adding each link made to
+/// `created` as soon as it exists (so a failure can undo exactly those).
+pub(super) async fn build(
+    ns: &NetNs,
+    nl: &Netlink,
+    plan: &Plan,
+    timings: &mut Timings,
+    created: &mut Vec<Created>,
+) -> Result<()> {
+    let t = Instant::now();
+    let specs: Vec<TapSpec> = plan
+        .nics
+        .iter()
+        .map(|n| TapSpec {
+            name: n.tap.name.clone(),
+            flags: TapFlags {
+                vnet_hdr: n.tap.vnet_hdr,
+                multi_queue: n.tap.multi_queue,
+            },
+            owner: n.tap.owner,
+            group: n.tap.group,
+        })
+        .collect();
+    let (tap_indexes, failed) = create_taps(ns, &specs);
+    created.extend(specs.iter().zip(&tap_indexes).map(|(s, i)| Created {
+        name: s.name.clone(),
+        ifindex: *i,
+        kind: "tap".into(),
+    }));
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    timings.tap = micros(t);
+
+    let t = Instant::now();
+    let marker = plan::marker(&plan.id);
+    let marker = marker.as_str();
+    let bridges = create_bridges(nl, plan).await?;
+    created.extend(bridges.iter().flatten().cloned());
+
+    let configured = join_all(plan.nics.iter().zip(&tap_indexes).zip(&bridges).map(
+        |((n, tap), br)| async move {
+            let controller = br.as_ref().map(|b| b.ifindex);
+            links::configure_tap(&nl.handle, *tap, n.tap.mtu, plan.group, marker, controller)
+                .await
+                .map_err(|e| nl.err("configure TAP", &n.tap.name, e))?;
+            if let (Some(b), Some(bp)) = (br, &n.bridge) {
+                bridge::enslave(&nl.handle, n.pod.ifindex, b.ifindex, bp.pod_mac)
+                    .await
+                    .map_err(|e| {
+                        nl.err(
+                            "enslave pod interface to bridge",
+                            format!("{} -> {}", n.pod.name, b.name),
+                            e,
+                        )
+                    })?;
+            }
+            Ok::<(), Error>(())
+        },
+    ))
+    .await;
+    configured.into_iter().collect::<Result<Vec<()>>>()?;
+    timings.tap += micros(t);
+
+    let t = Instant::now();
+    wire_tc(nl, plan, &tap_indexes).await?;
+    timings.wiring = micros(t);
+    Ok(())
+}
+
+/// Create the persistent TAPs on one netns thread and learn their ifindexes.
+/// Returns the ifindexes of those made, and the error that stopped it, if any.
+fn create_taps(ns: &NetNs, specs: &[TapSpec]) -> (Vec<u32>, Option<Error>) {
+    let outcome = ns.run(|| {
+        let mut indexes = Vec::with_capacity(specs.len());
+        for spec in specs {
+            if let Err(e) = tap::create_persistent(spec) {
+                return Ok((indexes, Some((spec.name.clone(), e))));
+            }
+            // The thread is inside the netns, so this resolves the name there.
+            match nix::net::if_::if_nametoindex(spec.name.as_str()) {
+                Ok(i) => indexes.push(i),
+                Err(e) => return Ok((indexes, Some((spec.name.clone(), e.into())))),
+            }
+        }
+        Ok((indexes, None))
+    });
+    match outcome {
+        Ok((indexes, failed)) => {
+            let err = failed.map(|(name, e)| {
+                Error::kernel(
+                    &ns.display(),
+                    "create TAP (TUNSETIFF/TUNSETPERSIST)",
+                    name,
+                    e,
+                )
+            });
+            (indexes, err)
+        }
+        Err(e) => (Vec::new(), Some(e)),
+    }
+}
+
+async fn create_bridges(nl: &Netlink, plan: &Plan) -> Result<Vec<Option<Created>>> {
+    if plan.nics.iter().all(|n| n.bridge.is_none()) {
+        return Ok(vec![None; plan.nics.len()]);
+    }
+    let made = join_all(
+        plan.nics
+            .iter()
+            .filter_map(|n| n.bridge.as_ref().map(|b| (n, b)))
+            .map(|(n, b)| async move {
+                let marker = plan::bridge_marker(&plan.id, n.pod.ifindex, n.pod.mac);
+                bridge::create(&nl.handle, &b.name, n.pod.mtu, plan.group, &marker)
+                    .await
+                    .map_err(|e| nl.err("create bridge", &b.name, e))
+            }),
+    )
+    .await;
+    made.into_iter().collect::<Result<Vec<()>>>()?;
+    let live = links::list(&nl.handle)
+        .await
+        .map_err(|e| nl.err("dump links", "", e))?;
+    plan.nics
+        .iter()
+        .map(|n| match &n.bridge {
+            None => Ok(None),
+            Some(b) => live
+                .values()
+                .find(|l| l.name == b.name && l.group == plan.group)
+                .map(|l| {
+                    Some(Created {
+                        name: b.name.clone(),
+                        ifindex: l.ifindex,
+                        kind: "bridge".into(),
+                    })
+                })
+                .ok_or_else(|| {
+                    Error::Invalid(format!("bridge {} vanished right after creation", b.name))
+                }),
+        })
+        .collect()
+}
+
+/// Ingress qdiscs first (one wave), then the redirect filters both ways (a second wave).
+async fn wire_tc(nl: &Netlink, plan: &Plan, taps: &[u32]) -> Result<()> {
+    let tc_nics: Vec<_> = plan
+        .nics
+        .iter()
+        .zip(taps)
+        .filter_map(|(n, t)| n.tc.as_ref().map(|tc| (n, tc, *t)))
+        .collect();
+    let qdiscs = join_all(tc_nics.iter().map(|(n, tcp, tap)| async move {
+        if tcp.create_pod_qdisc {
+            tc::add_ingress_qdisc(&nl.handle, n.pod.ifindex)
+                .await
+                .map_err(|e| nl.err("add ingress qdisc", &n.pod.name, e))?;
+        }
+        tc::add_ingress_qdisc(&nl.handle, *tap)
+            .await
+            .map_err(|e| nl.err("add ingress qdisc", &n.tap.name, e))
+    }))
+    .await;
+    qdiscs.into_iter().collect::<Result<Vec<()>>>()?;
+    let filters = join_all(tc_nics.iter().map(|(n, tcp, tap)| async move {
+        tc::add_redirect(&nl.handle, n.pod.ifindex, *tap, tcp.prio)
+            .await
+            .map_err(|e| {
+                nl.err(
+                    "add tc redirect filter",
+                    format!("{} -> {}", n.pod.name, n.tap.name),
+                    e,
+                )
+            })?;
+        tc::add_redirect(&nl.handle, *tap, n.pod.ifindex, tcp.prio)
+            .await
+            .map_err(|e| {
+                nl.err(
+                    "add tc redirect filter",
+                    format!("{} -> {}", n.tap.name, n.pod.name),
+                    e,
+                )
+            })
+    }))
+    .await;
+    filters.into_iter().collect::<Result<Vec<()>>>()?;
+    Ok(())
+}
+

@@ -1,0 +1,108 @@
+//! Apply: scan, plan, record the plan, build, record the result.
+//!
+//! The whole plan goes into the checkpoint before the first kernel change, so
+//! a crash at any instant leaves something a plain detach can undo.
+
+mod build;
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use crate::describe;
+use crate::error::Result;
+use crate::id::SandboxId;
+use crate::kernel::links;
+use crate::kernel::netlink::Netlink;
+use crate::kernel::netns::NetNs;
+use crate::kernel::tc;
+use crate::model::{Description, Timings};
+use crate::plan::{self, AttachOptions, IngressState, Inventory};
+use crate::scan::{self, parse};
+use crate::state::{Checkpoint, Phase, StateDir, VERSION};
+use crate::teardown;
+
+/// Attach `opts` in the netns `nl` talks to, with no checkpoint for `id` yet.
+pub async fn fresh(
+    ns: &NetNs,
+    nl: &Netlink,
+    id: &SandboxId,
+    opts: &AttachOptions,
+    state: &StateDir,
+) -> Result<Description> {
+    let start = Instant::now();
+    let mut timings = Timings::default();
+
+    let dump = scan::dump(nl).await?;
+    let desc = scan::from_dump(ns, nl.ipv6_enabled, &dump);
+    let eligible: BTreeSet<u32> = desc
+        .interfaces
+        .iter()
+        .filter(|i| i.eligible)
+        .map(|i| i.ifindex)
+        .collect();
+    let hooks = tc::ingress_hooks(&nl.handle, &eligible)
+        .await
+        .map_err(|e| nl.err("dump qdiscs", "", e))?;
+    let inventory = Inventory {
+        ingress: hooks
+            .iter()
+            .map(|(i, h)| (*i, IngressState::from(h)))
+            .collect(),
+        groups: parse::link_groups(&dump.links),
+        lower_of_stacked: parse::stacked_lowers(&dump.links),
+    };
+    let mut plan = plan::plan(&desc, &inventory, opts, id)?;
+    for nic in &mut plan.nics {
+        let live = dump
+            .links
+            .iter()
+            .find(|l| l.header.index == nic.pod.ifindex);
+        nic.pod.txqlen = live.and_then(|l| links::link_state(l).txqlen);
+    }
+    timings.scan = micros(start);
+
+    // Record the intent before the first kernel change: a crash from here on
+    // leaves a checkpoint that detach can undo by name, group and priority.
+    let t = Instant::now();
+    let mut cp = Checkpoint {
+        version: VERSION,
+        id: id.clone(),
+        netns: desc.netns.clone(),
+        netns_cookie: nl.cookie,
+        phase: Phase::Applying,
+        plan: plan.clone(),
+        created: Vec::new(),
+        description: None,
+    };
+    state.save(&cp)?;
+    timings.checkpoint = micros(t);
+
+    let mut created = Vec::new();
+    if let Err(e) = build::build(ns, nl, &plan, &mut timings, &mut created).await {
+        // Undo only what this attach made: by ifindex and group, never by name.
+        let report = teardown::undo_recorded(nl, &plan, &created, false).await;
+        for w in &report.warnings {
+            tracing::warn!("rollback: {w}");
+        }
+        if report.errors.is_empty() {
+            state.remove(id)?;
+        } else {
+            tracing::warn!("rollback incomplete; checkpoint kept for `podtap detach --id {id}`");
+        }
+        return Err(e);
+    }
+
+    // The description is recorded exactly as printed, so a repeated attach
+    // prints the same bytes; the final checkpoint write is therefore not timed.
+    timings.total = micros(start);
+    let described = describe::attached(desc, &plan, &created, timings);
+    cp.phase = Phase::Complete;
+    cp.created = created;
+    cp.description = Some(described.clone());
+    state.save(&cp)?;
+    Ok(described)
+}
+
+fn micros(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,140 @@
+//! What the caller asks attach for, and the parsers every door shares.
+
+use std::str::FromStr;
+
+use crate::error::Error;
+use crate::model::Wiring;
+
+/// Most queues one TAP may have (the kernel's limit is 256).
+pub const MAX_QUEUES: u32 = 256;
+
+/// What the caller asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttachOptions {
+    /// How each pod interface is wired to its TAP.
+    pub mode: Wiring,
+    /// Queues per TAP, 1 to [`MAX_QUEUES`]; more than 1 makes a multi-queue TAP.
+    pub queues: u32,
+    /// Create TAPs with `IFF_VNET_HDR` (what virtio-net wants).
+    pub vnet_hdr: bool,
+    /// The uid that may open the TAPs without CAP_NET_ADMIN (TUNSETOWNER).
+    pub owner: Option<u32>,
+    /// The gid that may open the TAPs without CAP_NET_ADMIN (TUNSETGROUP).
+    pub group: Option<u32>,
+    /// Only these pod interfaces; all eligible ones when `None`.
+    pub interfaces: Option<Vec<String>>,
+}
+
+impl Default for AttachOptions {
+    fn default() -> Self {
+        AttachOptions {
+            mode: Wiring::Tc,
+            queues: 1,
+            vnet_hdr: true,
+            owner: None,
+            group: None,
+            interfaces: None,
+        }
+    }
+}
+
+impl AttachOptions {
+    /// Set the TAP owner and group from a parsed `UID[:GID]`.
+    pub fn with_tap_owner(mut self, owner: TapOwner) -> Self {
+        self.owner = Some(owner.uid);
+        self.group = owner.gid;
+        self
+    }
+}
+
+/// Whether `queues` is a queue count attach accepts; the message says why not.
+pub fn check_queues(queues: u32) -> Result<u32, String> {
+    if (1..=MAX_QUEUES).contains(&queues) {
+        Ok(queues)
+    } else {
+        Err(format!("{queues} queues: must be 1..={MAX_QUEUES}"))
+    }
+}
+
+/// Parse a queue count (for text inputs: annotations, `CNI_ARGS`).
+pub fn parse_queues(text: &str) -> Result<u32, String> {
+    let n: u32 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of queues (1..={MAX_QUEUES})"))?;
+    check_queues(n)
+}
+
+/// `UID` or `UID:GID`: who may open the TAPs without CAP_NET_ADMIN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TapOwner {
+    /// The owning uid.
+    pub uid: u32,
+    /// The owning gid, if given.
+    pub gid: Option<u32>,
+}
+
+impl FromStr for TapOwner {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let bad = || Error::Invalid(format!("{s:?}: expected UID or UID:GID (numbers)"));
+        let (uid, gid) = match s.split_once(':') {
+            Some((u, g)) => (u, Some(g)),
+            None => (s, None),
+        };
+        // u32::MAX is (uid_t)-1, which the kernel reads as "no owner".
+        let id = |t: &str| {
+            t.parse::<u32>()
+                .ok()
+                .filter(|n| *n != u32::MAX)
+                .ok_or_else(bad)
+        };
+        Ok(TapOwner {
+            uid: id(uid)?,
+            gid: gid.map(id).transpose()?,
+        })
+    }
+}
+
+impl FromStr for Wiring {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "tc" => Ok(Wiring::Tc),
+            "bridge" => Ok(Wiring::Bridge),
+            other => Err(Error::Invalid(format!(
+                "unknown mode {other:?}: expected \"tc\" or \"bridge\""
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_parses() {
+        let o: TapOwner = "1000".parse().unwrap();
+        assert_eq!((o.uid, o.gid), (1000, None));
+        let o: TapOwner = "1000:100".parse().unwrap();
+        assert_eq!((o.uid, o.gid), (1000, Some(100)));
+        for bad in ["bob", "1:x", "", "4294967295", "1:4294967295", "-1"] {
+            let e = bad.parse::<TapOwner>().unwrap_err();
+            assert_eq!(e.exit_code(), crate::error::exit::INVALID, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn modes_and_queues_parse() {
+        assert_eq!("tc".parse::<Wiring>().unwrap(), Wiring::Tc);
+        assert_eq!("bridge".parse::<Wiring>().unwrap(), Wiring::Bridge);
+        assert!("macvtap".parse::<Wiring>().is_err());
+        assert_eq!(parse_queues(" 4 ").unwrap(), 4);
+        for bad in ["0", "257", "x", ""] {
+            assert!(parse_queues(bad).is_err(), "{bad:?}");
+        }
+    }
+}

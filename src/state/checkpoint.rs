@@ -1,0 +1,121 @@
+//! What one checkpoint file holds.
+
+use serde::{Deserialize, Serialize};
+
+use crate::id::SandboxId;
+use crate::model::{Description, NetnsRef};
+use crate::plan::Plan;
+
+/// Checkpoint format version.
+pub const VERSION: u32 = 1;
+
+/// Where attach got to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// The plan is recorded; kernel objects may exist partly.
+    Applying,
+    /// Every object exists; `description` is what attach printed.
+    Complete,
+}
+
+/// The content of one checkpoint file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// [`VERSION`].
+    pub version: u32,
+    /// The sandbox id (also the file's name).
+    pub id: SandboxId,
+    /// The netns attached to, and its identity.
+    pub netns: NetnsRef,
+    /// `SO_NETNS_COOKIE` of the netns: tells a reused inode number from the same netns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns_cookie: Option<u64>,
+    /// Where attach got to.
+    pub phase: Phase,
+    /// What attach planned to build (recorded before the first kernel change).
+    pub plan: Plan,
+    /// ifindexes the kernel gave the TAPs and bridges, by planned name.
+    #[serde(default)]
+    pub created: Vec<Created>,
+    /// The description attach printed, once complete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<Description>,
+}
+
+impl Checkpoint {
+    /// Whether an open netns (identity and cookie) is the one this checkpoint recorded.
+    /// The kernel may give a freed nsfs inode number to a new netns; the cookie never repeats.
+    pub fn is_netns(&self, identity: (u64, u64), cookie: Option<u64>) -> bool {
+        let same_inode = (self.netns.dev, self.netns.inode) == identity;
+        let same_cookie = match (self.netns_cookie, cookie) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        };
+        same_inode && same_cookie
+    }
+
+    /// The ifindex recorded for the link podtap created under `name` (0 when none).
+    pub fn created_ifindex(&self, name: &str) -> u32 {
+        created_ifindex(&self.created, name)
+    }
+}
+
+/// One object podtap created, keyed by its ifindex.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Created {
+    /// The name it was created with.
+    pub name: String,
+    /// The ifindex the kernel gave it.
+    pub ifindex: u32,
+    /// "tap" or "bridge".
+    pub kind: String,
+}
+
+/// The ifindex recorded for the link podtap created under `name` (0 when none).
+pub fn created_ifindex(created: &[Created], name: &str) -> u32 {
+    created
+        .iter()
+        .find(|c| c.name == name)
+        .map_or(0, |c| c.ifindex)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn netns_identity_needs_inode_and_cookie() {
+        let id = SandboxId::new("s").unwrap();
+        let plan = Plan {
+            id: id.clone(),
+            mode: crate::model::Wiring::Tc,
+            group: 1,
+            nics: vec![],
+        };
+        let cp = Checkpoint {
+            version: VERSION,
+            id,
+            netns: NetnsRef {
+                path: "/run/netns/p".into(),
+                inode: 10,
+                dev: 4,
+            },
+            netns_cookie: Some(77),
+            phase: Phase::Complete,
+            plan,
+            created: vec![],
+            description: None,
+        };
+        assert!(cp.is_netns((4, 10), Some(77)));
+        assert!(
+            !cp.is_netns((4, 10), Some(78)),
+            "a reused inode is another netns"
+        );
+        assert!(!cp.is_netns((4, 11), Some(77)));
+        assert!(
+            cp.is_netns((4, 10), None),
+            "kernels without cookies fall back to the inode"
+        );
+    }
+}

@@ -1,0 +1,151 @@
+//! The thin executor of teardown: read what the kernel holds, carry out the
+//! decided actions, collect what went wrong.
+
+use futures::future::join_all;
+
+use super::decide::{Action, Observed, Undo};
+use crate::error::{Error, Result};
+use crate::kernel::netlink::{is_gone, Netlink};
+use crate::kernel::{bridge, links, tc};
+
+/// What teardown did not do cleanly.
+#[derive(Debug, Default)]
+pub struct UndoReport {
+    /// Things already gone or left alone on purpose.
+    pub warnings: Vec<String>,
+    /// Real failures: the checkpoint is kept so detach can be retried.
+    pub errors: Vec<Error>,
+}
+
+impl UndoReport {
+    /// Warnings on success; otherwise the first error, keeping its exit code,
+    /// with a count of the others.
+    pub fn into_result(self) -> Result<Vec<String>> {
+        Error::first_of(self.errors).map_or(Ok(self.warnings), Err)
+    }
+}
+
+/// Every link, and the ingress filters of the links `with_filters` picks.
+pub async fn observe(
+    nl: &Netlink,
+    with_filters: impl Fn(&links::LinkState) -> bool,
+) -> Result<Observed> {
+    let links = links::list(&nl.handle)
+        .await
+        .map_err(|e| nl.err("dump links", "", e))?;
+    let mut now = Observed {
+        links,
+        ..Observed::default()
+    };
+    let wanted: Vec<(u32, String)> = now
+        .links
+        .values()
+        .filter(|l| with_filters(l))
+        .map(|l| (l.ifindex, l.name.clone()))
+        .collect();
+    let dumps = join_all(wanted.iter().map(|(idx, name)| async move {
+        tc::filters(&nl.handle, *idx)
+            .await
+            .map(|f| (*idx, f))
+            .map_err(|e| nl.err("dump tc filters", name, e))
+    }))
+    .await;
+    for d in dumps {
+        let (idx, filters) = d?;
+        now.filters.insert(idx, filters);
+    }
+    Ok(now)
+}
+
+/// Carry out `undo`: each interface's pod side in order (interfaces side by
+/// side), then the links. With `announce`, each change made becomes a
+/// warning ("removed ..."), for cleanups the user should hear about.
+pub async fn execute(nl: &Netlink, undo: Undo, announce: bool) -> UndoReport {
+    let mut report = UndoReport {
+        warnings: undo.warnings,
+        errors: Vec::new(),
+    };
+    let sides = join_all(undo.pod_side.iter().map(|steps| async move {
+        let mut out = Vec::new();
+        for step in steps {
+            out.push((step, run(nl, step).await));
+        }
+        out
+    }))
+    .await;
+    let mut outcomes: Vec<(&Action, Result<()>)> = sides.into_iter().flatten().collect();
+    // A group deletion first (one RCU grace period for all its members), then the rest.
+    let (groups, singles): (Vec<&Action>, Vec<&Action>) = undo
+        .links
+        .iter()
+        .partition(|a| matches!(a, Action::DeleteGroup { .. }));
+    for g in groups {
+        outcomes.push((g, run(nl, g).await));
+    }
+    let results = join_all(singles.iter().map(|a| run(nl, a))).await;
+    outcomes.extend(singles.into_iter().zip(results));
+    for (action, outcome) in outcomes {
+        match outcome {
+            Ok(()) if announce => report.warnings.push(format!("removed {action}")),
+            Ok(()) => {}
+            Err(e) => report.errors.push(e),
+        }
+    }
+    report
+}
+
+/// One action. Deleting what is already gone counts as done.
+async fn run(nl: &Netlink, action: &Action) -> Result<()> {
+    let h = &nl.handle;
+    let (op, on, outcome, deletes) = match action {
+        Action::DeleteFilter {
+            ifindex,
+            name,
+            prio,
+        } => (
+            "delete tc filter",
+            name.clone(),
+            tc::del_filter(h, *ifindex, *prio).await,
+            true,
+        ),
+        Action::DeleteIngressQdisc { ifindex, name } => (
+            "delete ingress qdisc",
+            name.clone(),
+            tc::del_ingress_qdisc(h, *ifindex).await,
+            true,
+        ),
+        Action::SetTxqlen {
+            ifindex,
+            name,
+            txqlen,
+        } => (
+            "restore txqueuelen",
+            name.clone(),
+            links::set_txqlen(h, *ifindex, *txqlen).await,
+            false,
+        ),
+        Action::ReleaseFromBridge { ifindex, name, mac } => (
+            "release pod interface from bridge",
+            name.clone(),
+            bridge::release(h, *ifindex, *mac).await,
+            false,
+        ),
+        Action::DeleteGroup { group } => (
+            "delete link group",
+            group.to_string(),
+            links::delete_group(h, *group).await,
+            true,
+        ),
+        Action::DeleteLink { ifindex, name, .. } => (
+            "delete link",
+            name.clone(),
+            links::delete(h, *ifindex).await,
+            true,
+        ),
+    };
+    match outcome {
+        Ok(()) => Ok(()),
+        Err(e) if deletes && is_gone(&e) => Ok(()),
+        Err(e) => Err(nl.err(op, on, e)),
+    }
+}
