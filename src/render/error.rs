@@ -217,3 +217,9 @@ pub enum RenderError {
         message: String,
     },
 }
+
+impl From<RenderError> for crate::error::Error {
+    fn from(e: RenderError) -> Self {
+        crate::error::Error::Render(e.to_string())
+    }
+}
