@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 /// Exit codes. They are part of the CLI contract.
 pub mod exit {
+    /// Success.
     pub const OK: i32 = 0;
     /// Unexpected failure (a bug, or an I/O error podtap cannot classify).
     pub const FAILURE: i32 = 1;
@@ -38,61 +39,131 @@ pub mod exit {
     pub const RENDER: i32 = 15;
 }
 
+/// Everything that can go wrong, each with its context and exit code ([`Error::exit_code`]).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The netns path does not exist (exit 3).
     #[error("netns {path}: does not exist{hint}")]
-    NetnsMissing { path: PathBuf, hint: &'static str },
+    NetnsMissing {
+        /// The path given.
+        path: PathBuf,
+        /// Why it may have vanished (for `/proc/PID/ns/net`), or empty.
+        hint: &'static str,
+    },
+    /// The path is not a network namespace (exit 4).
     #[error("netns {path}: not a network namespace ({what})")]
-    NotNetns { path: PathBuf, what: String },
+    NotNetns {
+        /// The path given.
+        path: PathBuf,
+        /// What it is instead.
+        what: String,
+    },
+    /// The path is the host's own netns (exit 5).
     #[error("netns {path}: this is the host's own network namespace; refusing without --allow-host-netns")]
-    HostNetns { path: PathBuf },
+    HostNetns {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// Permission denied (exit 6).
     #[error("{what} {path}: permission denied ({source})")]
     Permission {
+        /// What podtap was doing.
         what: &'static str,
+        /// On which file.
         path: PathBuf,
+        /// The system's error.
         source: io::Error,
     },
+    /// The sandbox id is not valid (exit 7).
     #[error("invalid sandbox id {id:?}: {why}")]
-    BadId { id: String, why: &'static str },
+    BadId {
+        /// The id given.
+        id: String,
+        /// Which rule it breaks.
+        why: &'static str,
+    },
+    /// The checkpoint cannot be read as one (exit 8).
     #[error(
         "checkpoint {path}: corrupt ({why}); inspect it, or run `podtap detach --force --id {id}`"
     )]
     CorruptState {
+        /// The checkpoint file.
         path: PathBuf,
+        /// The sandbox id.
         id: String,
+        /// What is wrong with it.
         why: String,
     },
+    /// Another podtap holds the lock and did not release it in time (exit 9).
     #[error("sandbox {id}: busy, another podtap holds {path}")]
-    Busy { id: String, path: PathBuf },
+    Busy {
+        /// The sandbox id (or netns lock name).
+        id: String,
+        /// The lock file.
+        path: PathBuf,
+    },
+    /// A netlink request or ioctl failed (exit 10; 6 for EPERM/EACCES).
     #[error("netns {netns}: {op}{on}: {source}")]
     Kernel {
+        /// The netns it was sent in.
         netns: String,
+        /// The operation.
         op: String,
+        /// On what object (with a leading space), or empty.
         on: String,
+        /// The kernel's answer.
         source: KernelError,
     },
+    /// The id is already attached to another netns (exit 11).
     #[error("sandbox {id} is already attached to netns {existing} (inode {existing_inode}), not {requested}")]
     Conflict {
+        /// The sandbox id.
         id: String,
+        /// The netns path its checkpoint records.
         existing: String,
+        /// That netns's inode.
         existing_inode: u64,
+        /// The netns path asked for now.
         requested: String,
     },
+    /// `check` found problems (exit 12).
     #[error("sandbox {id}: check failed: {problems}")]
-    CheckFailed { id: String, problems: String },
+    CheckFailed {
+        /// The sandbox id.
+        id: String,
+        /// Every problem, joined with "; ".
+        problems: String,
+    },
+    /// Invalid input that is not a command-line syntax error (exit 13).
     #[error("{0}")]
     Invalid(String),
-
+    /// No checkpoint for this id (exit 14).
     #[error("sandbox {id}: no checkpoint in {dir}")]
-    NotFound { id: String, dir: PathBuf },
+    NotFound {
+        /// The sandbox id.
+        id: String,
+        /// The state directory.
+        dir: PathBuf,
+    },
+    /// A renderer refused the description (exit 15).
     #[error("render: {0}")]
     Render(String),
+    /// More than one failure; the first decides the exit code.
     #[error("{first} (and {more} more failure(s))")]
-    Several { first: Box<Error>, more: usize },
+    Several {
+        /// The first failure.
+        first: Box<Error>,
+        /// How many more there were.
+        more: usize,
+    },
+    /// Another I/O failure (exit 1).
     #[error("{what} {path}: {source}")]
     Io {
+        /// What podtap was doing.
         what: &'static str,
+        /// On which file.
         path: PathBuf,
+        /// The system's error.
         source: io::Error,
     },
 }
@@ -100,13 +171,16 @@ pub enum Error {
 /// The kernel's answer to a failed operation.
 #[derive(Debug, thiserror::Error)]
 pub enum KernelError {
+    /// An errno (from a netlink error message or an ioctl).
     #[error("{0}")]
     Errno(nix::errno::Errno),
+    /// A failure without an errno (a malformed or unexpected reply).
     #[error("{0}")]
     Netlink(String),
 }
 
 impl KernelError {
+    /// The errno, if the kernel gave one.
     pub fn errno(&self) -> Option<nix::errno::Errno> {
         match self {
             KernelError::Errno(e) => Some(*e),
@@ -163,6 +237,7 @@ impl Error {
         }
     }
 
+    /// An I/O error on `path`; permission problems become [`Error::Permission`].
     pub fn io(what: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         let path = path.into();
         if source.kind() == io::ErrorKind::PermissionDenied {
@@ -222,6 +297,7 @@ impl Error {
     }
 }
 
+/// podtap's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]
@@ -230,12 +306,22 @@ mod tests {
 
     #[test]
     fn several_errors_keep_the_first_exit_code() {
-        let kernel = || Error::kernel("/run/netns/p", "delete link", "tap0", nix::errno::Errno::EBUSY);
+        let kernel = || {
+            Error::kernel(
+                "/run/netns/p",
+                "delete link",
+                "tap0",
+                nix::errno::Errno::EBUSY,
+            )
+        };
         assert!(Error::first_of(vec![]).is_none());
         let one = Error::first_of(vec![kernel()]).unwrap();
         assert_eq!(one.exit_code(), exit::KERNEL);
         let three = Error::first_of(vec![kernel(), Error::Invalid("x".into()), kernel()]).unwrap();
         assert_eq!(three.exit_code(), exit::KERNEL, "{three}");
-        assert!(three.to_string().ends_with("(and 2 more failure(s))"), "{three}");
+        assert!(
+            three.to_string().ends_with("(and 2 more failure(s))"),
+            "{three}"
+        );
     }
 }

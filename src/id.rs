@@ -108,7 +108,10 @@ mod tests {
         }
         assert!(SandboxId::new("a".repeat(129)).is_err());
         assert!(SandboxId::for_cni("c/1", "eth0").is_err());
-        assert_eq!(SandboxId::for_cni("c1", "eth0").unwrap().as_str(), "c1-eth0");
+        assert_eq!(
+            SandboxId::for_cni("c1", "eth0").unwrap().as_str(),
+            "c1-eth0"
+        );
     }
 
     #[test]

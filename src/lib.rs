@@ -27,8 +27,7 @@
 //! let state = StateDir::new("/run/podtap");
 //! let id: SandboxId = "pod-1234".parse()?;
 //! let desc = podtap::attach::attach(Path::new("/run/netns/pod"), &id, &AttachOptions::default(), &state)?;
-//! let qemu_args = podtap::render::render(Format::Qemu, &desc)
-//!     .map_err(|e| podtap::error::Error::Render(e.to_string()))?;
+//! let qemu_args = podtap::render::render(Format::Qemu, &desc)?;
 //! println!("{qemu_args}");
 //! podtap::detach::detach(&id, &state)?;
 //! # Ok(())

@@ -203,4 +203,3 @@ async fn wire_tc(nl: &Netlink, plan: &Plan, taps: &[u32]) -> Result<()> {
     filters.into_iter().collect::<Result<Vec<()>>>()?;
     Ok(())
 }
-

@@ -35,7 +35,7 @@ use crate::kernel::netns::NetNs;
 use crate::kernel::tap::{open_queues, TapFlags};
 use crate::model::Description;
 use crate::render::{cloud_hypervisor_net_args, qemu_args, QemuTapSource};
-use crate::state::StateDir;
+use crate::state::{SandboxId, StateDir};
 
 /// The vhost-net character device QEMU's `vhostfds=` wants.
 pub const VHOST_NET: &str = "/dev/vhost-net";
@@ -49,7 +49,7 @@ pub enum Vmm {
 
 /// Run `argv` per the options; returns only on error (exec replaces the process).
 pub fn exec(
-    id: &str,
+    id: &SandboxId,
     state: &StateDir,
     vmm: Option<Vmm>,
     vhost: bool,
@@ -60,6 +60,7 @@ pub fn exec(
         return Err(Error::Invalid("exec: no command given after --".into()));
     }
     let desc = state.description(id)?;
+    let id = id.as_str();
     if enter_netns {
         if vmm.is_some() || vhost {
             return Err(Error::Invalid(

@@ -18,7 +18,8 @@ use crate::doors::cli::OciHookArgs;
 use crate::error::{exit, Error, Result};
 use crate::model::Wiring;
 use crate::plan::AttachOptions;
-use crate::state::{validate_id, StateDir};
+use crate::plan::{parse_queues, TapOwner};
+use crate::state::{SandboxId, StateDir};
 
 /// Annotation keys podtap reads.
 pub mod annotation {
@@ -36,11 +37,7 @@ pub const DEFAULT_OUTPUT: &str = "podtap.json";
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct State {
-    #[serde(default)]
-    pub oci_version: Option<String>,
-    pub id: String,
-    #[serde(default)]
-    pub status: Option<String>,
+    pub id: SandboxId,
     #[serde(default)]
     pub pid: Option<i64>,
     #[serde(default)]
@@ -68,10 +65,14 @@ pub fn run(action: &str, args: &OciHookArgs) -> Result<i32> {
 
 /// Parse and sanity-check the state JSON.
 pub fn parse_state(text: &str) -> Result<State> {
-    let state: State = serde_json::from_str(text)
+    // The id is validated first, so a bad one is exit 7 whatever else is wrong.
+    let value: serde_json::Value = serde_json::from_str(text)
         .map_err(|e| Error::Invalid(format!("oci-hook: invalid OCI state on stdin: {e}")))?;
-    validate_id(&state.id)?;
-    Ok(state)
+    if let Some(id) = value.get("id").and_then(serde_json::Value::as_str) {
+        SandboxId::new(id)?;
+    }
+    serde_json::from_value(value)
+        .map_err(|e| Error::Invalid(format!("oci-hook: invalid OCI state on stdin: {e}")))
 }
 
 fn attach(state: &State, flag_output: Option<&Path>, dir: &StateDir) -> Result<i32> {
@@ -83,7 +84,7 @@ fn attach(state: &State, flag_output: Option<&Path>, dir: &StateDir) -> Result<i
         std::fs::create_dir_all(parent)
             .map_err(|e| Error::io("create description dir", parent, e))?;
     }
-    let desc = crate::attach::attach(&netns, false, &state.id, &opts, dir)?;
+    let desc = crate::attach::attach(&netns, &state.id, &opts, dir)?;
     crate::doors::cli::emit(&desc, Some(&output))?;
     Ok(exit::OK)
 }
@@ -101,29 +102,13 @@ fn detach(state: &State, dir: &StateDir) -> Result<i32> {
 pub fn options(ann: &BTreeMap<String, String>) -> Result<AttachOptions> {
     let mut opts = AttachOptions::default();
     if let Some(mode) = ann.get(annotation::MODE) {
-        opts.mode = match mode.as_str() {
-            "tc" => Wiring::Tc,
-            "bridge" => Wiring::Bridge,
-            other => {
-                return Err(Error::Invalid(format!(
-                    "annotation {}={other:?}: expected tc or bridge",
-                    annotation::MODE
-                )))
-            }
-        };
+        opts.mode = mode
+            .parse::<Wiring>()
+            .map_err(|e| Error::Invalid(format!("annotation {}: {e}", annotation::MODE)))?;
     }
     if let Some(q) = ann.get(annotation::QUEUES) {
-        opts.queues = q
-            .trim()
-            .parse()
-            .ok()
-            .filter(|&q: &u32| q >= 1)
-            .ok_or_else(|| {
-                Error::Invalid(format!(
-                    "annotation {}={q:?}: expected a number of at least 1",
-                    annotation::QUEUES
-                ))
-            })?;
+        opts.queues = parse_queues(q)
+            .map_err(|e| Error::Invalid(format!("annotation {}: {e}", annotation::QUEUES)))?;
     }
     if let Some(list) = ann.get(annotation::INTERFACES) {
         let names: Vec<String> = list
@@ -141,18 +126,10 @@ pub fn options(ann: &BTreeMap<String, String>) -> Result<AttachOptions> {
         opts.interfaces = Some(names);
     }
     if let Some(owner) = ann.get(annotation::TAP_OWNER) {
-        let bad = || {
-            Error::Invalid(format!(
-                "annotation {}={owner:?}: expected UID or UID:GID",
-                annotation::TAP_OWNER
-            ))
-        };
-        let (uid, gid) = match owner.split_once(':') {
-            Some((u, g)) => (u, Some(g)),
-            None => (owner.as_str(), None),
-        };
-        opts.owner = Some(uid.parse().map_err(|_| bad())?);
-        opts.group = gid.map(|g| g.parse().map_err(|_| bad())).transpose()?;
+        let owner: TapOwner = owner
+            .parse()
+            .map_err(|e| Error::Invalid(format!("annotation {}: {e}", annotation::TAP_OWNER)))?;
+        opts = opts.with_tap_owner(owner);
     }
     Ok(opts)
 }

@@ -81,7 +81,13 @@ mod tests {
         assert_eq!(m.0, [2, 0, 10, 255, 16, 1]);
         assert_eq!(m.to_string(), "02:00:0a:ff:10:01");
         assert!(m.is_local_unicast());
-        for bad in ["02:00", "zz:00:00:00:00:00", "02:00:0a:ff:10:01:00", "2:0:a:f:1:1", ""] {
+        for bad in [
+            "02:00",
+            "zz:00:00:00:00:00",
+            "02:00:0a:ff:10:01:00",
+            "2:0:a:f:1:1",
+            "",
+        ] {
             assert!(bad.parse::<MacAddr>().is_err(), "{bad:?}");
         }
         assert_eq!(MacAddr::from_bytes(&[1, 2, 3]), None);

@@ -37,11 +37,6 @@ impl Netlink {
         })
     }
 
-    /// The netns path, for error context.
-    pub fn netns(&self) -> &str {
-        &self.netns
-    }
-
     /// Wrap a kernel failure with this netns and the operation.
     pub fn err(&self, op: &str, on: impl AsRef<str>, e: impl Into<KernelError>) -> Error {
         Error::kernel(&self.netns, op, on, e)

@@ -12,17 +12,22 @@ use std::os::unix::fs::OpenOptionsExt;
 
 const TUN_DEVICE: &str = "/dev/net/tun";
 
-/// TUNSETIFF flags as `c_short`, the width `ifreq.ifr_flags` has (libc exports them as c_int).
+// TUNSETIFF flags as `c_short`, the width `ifreq.ifr_flags` has (libc exports
+// them as c_int). Every one fits in 16 bits.
+#[allow(clippy::cast_possible_truncation)]
 const IFF_TAP: libc::c_short = libc::IFF_TAP as libc::c_short;
+#[allow(clippy::cast_possible_truncation)]
 const IFF_NO_PI: libc::c_short = libc::IFF_NO_PI as libc::c_short;
+#[allow(clippy::cast_possible_truncation)]
 const IFF_VNET_HDR: libc::c_short = libc::IFF_VNET_HDR as libc::c_short;
+#[allow(clippy::cast_possible_truncation)]
 const IFF_MULTI_QUEUE: libc::c_short = libc::IFF_MULTI_QUEUE as libc::c_short;
 /// Fail with EBUSY instead of attaching to a TAP of that name that already exists.
 /// (0x8000: the sign bit of the 16-bit flags field.)
-#[allow(clippy::cast_possible_truncation)]
+#[allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap)]
 const IFF_TUN_EXCL: libc::c_short = libc::IFF_TUN_EXCL as u16 as libc::c_short;
 
-/// A `struct ifreq` for TUNSETIFF/TUNGETIFF: the name, then the flags.
+/// A `struct ifreq` for TUNSETIFF: the name, then the flags.
 fn ifreq(name: &str, flags: libc::c_short) -> io::Result<libc::ifreq> {
     let bytes = name.as_bytes();
     if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
@@ -33,7 +38,7 @@ fn ifreq(name: &str, flags: libc::c_short) -> io::Result<libc::ifreq> {
     }
     let mut req = empty_ifreq();
     for (dst, src) in req.ifr_name.iter_mut().zip(bytes) {
-        *dst = *src as libc::c_char;
+        *dst = libc::c_char::from_ne_bytes([*src]);
     }
     req.ifr_ifru.ifru_flags = flags;
     Ok(req)
@@ -122,19 +127,6 @@ impl TapQueue {
                 libc::TUNSETGROUP,
                 libc::c_ulong::from(gid),
             )
-        })
-    }
-
-    /// The flags the kernel holds for this queue (TUNGETIFF).
-    pub fn flags(&self) -> io::Result<TapFlags> {
-        let mut req = empty_ifreq();
-        // SAFETY: TUNGETIFF writes a `struct ifreq` we own.
-        cvt(unsafe { libc::ioctl(self.file.as_raw_fd(), libc::TUNGETIFF, &mut req) })?;
-        // SAFETY: TUNGETIFF filled in ifru_flags; every bit pattern is a valid c_short.
-        let flags = unsafe { req.ifr_ifru.ifru_flags };
-        Ok(TapFlags {
-            vnet_hdr: flags & IFF_VNET_HDR != 0,
-            multi_queue: flags & IFF_MULTI_QUEUE != 0,
         })
     }
 

@@ -163,9 +163,11 @@ pub fn plan(
             ),
             Wiring::Bridge if mac.is_none() => (
                 Wiring::Tc,
-                Some("a link without an Ethernet address cannot be bridged; \
+                Some(
+                    "a link without an Ethernet address cannot be bridged; \
                       wired with tc redirect instead"
-                    .into()),
+                        .into(),
+                ),
             ),
             Wiring::Bridge if inv.lower_of_stacked.contains(&iface.ifindex) => (
                 Wiring::Tc,
@@ -264,4 +266,3 @@ fn choose_interfaces<'a>(
     }
     Ok(chosen)
 }
-

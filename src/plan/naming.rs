@@ -73,7 +73,6 @@ fn fnv1a(bytes: &[u8]) -> u32 {
     })
 }
 
-
 /// The ifalias podtap puts on its own TAPs and bridges.
 pub fn marker(id: &SandboxId) -> String {
     format!("podtap:{id}")

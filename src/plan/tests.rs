@@ -1,214 +1,246 @@
-    use super::*;
-    use crate::model::{NetnsRef, SCHEMA};
+use std::collections::BTreeSet;
 
-    fn iface(name: &str, ifindex: u32, kind: LinkKind) -> Interface {
-        Interface {
-            name: name.into(),
-            ifindex,
-            kind,
-            kind_raw: None,
-            mac: Some(format!("aa:bb:cc:00:00:{ifindex:02x}")),
-            mtu: 1500,
-            oper_state: "UP".into(),
-            controller: None,
-            eligible: kind.eligible(),
-            ineligible_reason: (!kind.eligible()).then(|| "no".into()),
-            guest_mac: None,
-            addresses: vec![],
-            address_details: vec![],
-            tap: None,
-            wiring: None,
-            wiring_note: None,
-            bridge: None,
-        }
+use super::*;
+use crate::model::{NetnsRef, SCHEMA};
+
+fn sid(s: &str) -> SandboxId {
+    SandboxId::new(s).unwrap()
+}
+
+fn iface(name: &str, ifindex: u32, kind: LinkKind) -> Interface {
+    Interface {
+        name: name.into(),
+        ifindex,
+        kind,
+        kind_raw: None,
+        mac: Some(format!("aa:bb:cc:00:00:{ifindex:02x}")),
+        mtu: 1500,
+        oper_state: "UP".into(),
+        controller: None,
+        eligible: kind.eligible(),
+        ineligible_reason: (!kind.eligible()).then(|| "no".into()),
+        guest_mac: None,
+        addresses: vec![],
+        address_details: vec![],
+        tap: None,
+        wiring: None,
+        wiring_note: None,
+        bridge: None,
     }
+}
 
-    fn desc(ifaces: Vec<Interface>) -> Description {
-        Description {
-            schema: SCHEMA.into(),
-            netns: NetnsRef {
-                path: "/run/netns/t".into(),
-                inode: 1,
-                dev: 2,
-            },
-            ipv6_enabled: true,
-            interfaces: ifaces,
-            routes: vec![],
-            neighbours: vec![],
-            attachment: None,
-        }
+fn desc(ifaces: Vec<Interface>) -> Description {
+    Description {
+        schema: SCHEMA.into(),
+        netns: NetnsRef {
+            path: "/run/netns/t".into(),
+            inode: 1,
+            dev: 2,
+        },
+        ipv6_enabled: true,
+        interfaces: ifaces,
+        routes: vec![],
+        neighbours: vec![],
+        attachment: None,
     }
+}
 
-    #[test]
-    fn picks_eligible_interfaces_and_names_taps() {
-        let d = desc(vec![
-            iface("lo", 1, LinkKind::Loopback),
-            iface("eth0", 2, LinkKind::Veth),
-            iface("net1", 3, LinkKind::Macvlan),
-        ]);
-        let p = plan(&d, &Inventory::default(), &AttachOptions::default(), "s1").unwrap();
-        let names: Vec<_> = p.nics.iter().map(|n| n.tap.name.as_str()).collect();
-        assert_eq!(names, ["tap_eth0", "tap_net1"]);
-        assert!(p
+#[test]
+fn picks_eligible_interfaces_and_names_taps() {
+    let d = desc(vec![
+        iface("lo", 1, LinkKind::Loopback),
+        iface("eth0", 2, LinkKind::Veth),
+        iface("net1", 3, LinkKind::Macvlan),
+    ]);
+    let p = plan(
+        &d,
+        &Inventory::default(),
+        &AttachOptions::default(),
+        &sid("s1"),
+    )
+    .unwrap();
+    let names: Vec<_> = p.nics.iter().map(|n| n.tap.name.as_str()).collect();
+    assert_eq!(names, ["tap_eth0", "tap_net1"]);
+    assert!(p
+        .nics
+        .iter()
+        .all(|n| n.wiring == Wiring::Tc && n.tc.as_ref().unwrap().create_pod_qdisc));
+}
+
+#[test]
+fn long_names_fall_back_to_ifindex_and_stay_unique() {
+    let d = desc(vec![
+        iface("abcdefghijklmno", 7, LinkKind::Veth),
+        iface("tap7", 8, LinkKind::Veth),
+    ]);
+    let p = plan(
+        &d,
+        &Inventory::default(),
+        &AttachOptions::default(),
+        &sid("s"),
+    )
+    .unwrap();
+    assert_eq!(p.nics[0].tap.name, "tap7_1");
+    assert_eq!(p.nics[1].tap.name, "tap_tap7");
+    assert!(p.nics.iter().all(|n| n.tap.name.len() <= MAX_IFNAME));
+}
+
+#[test]
+fn bridge_mode_falls_back_to_tc_for_macvlan() {
+    let d = desc(vec![
+        iface("eth0", 2, LinkKind::Veth),
+        iface("mv0", 3, LinkKind::Macvlan),
+    ]);
+    let opts = AttachOptions {
+        mode: Wiring::Bridge,
+        ..Default::default()
+    };
+    let p = plan(&d, &Inventory::default(), &opts, &sid("s")).unwrap();
+    assert_eq!(p.nics[0].wiring, Wiring::Bridge);
+    let br = p.nics[0].bridge.as_ref().unwrap();
+    assert_eq!(br.name, "br_eth0");
+    assert_ne!(Some(br.pod_mac), p.nics[0].pod.mac);
+    assert!(
+        br.pod_mac.is_local_unicast(),
+        "locally administered unicast"
+    );
+    assert_eq!(p.nics[1].wiring, Wiring::Tc);
+    assert!(p.nics[1]
+        .wiring_note
+        .as_deref()
+        .unwrap()
+        .contains("macvlan"));
+}
+
+#[test]
+fn bridge_mode_falls_back_to_tc_under_a_stacked_link() {
+    let d = desc(vec![iface("eth0", 2, LinkKind::Veth)]);
+    let inv = Inventory {
+        lower_of_stacked: [2].into_iter().collect(),
+        ..Default::default()
+    };
+    let opts = AttachOptions {
+        mode: Wiring::Bridge,
+        ..Default::default()
+    };
+    let p = plan(&d, &inv, &opts, &sid("s")).unwrap();
+    assert_eq!(p.nics[0].wiring, Wiring::Tc);
+    assert!(p.nics[0].bridge.is_none());
+    assert!(p.nics[0]
+        .wiring_note
+        .as_deref()
+        .unwrap()
+        .contains("cannot be bridged"));
+}
+
+#[test]
+fn existing_ingress_is_kept_and_prio_avoids_theirs() {
+    let d = desc(vec![iface("eth0", 2, LinkKind::Veth)]);
+    let mut inv = Inventory::default();
+    inv.ingress.insert(
+        2,
+        IngressState {
+            qdisc: Some("clsact".into()),
+            prios: [TC_PRIO_BASE, 1].into_iter().collect(),
+            ..Default::default()
+        },
+    );
+    let p = plan(&d, &inv, &AttachOptions::default(), &sid("s")).unwrap();
+    let tc = p.nics[0].tc.as_ref().unwrap();
+    assert!(!tc.create_pod_qdisc);
+    assert_eq!(tc.prio, TC_PRIO_BASE + 1);
+}
+
+#[test]
+fn an_interface_wired_by_another_attachment_is_refused() {
+    let d = desc(vec![iface("eth0", 2, LinkKind::Veth)]);
+    let mut inv = Inventory::default();
+    inv.ingress.insert(
+        2,
+        IngressState {
+            qdisc: Some("ingress".into()),
+            prios: [TC_PRIO_BASE].into_iter().collect(),
+            redirects: [TC_PRIO_BASE].into_iter().collect(),
+        },
+    );
+    let err = plan(&d, &inv, &AttachOptions::default(), &sid("s2")).unwrap_err();
+    assert!(err.to_string().contains("already wired"), "{err}");
+}
+
+#[test]
+fn queues_set_multi_queue_only_above_one() {
+    let d = desc(vec![iface("eth0", 2, LinkKind::Veth)]);
+    let one = plan(
+        &d,
+        &Inventory::default(),
+        &AttachOptions::default(),
+        &sid("s"),
+    )
+    .unwrap();
+    assert!(!one.nics[0].tap.multi_queue);
+    let four = plan(
+        &d,
+        &Inventory::default(),
+        &AttachOptions {
+            queues: 4,
+            ..Default::default()
+        },
+        &sid("s"),
+    )
+    .unwrap();
+    assert!(four.nics[0].tap.multi_queue);
+    assert_eq!(four.nics[0].tap.queues, 4);
+    assert!(plan(
+        &d,
+        &Inventory::default(),
+        &AttachOptions {
+            queues: 0,
+            ..Default::default()
+        },
+        &sid("s")
+    )
+    .is_err());
+}
+
+#[test]
+fn interface_selection_errors_are_clear() {
+    let d = desc(vec![
+        iface("lo", 1, LinkKind::Loopback),
+        iface("eth0", 2, LinkKind::Veth),
+    ]);
+    let only = |names: &[&str]| AttachOptions {
+        interfaces: Some(names.iter().map(|s| s.to_string()).collect()),
+        ..Default::default()
+    };
+    assert!(plan(&d, &Inventory::default(), &only(&["nope"]), &sid("s"))
+        .unwrap_err()
+        .to_string()
+        .contains("not found"));
+    assert!(plan(&d, &Inventory::default(), &only(&["lo"]), &sid("s"))
+        .unwrap_err()
+        .to_string()
+        .contains("not eligible"));
+    assert_eq!(
+        plan(&d, &Inventory::default(), &only(&["eth0"]), &sid("s"))
+            .unwrap()
             .nics
-            .iter()
-            .all(|n| n.wiring == Wiring::Tc && n.tc.as_ref().unwrap().create_pod_qdisc));
-    }
+            .len(),
+        1
+    );
+    let none = desc(vec![iface("lo", 1, LinkKind::Loopback)]);
+    assert!(plan(
+        &none,
+        &Inventory::default(),
+        &AttachOptions::default(),
+        &sid("s")
+    )
+    .is_err());
+}
 
-    #[test]
-    fn long_names_fall_back_to_ifindex_and_stay_unique() {
-        let d = desc(vec![
-            iface("abcdefghijklmno", 7, LinkKind::Veth),
-            iface("tap7", 8, LinkKind::Veth),
-        ]);
-        let p = plan(&d, &Inventory::default(), &AttachOptions::default(), "s").unwrap();
-        assert_eq!(p.nics[0].tap.name, "tap7_1");
-        assert_eq!(p.nics[1].tap.name, "tap_tap7");
-        assert!(p.nics.iter().all(|n| n.tap.name.len() <= MAX_IFNAME));
-    }
-
-    #[test]
-    fn bridge_mode_falls_back_to_tc_for_macvlan() {
-        let d = desc(vec![
-            iface("eth0", 2, LinkKind::Veth),
-            iface("mv0", 3, LinkKind::Macvlan),
-        ]);
-        let opts = AttachOptions {
-            mode: Wiring::Bridge,
-            ..Default::default()
-        };
-        let p = plan(&d, &Inventory::default(), &opts, "s").unwrap();
-        assert_eq!(p.nics[0].wiring, Wiring::Bridge);
-        let br = p.nics[0].bridge.as_ref().unwrap();
-        assert_eq!(br.name, "br_eth0");
-        assert_ne!(br.pod_mac, p.nics[0].pod.mac);
-        let first = u8::from_str_radix(&br.pod_mac[..2], 16).unwrap();
-        assert_eq!(first & 0x03, 0x02, "locally administered unicast");
-        assert_eq!(p.nics[1].wiring, Wiring::Tc);
-        assert!(p.nics[1]
-            .wiring_note
-            .as_deref()
-            .unwrap()
-            .contains("macvlan"));
-    }
-
-    #[test]
-    fn bridge_mode_falls_back_to_tc_under_a_stacked_link() {
-        let d = desc(vec![iface("eth0", 2, LinkKind::Veth)]);
-        let inv = Inventory {
-            lower_of_stacked: [2].into_iter().collect(),
-            ..Default::default()
-        };
-        let opts = AttachOptions {
-            mode: Wiring::Bridge,
-            ..Default::default()
-        };
-        let p = plan(&d, &inv, &opts, "s").unwrap();
-        assert_eq!(p.nics[0].wiring, Wiring::Tc);
-        assert!(p.nics[0].bridge.is_none());
-        assert!(p.nics[0]
-            .wiring_note
-            .as_deref()
-            .unwrap()
-            .contains("cannot be bridged"));
-    }
-
-    #[test]
-    fn existing_ingress_is_kept_and_prio_avoids_theirs() {
-        let d = desc(vec![iface("eth0", 2, LinkKind::Veth)]);
-        let mut inv = Inventory::default();
-        inv.ingress.insert(
-            2,
-            IngressState {
-                qdisc: Some("clsact".into()),
-                prios: [TC_PRIO_BASE, 1].into_iter().collect(),
-                ..Default::default()
-            },
-        );
-        let p = plan(&d, &inv, &AttachOptions::default(), "s").unwrap();
-        let tc = p.nics[0].tc.as_ref().unwrap();
-        assert!(!tc.create_pod_qdisc);
-        assert_eq!(tc.prio, TC_PRIO_BASE + 1);
-    }
-
-    #[test]
-    fn an_interface_wired_by_another_attachment_is_refused() {
-        let d = desc(vec![iface("eth0", 2, LinkKind::Veth)]);
-        let mut inv = Inventory::default();
-        inv.ingress.insert(
-            2,
-            IngressState {
-                qdisc: Some("ingress".into()),
-                prios: [TC_PRIO_BASE].into_iter().collect(),
-                redirects: [TC_PRIO_BASE].into_iter().collect(),
-            },
-        );
-        let err = plan(&d, &inv, &AttachOptions::default(), "s2").unwrap_err();
-        assert!(err.to_string().contains("already wired"), "{err}");
-    }
-
-    #[test]
-    fn queues_set_multi_queue_only_above_one() {
-        let d = desc(vec![iface("eth0", 2, LinkKind::Veth)]);
-        let one = plan(&d, &Inventory::default(), &AttachOptions::default(), "s").unwrap();
-        assert!(!one.nics[0].tap.multi_queue);
-        let four = plan(
-            &d,
-            &Inventory::default(),
-            &AttachOptions {
-                queues: 4,
-                ..Default::default()
-            },
-            "s",
-        )
-        .unwrap();
-        assert!(four.nics[0].tap.multi_queue);
-        assert_eq!(four.nics[0].tap.queues, 4);
-        assert!(plan(
-            &d,
-            &Inventory::default(),
-            &AttachOptions {
-                queues: 0,
-                ..Default::default()
-            },
-            "s"
-        )
-        .is_err());
-    }
-
-    #[test]
-    fn interface_selection_errors_are_clear() {
-        let d = desc(vec![
-            iface("lo", 1, LinkKind::Loopback),
-            iface("eth0", 2, LinkKind::Veth),
-        ]);
-        let only = |names: &[&str]| AttachOptions {
-            interfaces: Some(names.iter().map(|s| s.to_string()).collect()),
-            ..Default::default()
-        };
-        assert!(plan(&d, &Inventory::default(), &only(&["nope"]), "s")
-            .unwrap_err()
-            .to_string()
-            .contains("not found"));
-        assert!(plan(&d, &Inventory::default(), &only(&["lo"]), "s")
-            .unwrap_err()
-            .to_string()
-            .contains("not eligible"));
-        assert_eq!(
-            plan(&d, &Inventory::default(), &only(&["eth0"]), "s")
-                .unwrap()
-                .nics
-                .len(),
-            1
-        );
-        let none = desc(vec![iface("lo", 1, LinkKind::Loopback)]);
-        assert!(plan(&none, &Inventory::default(), &AttachOptions::default(), "s").is_err());
-    }
-
-    #[test]
-    fn link_group_is_stable_and_avoids_used() {
-        let g = link_group("sandbox", &BTreeSet::new());
-        assert_eq!(g, preferred_group("sandbox"));
-        let used: BTreeSet<u32> = [g].into_iter().collect();
-        assert_ne!(link_group("sandbox", &used), g);
-    }
+#[test]
+fn link_group_is_stable_and_avoids_used() {
+    let g = link_group(&sid("sandbox"), &BTreeSet::new());
+    assert_eq!(g, preferred_group(&sid("sandbox")));
+    let used: BTreeSet<u32> = [g].into_iter().collect();
+    assert_ne!(link_group(&sid("sandbox"), &used), g);
+}

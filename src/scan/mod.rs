@@ -1,8 +1,8 @@
 //! Read a pod netns into a [`Description`]: one netlink dump per object type.
 //!
-//! [`scan`] is the read-only entry point. Inside the crate, attach uses
-//! [`dump`] and [`from_dump`] on its own connection, so that it plans from
-//! exactly the messages it scanned.
+//! [`scan`] is the read-only entry point. Inside the crate, attach dumps and
+//! describes on its own connection, so that it plans from exactly the
+//! messages it scanned.
 
 pub(crate) mod parse;
 #[cfg(test)]

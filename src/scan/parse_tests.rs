@@ -33,8 +33,14 @@ fn link(index: u32, name: &str, kind: Option<InfoKind>, ether: bool) -> LinkMess
     m.attributes.push(LinkAttribute::Mtu(1500));
     m.attributes.push(LinkAttribute::OperState(State::Up));
     if ether {
-        m.attributes
-            .push(LinkAttribute::Address(vec![0x0e, 0, 0, 0, 0, index as u8]));
+        m.attributes.push(LinkAttribute::Address(vec![
+            0x0e,
+            0,
+            0,
+            0,
+            0,
+            u8::try_from(index).unwrap_or(0xff),
+        ]));
     }
     if let Some(k) = kind {
         m.attributes

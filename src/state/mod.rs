@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use crate::id::{SandboxId, MAX_ID_LEN};
-pub use checkpoint::{Checkpoint, Created, Phase, VERSION};
 pub(crate) use checkpoint::created_ifindex;
+pub use checkpoint::{Checkpoint, Created, Phase, VERSION};
 pub(crate) use lock::{Lock, LOCK_TIMEOUT};
 pub(crate) use write::write_atomic;
 
@@ -95,11 +95,7 @@ impl StateDir {
 
     /// Run `work` under the lock for `id`. If no checkpoint is left afterwards
     /// (detached, failed, unknown), the lock file goes too.
-    pub(crate) fn locked<T>(
-        &self,
-        id: &SandboxId,
-        work: impl FnOnce() -> Result<T>,
-    ) -> Result<T> {
+    pub(crate) fn locked<T>(&self, id: &SandboxId, work: impl FnOnce() -> Result<T>) -> Result<T> {
         let lock = self.lock(id, LOCK_TIMEOUT)?;
         let result = work();
         if !self.file(id).exists() {

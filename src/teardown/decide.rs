@@ -114,13 +114,6 @@ pub struct Undo {
     pub warnings: Vec<String>,
 }
 
-impl Undo {
-    /// Whether there is nothing to do.
-    pub fn is_empty(&self) -> bool {
-        self.pod_side.iter().all(Vec::is_empty) && self.links.is_empty()
-    }
-}
-
 /// Undo what a checkpoint records. Links are podtap's when their ifindex is
 /// in `created` or they are in the plan's group; `match_names` also takes a
 /// TAP or bridge with a planned name, only for an attach that died before it
@@ -130,7 +123,9 @@ pub fn undo_recorded(plan: &Plan, created: &[Created], now: &Observed, match_nam
     let mut undo = Undo::default();
     for nic in &plan.nics {
         match now.links.get(&nic.pod.ifindex) {
-            Some(live) => undo.pod_side.push(restore_pod(nic, live, now, &mut undo.warnings)),
+            Some(live) => undo
+                .pod_side
+                .push(restore_pod(nic, live, now, &mut undo.warnings)),
             None => undo.warnings.push(format!(
                 "pod interface {} (ifindex {}) is gone",
                 nic.pod.name, nic.pod.ifindex
@@ -248,7 +243,7 @@ fn delete_links<'a>(
     live: impl Iterator<Item = &'a LinkState>,
 ) -> Vec<Action> {
     let ours_idx: BTreeSet<u32> = ours.iter().map(|l| l.ifindex).collect();
-    let foreign_in_group = live.any(|l| l.group == group && !ours_idx.contains(&l.ifindex));
+    let foreign_in_group = { live }.any(|l| l.group == group && !ours_idx.contains(&l.ifindex));
     let by_group = !foreign_in_group && ours.iter().any(|l| l.group == group);
     let mut actions = Vec::new();
     if by_group {
@@ -307,8 +302,7 @@ pub fn undo_by_markers(id: &SandboxId, now: &Observed) -> Undo {
             });
         }
         for f in now.filters_of(l.ifindex) {
-            if plan::is_podtap_prio(f.prio) && f.redirect_to.is_some_and(|t| our_idx.contains(&t))
-            {
+            if plan::is_podtap_prio(f.prio) && f.redirect_to.is_some_and(|t| our_idx.contains(&t)) {
                 steps.push(Action::DeleteFilter {
                     ifindex: l.ifindex,
                     name: l.name.clone(),
@@ -343,11 +337,7 @@ fn missing_nic(nic: &NicPlan, created: &[Created], now: &Observed, problems: &mu
         return;
     };
     let tap_idx = created_ifindex(created, &nic.tap.name);
-    let Some(tap) = now
-        .links
-        .get(&tap_idx)
-        .filter(|l| l.is_kind(InfoKind::Tun))
-    else {
+    let Some(tap) = now.links.get(&tap_idx).filter(|l| l.is_kind(InfoKind::Tun)) else {
         problems.push(format!(
             "TAP {} (ifindex {tap_idx}) is missing",
             nic.tap.name

@@ -63,7 +63,12 @@ pub async fn missing(nl: &Netlink, plan: &Plan, created: &[Created]) -> Result<V
         .nics
         .iter()
         .filter(|n| n.tc.is_some())
-        .flat_map(|n| [n.pod.ifindex, crate::state::created_ifindex(created, &n.tap.name)])
+        .flat_map(|n| {
+            [
+                n.pod.ifindex,
+                crate::state::created_ifindex(created, &n.tap.name),
+            ]
+        })
         .collect();
     let now = execute::observe(nl, |l| wired.contains(&l.ifindex)).await?;
     Ok(decide::missing(plan, created, &now))

@@ -44,9 +44,9 @@ pub enum Command {
         #[arg(long)]
         id: String,
         /// Wiring between each pod interface and its TAP.
-        #[arg(long, value_enum, default_value_t = ModeArg::Tc)]
-        mode: ModeArg,
-        /// Queues per TAP; more than 1 makes a multi-queue TAP.
+        #[arg(long, default_value = "tc", value_parser = ["tc", "bridge"])]
+        mode: String,
+        /// Queues per TAP (1-256); more than 1 makes a multi-queue TAP.
         #[arg(long, default_value_t = 1)]
         queues: u32,
         /// Create TAPs without IFF_VNET_HDR.
@@ -163,14 +163,6 @@ pub struct StateArgs {
     /// State directory (tmpfs, like the netns it describes).
     #[arg(long, env = "PODTAP_STATE_DIR", default_value = crate::state::DEFAULT_STATE_DIR)]
     pub state_dir: PathBuf,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ModeArg {
-    /// ingress qdisc + u32 match-all + mirred redirect, both ways (works for every kind).
-    Tc,
-    /// A Linux bridge per interface (veth and physical; others fall back to tc).
-    Bridge,
 }
 
 /// Options of `podtap oci-hook` (annotations `io.podtap.*` override them).

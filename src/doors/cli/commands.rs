@@ -1,12 +1,11 @@
 //! One handler per subcommand.
 
 use crate::error::{exit, Error, Result};
-use crate::kernel::netns::NetNs;
 use crate::model::{Description, Wiring};
-use crate::plan::AttachOptions;
-use crate::state::StateDir;
+use crate::plan::{AttachOptions, TapOwner};
+use crate::state::{SandboxId, StateDir};
 
-use super::args::{ModeArg, StateArgs};
+use super::args::StateArgs;
 use super::{emit, emit_text, Command};
 
 pub fn dispatch(cli: super::Cli) -> Result<i32> {
@@ -16,8 +15,7 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
             allow_host_netns,
             output,
         } => {
-            let ns = NetNs::open(&netns, allow_host_netns)?;
-            let desc = crate::scan::scan(&ns)?;
+            let desc = crate::scan::scan(&netns, allow_host_netns)?;
             emit(&desc, output.as_deref())?;
         }
         Command::Attach {
@@ -32,23 +30,22 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
             allow_host_netns,
             output,
         } => {
-            let (owner, group) = match tap_owner.as_deref() {
-                Some(s) => parse_owner(s)?,
-                None => (None, None),
-            };
-            let opts = AttachOptions {
-                mode: match mode {
-                    ModeArg::Tc => Wiring::Tc,
-                    ModeArg::Bridge => Wiring::Bridge,
-                },
+            let id: SandboxId = id.parse()?;
+            let mut opts = AttachOptions {
+                mode: mode.parse::<Wiring>()?,
                 queues,
                 vnet_hdr: !no_vnet_hdr,
-                owner,
-                group,
                 interfaces,
+                ..AttachOptions::default()
             };
+            if let Some(owner) = tap_owner.as_deref() {
+                let owner: TapOwner = owner
+                    .parse()
+                    .map_err(|e| Error::Invalid(format!("--tap-owner {e}")))?;
+                opts = opts.with_tap_owner(owner);
+            }
             let desc =
-                crate::attach::attach(&netns, allow_host_netns, &id, &opts, &state_dir(&state))?;
+                crate::attach::attach_in(&netns, allow_host_netns, &id, &opts, &state_dir(&state))?;
             emit(&desc, output.as_deref())?;
         }
         Command::Detach {
@@ -57,7 +54,13 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
             force,
             netns,
         } => {
-            let report = crate::detach::detach(&id, &state_dir(&state), force, netns.as_deref())?;
+            let id: SandboxId = id.parse()?;
+            let state = state_dir(&state);
+            let report = if force {
+                crate::detach::force_detach(&id, &state, netns.as_deref())?
+            } else {
+                crate::detach::detach(&id, &state)?
+            };
             if !report.found {
                 eprintln!("podtap: sandbox {id}: nothing to detach");
             }
@@ -66,7 +69,7 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
             }
         }
         Command::Check { id, state } => {
-            crate::check::check(&id, &state_dir(&state))?;
+            crate::check::check(&id.parse()?, &state_dir(&state))?;
             println!("sandbox {id}: ok");
         }
         Command::List { state, json } => list(&state_dir(&state), json)?,
@@ -77,7 +80,7 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
             state,
         } => {
             let desc = match (id, description) {
-                (Some(id), _) => state_dir(&state).description(&id)?,
+                (Some(id), _) => state_dir(&state).description(&id.parse()?)?,
                 (None, Some(path)) => read_description(&path)?,
                 (None, None) => {
                     return Err(Error::Invalid("render needs --id or --description".into()))
@@ -99,7 +102,7 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
             argv,
         } => {
             return crate::doors::exec::exec(
-                &id,
+                &id.parse()?,
                 &state_dir(&state),
                 vmm,
                 vhost,
@@ -115,24 +118,6 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
 
 fn state_dir(args: &StateArgs) -> StateDir {
     StateDir::new(&args.state_dir)
-}
-
-/// `UID` or `UID:GID`.
-fn parse_owner(s: &str) -> Result<(Option<u32>, Option<u32>)> {
-    let bad = || {
-        Error::Invalid(format!(
-            "--tap-owner {s:?}: expected UID or UID:GID (numbers)"
-        ))
-    };
-    let (uid, gid) = match s.split_once(':') {
-        Some((u, g)) => (u, Some(g)),
-        None => (s, None),
-    };
-    let uid = uid.parse::<u32>().map_err(|_| bad())?;
-    let gid = gid
-        .map(|g| g.parse::<u32>().map_err(|_| bad()))
-        .transpose()?;
-    Ok((Some(uid), gid))
 }
 
 fn read_description(path: &std::path::Path) -> Result<Description> {
@@ -194,17 +179,4 @@ fn list(state: &StateDir, json: bool) -> Result<()> {
         }
     }
     emit_text(&out, None)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn owner_parses() {
-        assert_eq!(parse_owner("1000").unwrap(), (Some(1000), None));
-        assert_eq!(parse_owner("1000:100").unwrap(), (Some(1000), Some(100)));
-        assert!(parse_owner("bob").is_err());
-        assert!(parse_owner("1:x").is_err());
-    }
 }

@@ -9,7 +9,7 @@ use super::config::{self, NetConf, LATEST_VERSION, SUPPORTED_VERSIONS};
 use super::registry::{Entry, Registry};
 use super::result::{self, TapEntry};
 use super::{code, CniError, Env};
-use crate::state::{validate_id, StateDir};
+use crate::state::{SandboxId, StateDir};
 
 /// Dispatch on `CNI_COMMAND`; `Ok(Some(json))` is printed on stdout.
 pub fn run(env: &Env, stdin: &str) -> Result<Option<Value>, CniError> {
@@ -35,16 +35,14 @@ fn version() -> Value {
 }
 
 /// The sandbox id of one CNI attachment: `<containerID>-<ifname>`.
-pub fn sandbox_id(container_id: &str, ifname: &str) -> Result<String, CniError> {
-    let id = format!("{container_id}-{ifname}");
-    validate_id(&id).map_err(|e| {
+pub fn sandbox_id(container_id: &str, ifname: &str) -> Result<SandboxId, CniError> {
+    SandboxId::for_cni(container_id, ifname).map_err(|e| {
         CniError::new(
             code::INVALID_ENV,
             "CNI_CONTAINERID/CNI_IFNAME do not make a valid sandbox id",
         )
         .details(e.to_string())
-    })?;
-    Ok(id)
+    })
 }
 
 fn network_name(conf: &NetConf) -> String {
@@ -81,7 +79,7 @@ fn add(env: &Env, conf: &NetConf) -> Result<Value, CniError> {
             },
         )?;
     }
-    let desc = match crate::attach::attach(Path::new(netns), false, &id, &opts, &state) {
+    let desc = match crate::attach::attach(Path::new(netns), &id, &opts, &state) {
         Ok(desc) => desc,
         Err(e) => {
             // attach undoes a failed attempt; drop the marker unless a checkpoint survived.
@@ -126,7 +124,7 @@ fn del(env: &Env, conf: &NetConf) -> Result<(), CniError> {
 }
 
 /// Detach `id`; a corrupt checkpoint is cleaned up by podtap's markers in `netns`.
-fn detach(id: &str, state: &StateDir, netns: Option<&str>) -> Result<(), CniError> {
+fn detach(id: &SandboxId, state: &StateDir, netns: Option<&str>) -> Result<(), CniError> {
     let report = crate::detach::detach_for_teardown(id, state, netns.map(Path::new))?;
     for w in report.warnings {
         tracing::warn!("sandbox {id}: {w}");
@@ -183,9 +181,10 @@ fn gc(conf: &NetConf) -> Result<(), CniError> {
         .valid_attachments
         .as_ref()
         .ok_or_else(|| CniError::new(code::INVALID_CONFIG, "GC needs cni.dev/valid-attachments"))?;
-    let keep: BTreeSet<String> = valid
+    // An attachment that makes no valid id cannot have a checkpoint to keep.
+    let keep: BTreeSet<SandboxId> = valid
         .iter()
-        .map(|a| format!("{}-{}", a.container_id, a.ifname))
+        .filter_map(|a| SandboxId::for_cni(&a.container_id, &a.ifname).ok())
         .collect();
     let network = network_name(conf);
     let state_path = conf.state_dir();

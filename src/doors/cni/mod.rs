@@ -15,12 +15,11 @@ use std::io::{Read, Write};
 
 use serde::Serialize;
 
-pub use config::{LATEST_VERSION, SUPPORTED_VERSIONS};
+pub use config::LATEST_VERSION;
 
 /// The spec's well-known error codes, and podtap's own (100 + its exit code).
 pub mod code {
     pub const INCOMPATIBLE_VERSION: u32 = 1;
-    pub const UNSUPPORTED_FIELD: u32 = 2;
     pub const CONTAINER_UNKNOWN: u32 = 3;
     pub const INVALID_ENV: u32 = 4;
     pub const IO_FAILURE: u32 = 5;
@@ -63,7 +62,7 @@ impl From<crate::error::Error> for CniError {
     fn from(e: crate::error::Error) -> Self {
         use crate::error::Error;
         let exit = e.exit_code();
-        let code = match &e {
+        let code = match e.primary() {
             Error::NetnsMissing { .. } => code::CONTAINER_UNKNOWN,
             Error::BadId { .. } => code::INVALID_ENV,
             Error::Busy { .. } => code::TRY_AGAIN_LATER,

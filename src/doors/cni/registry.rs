@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::state::{write_atomic, StateDir};
+use crate::state::{write_atomic, SandboxId, StateDir};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
@@ -35,7 +35,7 @@ impl Registry {
         }
     }
 
-    pub fn record(&self, id: &str, entry: &Entry) -> Result<()> {
+    pub fn record(&self, id: &SandboxId, entry: &Entry) -> Result<()> {
         self.dir.ensure()?;
         let text = serde_json::to_vec(entry)
             .map_err(|e| Error::Invalid(format!("serialize CNI registry entry: {e}")))?;
@@ -43,16 +43,16 @@ impl Registry {
     }
 
     /// The entry for `id`; `None` when absent or unreadable (a hint, never fatal).
-    pub fn get(&self, id: &str) -> Option<Entry> {
+    pub fn get(&self, id: &SandboxId) -> Option<Entry> {
         let text = std::fs::read_to_string(self.dir.file(id)).ok()?;
         serde_json::from_str(&text).ok()
     }
 
-    pub fn forget(&self, id: &str) -> Result<()> {
+    pub fn forget(&self, id: &SandboxId) -> Result<()> {
         self.dir.remove(id)
     }
 
-    pub fn ids(&self) -> Result<Vec<String>> {
+    pub fn ids(&self) -> Result<Vec<SandboxId>> {
         self.dir.ids()
     }
 }

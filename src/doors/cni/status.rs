@@ -10,9 +10,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use super::{code, CniError};
+use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
 use crate::kernel::tc;
-use crate::scan::Netlink;
 
 pub fn probe() -> Result<(), CniError> {
     probe_tun()?;

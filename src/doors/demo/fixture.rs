@@ -102,8 +102,8 @@ impl DemoPod {
 
         let peer_ns = crate::kernel::netns::NetNs::open(self.peer.path(), false)?;
         let pod_ns = crate::kernel::netns::NetNs::open(self.pod.path(), false)?;
-        let peer = crate::scan::Netlink::connect(&peer_ns)?;
-        let pod = crate::scan::Netlink::connect(&pod_ns)?;
+        let peer = crate::kernel::netlink::Netlink::connect(&peer_ns)?;
+        let pod = crate::kernel::netlink::Netlink::connect(&pod_ns)?;
         let pod_file =
             File::open(self.pod.path()).map_err(|e| Error::io("open", self.pod.path(), e))?;
 
@@ -140,7 +140,7 @@ impl DemoPod {
         let eth0 = index(pod.handle.clone(), "eth0").await;
         let lo = index(pod.handle.clone(), "lo").await;
 
-        let addr = |nl: &crate::scan::Netlink, idx: u32, cidr: &str| {
+        let addr = |nl: &crate::kernel::netlink::Netlink, idx: u32, cidr: &str| {
             let (ip, len) = cidr.split_once('/').unwrap_or((cidr, "128"));
             let ip: IpAddr = ip.parse().unwrap_or(IpAddr::from([0, 0, 0, 0]));
             let mut req = nl.handle.address().add(idx, ip, len.parse().unwrap_or(32));

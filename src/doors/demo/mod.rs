@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::kernel::netns::NetNs;
 use crate::model::Description;
 use crate::plan::AttachOptions;
-use crate::state::StateDir;
+use crate::state::{SandboxId, StateDir};
 
 /// Build a demo pod, attach, print the description and a QEMU command line,
 /// optionally boot the test guest on the TAP (`boot`), detach, clean up.
@@ -22,7 +22,7 @@ pub fn run(keep: bool, boot: bool) -> Result<()> {
     let tag = format!("podtap-demo-{}", std::process::id());
     let demo = DemoPod::create(&tag)?;
     let state = StateDir::new(std::env::temp_dir().join(&tag));
-    let id = tag.clone();
+    let id = SandboxId::new(tag.clone())?;
     eprintln!(
         "podtap demo: pod netns {} (eth0 {} / {}), peer netns {}",
         demo.pod.path().display(),
@@ -37,20 +37,14 @@ pub fn run(keep: bool, boot: bool) -> Result<()> {
         // addresses to leave DAD: compare settled state with settled state.
         settled_scan(&pod_ns)?
     } else {
-        crate::scan::scan(&pod_ns)?
+        crate::scan::scan_ns(&pod_ns)?
     };
     eprintln!(
         "podtap demo: scanned {} interface(s), {} route(s)",
         before.interfaces.len(),
         before.routes.len()
     );
-    let desc = crate::attach::attach(
-        demo.pod.path(),
-        false,
-        &id,
-        &AttachOptions::default(),
-        &state,
-    )?;
+    let desc = crate::attach::attach(demo.pod.path(), &id, &AttachOptions::default(), &state)?;
     crate::doors::cli::emit(&desc, None)?;
     match crate::render::render(crate::render::Format::Qemu, &desc) {
         Ok(args) => {
@@ -63,7 +57,11 @@ pub fn run(keep: bool, boot: bool) -> Result<()> {
         }
         Err(e) => eprintln!("podtap demo: qemu render: {e}"),
     }
-    let guest_problem = if boot { boot_guest(&id, &desc) } else { None };
+    let guest_problem = if boot {
+        boot_guest(id.as_str(), &desc)
+    } else {
+        None
+    };
     if keep {
         eprintln!(
             "podtap demo: --keep: leaving {} and {} attached (sandbox id {id}, state dir {})",
@@ -73,15 +71,18 @@ pub fn run(keep: bool, boot: bool) -> Result<()> {
         );
         std::mem::forget(demo);
         return match guest_problem {
-            Some(problems) => Err(Error::CheckFailed { id, problems }),
+            Some(problems) => Err(Error::CheckFailed {
+                id: id.to_string(),
+                problems,
+            }),
             None => Ok(()),
         };
     }
-    let report = crate::detach::detach(&id, &state, false, None)?;
+    let report = crate::detach::detach(&id, &state)?;
     for w in report.warnings {
         eprintln!("podtap demo: warning: {w}");
     }
-    let after = crate::scan::scan(&NetNs::open(demo.pod.path(), false)?)?;
+    let after = crate::scan::scan(demo.pod.path(), false)?;
     // DAD may finish between the two scans: that is the kernel, not podtap.
     let settled = |d: &Description| {
         let mut ifs = d.interfaces.clone();
@@ -112,7 +113,7 @@ pub fn run(keep: bool, boot: bool) -> Result<()> {
         Ok(())
     } else {
         Err(Error::CheckFailed {
-            id,
+            id: id.to_string(),
             problems: problems.join("; "),
         })
     }
@@ -121,7 +122,7 @@ pub fn run(keep: bool, boot: bool) -> Result<()> {
 /// Scan once no address is tentative any more (DAD done), or after 5 s.
 fn settled_scan(ns: &NetNs) -> Result<Description> {
     for _ in 0..50 {
-        let desc = crate::scan::scan(ns)?;
+        let desc = crate::scan::scan_ns(ns)?;
         let tentative = desc
             .interfaces
             .iter()
@@ -132,7 +133,7 @@ fn settled_scan(ns: &NetNs) -> Result<Description> {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    crate::scan::scan(ns)
+    crate::scan::scan_ns(ns)
 }
 
 /// The QEMU binary `--boot` runs (`PODTAP_QEMU` overrides it).

@@ -1,0 +1,302 @@
+//! Unit tests of teardown's decisions, on hand-made kernel states.
+
+use std::collections::BTreeMap;
+
+use super::decide::{missing, our_links, undo_by_markers, undo_recorded, Action, Observed};
+use crate::id::SandboxId;
+use crate::kernel::links::LinkState;
+use crate::kernel::mac::MacAddr;
+use crate::kernel::tc::FilterInfo;
+use crate::model::{LinkKind, Wiring};
+use crate::plan::{self, BridgePlan, NicPlan, Plan, PodSide, TapPlan, TcPlan, TC_PRIO_BASE};
+use crate::state::Created;
+
+const GROUP: u32 = 0x7064_0001;
+
+fn id() -> SandboxId {
+    SandboxId::new("s1").unwrap()
+}
+
+fn mac(last: u8) -> MacAddr {
+    MacAddr([0xaa, 0xbb, 0xcc, 0, 0, last])
+}
+
+fn link(ifindex: u32, name: &str, kind: Option<&str>) -> LinkState {
+    LinkState {
+        ifindex,
+        name: name.into(),
+        kind: kind.map(str::to_string),
+        mtu: 1500,
+        up: true,
+        mac: Some(mac(u8::try_from(ifindex).unwrap())),
+        txqlen: Some(1000),
+        ..LinkState::default()
+    }
+}
+
+fn tap(ifindex: u32, name: &str) -> LinkState {
+    LinkState {
+        group: GROUP,
+        alias: Some(plan::marker(&id())),
+        ..link(ifindex, name, Some("tun"))
+    }
+}
+
+fn nic(pod: u32, tap: &str, wiring: Wiring) -> NicPlan {
+    NicPlan {
+        pod: PodSide {
+            ifindex: pod,
+            name: format!("eth{pod}"),
+            mac: Some(mac(u8::try_from(pod).unwrap())),
+            mtu: 1500,
+            kind: LinkKind::Veth,
+            txqlen: Some(0),
+        },
+        tap: TapPlan {
+            name: tap.into(),
+            mtu: 1500,
+            queues: 1,
+            vnet_hdr: true,
+            multi_queue: false,
+            owner: None,
+            group: None,
+        },
+        wiring,
+        wiring_note: None,
+        tc: (wiring == Wiring::Tc).then_some(TcPlan {
+            prio: TC_PRIO_BASE,
+            create_pod_qdisc: true,
+            existing_pod_qdisc: None,
+        }),
+        bridge: (wiring == Wiring::Bridge).then(|| BridgePlan {
+            name: format!("br_eth{pod}"),
+            pod_mac: MacAddr([0x06, 1, 2, 3, 4, u8::try_from(pod).unwrap()]),
+        }),
+    }
+}
+
+fn the_plan(nics: Vec<NicPlan>) -> Plan {
+    Plan {
+        id: id(),
+        mode: Wiring::Tc,
+        group: GROUP,
+        nics,
+    }
+}
+
+fn created(ifindex: u32, name: &str, kind: &str) -> Created {
+    Created {
+        name: name.into(),
+        ifindex,
+        kind: kind.into(),
+    }
+}
+
+fn observed(links: Vec<LinkState>, filters: Vec<(u32, Vec<FilterInfo>)>) -> Observed {
+    Observed {
+        links: links.into_iter().map(|l| (l.ifindex, l)).collect(),
+        filters: filters.into_iter().collect::<BTreeMap<_, _>>(),
+    }
+}
+
+fn ours_filter(to: u32) -> FilterInfo {
+    FilterInfo {
+        prio: TC_PRIO_BASE,
+        redirect_to: Some(to),
+    }
+}
+
+#[test]
+fn tc_undo_removes_filter_qdisc_and_restores_txqlen_then_deletes_the_group() {
+    let plan = the_plan(vec![nic(2, "tap_eth2", Wiring::Tc)]);
+    let now = observed(
+        vec![link(2, "eth2", Some("veth")), tap(5, "tap_eth2")],
+        vec![(2, vec![ours_filter(5)])],
+    );
+    let undo = undo_recorded(&plan, &[created(5, "tap_eth2", "tap")], &now, false);
+    assert_eq!(
+        undo.pod_side,
+        vec![vec![
+            Action::DeleteFilter {
+                ifindex: 2,
+                name: "eth2".into(),
+                prio: TC_PRIO_BASE
+            },
+            Action::DeleteIngressQdisc {
+                ifindex: 2,
+                name: "eth2".into()
+            },
+            Action::SetTxqlen {
+                ifindex: 2,
+                name: "eth2".into(),
+                txqlen: 0
+            },
+        ]]
+    );
+    assert_eq!(undo.links, vec![Action::DeleteGroup { group: GROUP }]);
+    assert!(undo.warnings.is_empty(), "{:?}", undo.warnings);
+}
+
+#[test]
+fn a_foreign_filter_keeps_the_qdisc() {
+    let plan = the_plan(vec![nic(2, "tap_eth2", Wiring::Tc)]);
+    let foreign = FilterInfo {
+        prio: 1,
+        redirect_to: None,
+    };
+    let now = observed(
+        vec![link(2, "eth2", Some("veth")), tap(5, "tap_eth2")],
+        vec![(2, vec![ours_filter(5), foreign])],
+    );
+    let undo = undo_recorded(&plan, &[created(5, "tap_eth2", "tap")], &now, false);
+    assert!(!undo.pod_side[0]
+        .iter()
+        .any(|a| matches!(a, Action::DeleteIngressQdisc { .. })));
+    assert!(undo.warnings[0].contains("kept the ingress qdisc"));
+}
+
+#[test]
+fn gone_objects_are_warnings_and_nothing_is_deleted() {
+    let plan = the_plan(vec![nic(2, "tap_eth2", Wiring::Tc)]);
+    let now = observed(vec![link(1, "lo", None)], vec![]);
+    let undo = undo_recorded(&plan, &[created(5, "tap_eth2", "tap")], &now, false);
+    assert!(undo.pod_side.is_empty() && undo.links.is_empty());
+    assert_eq!(undo.warnings.len(), 2, "{:?}", undo.warnings);
+}
+
+#[test]
+fn a_foreign_link_in_the_group_means_one_by_one() {
+    let plan = the_plan(vec![nic(2, "tap_eth2", Wiring::Tc)]);
+    let stranger = LinkState {
+        group: GROUP,
+        ..link(9, "theirs", Some("veth"))
+    };
+    let now = observed(
+        vec![link(2, "eth2", Some("veth")), tap(5, "tap_eth2"), stranger],
+        vec![],
+    );
+    let undo = undo_recorded(&plan, &[created(5, "tap_eth2", "tap")], &now, false);
+    assert_eq!(
+        undo.links,
+        vec![Action::DeleteLink {
+            ifindex: 5,
+            name: "tap_eth2".into(),
+            kind: "tun".into()
+        }]
+    );
+}
+
+#[test]
+fn names_count_only_for_a_dead_attach_and_only_when_unclaimed() {
+    let plan = the_plan(vec![nic(2, "tap_eth2", Wiring::Tc)]);
+    let ungrouped = LinkState {
+        group: 0,
+        alias: None,
+        ..tap(5, "tap_eth2")
+    };
+    let theirs = LinkState {
+        alias: Some("someone-else".into()),
+        ..ungrouped.clone()
+    };
+    for (live, match_names, expect) in [
+        (&ungrouped, true, 1),
+        (&ungrouped, false, 0),
+        (&theirs, true, 0),
+    ] {
+        let ours = our_links(&plan, &[], std::iter::once(live), match_names);
+        assert_eq!(ours.len(), expect, "{live:?} match_names={match_names}");
+    }
+}
+
+#[test]
+fn bridge_undo_releases_the_pod_interface_with_its_own_mac() {
+    let plan = the_plan(vec![nic(2, "tap_eth2", Wiring::Bridge)]);
+    let bridged = LinkState {
+        controller: Some(6),
+        mac: Some(MacAddr([0x06, 1, 2, 3, 4, 2])),
+        ..link(2, "eth2", Some("veth"))
+    };
+    let now = observed(vec![bridged, tap(5, "tap_eth2")], vec![]);
+    let undo = undo_recorded(&plan, &[created(5, "tap_eth2", "tap")], &now, false);
+    assert!(undo.pod_side[0].contains(&Action::ReleaseFromBridge {
+        ifindex: 2,
+        name: "eth2".into(),
+        mac: mac(2)
+    }));
+}
+
+#[test]
+fn markers_find_taps_filters_and_bridged_ports() {
+    let bridge = LinkState {
+        alias: Some(plan::bridge_marker(&id(), 3, Some(mac(3)))),
+        group: GROUP,
+        ..link(7, "br_eth3", Some("bridge"))
+    };
+    let port = LinkState {
+        controller: Some(7),
+        ..link(3, "eth3", Some("veth"))
+    };
+    let other_ids_tap = LinkState {
+        alias: Some("podtap:s10".into()),
+        ..link(8, "tap_x", Some("tun"))
+    };
+    let now = observed(
+        vec![
+            link(2, "eth2", Some("veth")),
+            port,
+            tap(5, "tap_eth2"),
+            bridge,
+            other_ids_tap,
+        ],
+        vec![(2, vec![ours_filter(5), ours_filter(8)])],
+    );
+    let undo = undo_by_markers(&id(), &now);
+    let all: Vec<&Action> = undo.pod_side.iter().flatten().collect();
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(all
+        .iter()
+        .any(|a| matches!(a, Action::DeleteFilter { ifindex: 2, .. })));
+    assert!(all.contains(&&Action::ReleaseFromBridge {
+        ifindex: 3,
+        name: "eth3".into(),
+        mac: mac(3)
+    }));
+    let deleted: Vec<u32> = undo
+        .links
+        .iter()
+        .filter_map(|a| match a {
+            Action::DeleteLink { ifindex, .. } => Some(*ifindex),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deleted, vec![5, 7], "another id's TAP stays");
+}
+
+#[test]
+fn missing_lists_every_problem() {
+    let plan = the_plan(vec![nic(2, "tap_eth2", Wiring::Tc)]);
+    let c = [created(5, "tap_eth2", "tap")];
+    let healthy = observed(
+        vec![link(2, "eth2", Some("veth")), tap(5, "tap_eth2")],
+        vec![(2, vec![ours_filter(5)]), (5, vec![ours_filter(2)])],
+    );
+    assert!(missing(&plan, &c, &healthy).is_empty());
+    let broken = observed(
+        vec![
+            link(2, "eth2", Some("veth")),
+            LinkState {
+                up: false,
+                mtu: 1400,
+                ..tap(5, "tap_eth2")
+            },
+        ],
+        vec![(2, vec![ours_filter(5)])],
+    );
+    let problems = missing(&plan, &c, &broken);
+    assert_eq!(problems.len(), 3, "{problems:?}");
+    assert!(problems.iter().any(|p| p.contains("is down")));
+    assert!(problems.iter().any(|p| p.contains("MTU 1400")));
+    assert!(problems.iter().any(|p| p.contains("tap_eth2 -> eth2")));
+    let gone = observed(vec![link(2, "eth2", Some("veth"))], vec![]);
+    assert_eq!(missing(&plan, &c, &gone).len(), 1);
+}
