@@ -47,9 +47,7 @@ pub fn force_detach(
 ) -> Result<DetachReport> {
     state.locked(id, || match detach_locked(id, state) {
         Err(e @ Error::CorruptState { .. }) => {
-            let path = netns
-                .map(Path::to_path_buf)
-                .or_else(|| salvage_netns_path(&state.file(id)));
+            let path = netns_to_clean(state, id, netns);
             let Some(path) = path else {
                 return Err(Error::Invalid(format!(
                     "{e}; pass --netns PATH so --force knows where to clean up"
@@ -80,9 +78,7 @@ pub fn detach_for_teardown(
 ) -> Result<DetachReport> {
     state.locked(id, || match detach_locked(id, state) {
         Err(Error::CorruptState { .. }) => {
-            let path = netns
-                .map(Path::to_path_buf)
-                .or_else(|| salvage_netns_path(&state.file(id)));
+            let path = netns_to_clean(state, id, netns);
             let mut report = match path {
                 Some(path) => cleanup_by_markers(id, &path)?,
                 None => DetachReport {
@@ -133,6 +129,14 @@ fn detach_locked(id: &SandboxId, state: &StateDir) -> Result<DetachReport> {
     }
     state.remove(id)?;
     Ok(report)
+}
+
+/// Where to clean up after a corrupt checkpoint: the netns the caller
+/// names, else the one the file still names.
+fn netns_to_clean(state: &StateDir, id: &SandboxId, given: Option<&Path>) -> Option<PathBuf> {
+    given
+        .map(Path::to_path_buf)
+        .or_else(|| salvage_netns_path(&state.file(id)))
 }
 
 /// Pull `netns.path` out of a checkpoint that no longer parses as a whole.

@@ -7,3 +7,5 @@ pub mod cni;
 pub mod demo;
 pub mod exec;
 pub mod oci_hook;
+pub mod output;
+pub mod state_args;

@@ -14,7 +14,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::doors::cli::OciHookArgs;
+use crate::doors::state_args::StateArgs;
 use crate::error::{exit, Error, Result};
 use crate::model::Wiring;
 use crate::plan::AttachOptions;
@@ -46,6 +46,17 @@ pub struct State {
     pub annotations: BTreeMap<String, String>,
 }
 
+/// Options of `podtap oci-hook` (annotations `io.podtap.*` override them).
+#[derive(Debug, Clone, clap::Args)]
+pub struct OciHookArgs {
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// Write the description here when the annotation io.podtap.output (a path relative to
+    /// the bundle) is absent; default <bundle>/podtap.json.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+}
+
 /// `podtap oci-hook attach|detach`: OCI state JSON on stdin.
 pub fn run(action: &str, args: &OciHookArgs) -> Result<i32> {
     let mut text = String::new();
@@ -53,7 +64,7 @@ pub fn run(action: &str, args: &OciHookArgs) -> Result<i32> {
         .read_to_string(&mut text)
         .map_err(|e| Error::io("read OCI state from", "stdin", e))?;
     let state = parse_state(&text)?;
-    let dir = StateDir::new(&args.state.state_dir);
+    let dir = args.state.dir();
     match action {
         "attach" => attach(&state, args.output.as_deref(), &dir),
         "detach" => detach(&state, &dir),
@@ -85,7 +96,7 @@ fn attach(state: &State, flag_output: Option<&Path>, dir: &StateDir) -> Result<i
             .map_err(|e| Error::io("create description dir", parent, e))?;
     }
     let desc = crate::attach::attach(&netns, &state.id, &opts, dir)?;
-    crate::doors::cli::emit(&desc, Some(&output))?;
+    crate::doors::output::emit(&desc, Some(&output))?;
     Ok(exit::OK)
 }
 

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+use crate::doors::state_args::StateArgs;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "podtap",
@@ -144,7 +146,7 @@ pub enum Command {
         #[arg(value_parser = ["attach", "detach"])]
         action: String,
         #[command(flatten)]
-        args: OciHookArgs,
+        args: crate::doors::oci_hook::OciHookArgs,
     },
     /// Build a throwaway pod netns, run podtap on it, print the result, and remove everything.
     Demo {
@@ -155,23 +157,4 @@ pub enum Command {
         #[arg(long)]
         boot: bool,
     },
-}
-
-/// Where checkpoints live.
-#[derive(Debug, Clone, clap::Args)]
-pub struct StateArgs {
-    /// State directory (tmpfs, like the netns it describes).
-    #[arg(long, env = "PODTAP_STATE_DIR", default_value = crate::state::DEFAULT_STATE_DIR)]
-    pub state_dir: PathBuf,
-}
-
-/// Options of `podtap oci-hook` (annotations `io.podtap.*` override them).
-#[derive(Debug, Clone, clap::Args)]
-pub struct OciHookArgs {
-    #[command(flatten)]
-    pub state: StateArgs,
-    /// Write the description here when the annotation io.podtap.output (a path relative to
-    /// the bundle) is absent; default <bundle>/podtap.json.
-    #[arg(long)]
-    pub output: Option<PathBuf>,
 }

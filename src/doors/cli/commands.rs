@@ -5,8 +5,8 @@ use crate::model::{Description, Wiring};
 use crate::plan::{AttachOptions, TapOwner};
 use crate::state::{SandboxId, StateDir};
 
-use super::args::StateArgs;
-use super::{emit, emit_text, Command};
+use super::Command;
+use crate::doors::output::{emit, emit_text};
 
 pub fn dispatch(cli: super::Cli) -> Result<i32> {
     match cli.command {
@@ -45,7 +45,7 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
                 opts = opts.with_tap_owner(owner);
             }
             let desc =
-                crate::attach::attach_in(&netns, allow_host_netns, &id, &opts, &state_dir(&state))?;
+                crate::attach::attach_in(&netns, allow_host_netns, &id, &opts, &state.dir())?;
             emit(&desc, output.as_deref())?;
         }
         Command::Detach {
@@ -55,7 +55,7 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
             netns,
         } => {
             let id: SandboxId = id.parse()?;
-            let state = state_dir(&state);
+            let state = state.dir();
             let report = if force {
                 crate::detach::force_detach(&id, &state, netns.as_deref())?
             } else {
@@ -69,10 +69,10 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
             }
         }
         Command::Check { id, state } => {
-            crate::check::check(&id.parse()?, &state_dir(&state))?;
+            crate::check::check(&id.parse()?, &state.dir())?;
             println!("sandbox {id}: ok");
         }
-        Command::List { state, json } => list(&state_dir(&state), json)?,
+        Command::List { state, json } => list(&state.dir(), json)?,
         Command::Render {
             format,
             id,
@@ -80,14 +80,13 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
             state,
         } => {
             let desc = match (id, description) {
-                (Some(id), _) => state_dir(&state).description(&id.parse()?)?,
+                (Some(id), _) => state.dir().description(&id.parse()?)?,
                 (None, Some(path)) => read_description(&path)?,
                 (None, None) => {
                     return Err(Error::Invalid("render needs --id or --description".into()))
                 }
             };
-            let mut text =
-                crate::render::render(format, &desc).map_err(|e| Error::Render(e.to_string()))?;
+            let mut text = crate::render::render(format, &desc)?;
             if !text.ends_with('\n') {
                 text.push('\n');
             }
@@ -103,7 +102,7 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
         } => {
             return crate::doors::exec::exec(
                 &id.parse()?,
-                &state_dir(&state),
+                &state.dir(),
                 vmm,
                 vhost,
                 enter_netns,
@@ -114,10 +113,6 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
         Command::Demo { keep, boot } => crate::doors::demo::run(keep, boot)?,
     }
     Ok(exit::OK)
-}
-
-fn state_dir(args: &StateArgs) -> StateDir {
-    StateDir::new(&args.state_dir)
 }
 
 fn read_description(path: &std::path::Path) -> Result<Description> {

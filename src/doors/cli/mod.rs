@@ -6,15 +6,11 @@
 mod args;
 mod commands;
 
-use std::io::Write;
-use std::path::Path;
-
 use clap::Parser;
 
-pub use args::{Cli, Command, OciHookArgs};
+pub use args::{Cli, Command};
 
-use crate::error::{exit, Error, Result};
-use crate::model::Description;
+use crate::error::{exit, Error};
 
 /// Log to stderr; `PODTAP_LOG` sets the filter (default: warnings).
 pub fn init_logging() {
@@ -56,24 +52,4 @@ pub fn report(e: &Error) -> i32 {
     let line = e.to_string().replace('\n', " ");
     eprintln!("podtap: error: {line}");
     e.exit_code()
-}
-
-/// Write the description as pretty JSON to `output` (atomically) or stdout.
-pub fn emit(desc: &Description, output: Option<&Path>) -> Result<()> {
-    let mut text = serde_json::to_string_pretty(desc)
-        .map_err(|e| Error::Invalid(format!("serialize: {e}")))?;
-    text.push('\n');
-    emit_text(&text, output)
-}
-
-pub fn emit_text(text: &str, output: Option<&Path>) -> Result<()> {
-    match output {
-        Some(path) => crate::state::write_atomic(path, text.as_bytes(), 0o644),
-        None => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes())
-                .and_then(|_| out.flush())
-                .map_err(|e| Error::io("write", "stdout", e))
-        }
-    }
 }

@@ -45,7 +45,7 @@ pub fn run(keep: bool, boot: bool) -> Result<()> {
         before.routes.len()
     );
     let desc = crate::attach::attach(demo.pod.path(), &id, &AttachOptions::default(), &state)?;
-    crate::doors::cli::emit(&desc, None)?;
+    crate::doors::output::emit(&desc, None)?;
     match crate::render::render(crate::render::Format::Qemu, &desc) {
         Ok(args) => {
             let args: Vec<&str> = args.lines().collect();

@@ -1,0 +1,20 @@
+//! The `--state-dir` option every door that keeps checkpoints shares.
+
+use std::path::PathBuf;
+
+use crate::state::StateDir;
+
+/// Where checkpoints live.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StateArgs {
+    /// State directory (tmpfs, like the netns it describes).
+    #[arg(long, env = "PODTAP_STATE_DIR", default_value = crate::state::DEFAULT_STATE_DIR)]
+    pub state_dir: PathBuf,
+}
+
+impl StateArgs {
+    /// The state directory these arguments name.
+    pub fn dir(&self) -> StateDir {
+        StateDir::new(&self.state_dir)
+    }
+}
