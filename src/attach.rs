@@ -33,7 +33,7 @@ use crate::kernel::netns::NetNs;
 use crate::kernel::runtime::block_on;
 use crate::model::Description;
 use crate::state::{Phase, SandboxId, StateDir, LOCK_TIMEOUT};
-use crate::teardown;
+use crate::teardown::{self, Proof};
 
 pub use crate::model::Wiring;
 pub use crate::plan::{AttachOptions, TapOwner, MAX_QUEUES};
@@ -50,7 +50,16 @@ pub fn attach(
     opts: &AttachOptions,
     state: &StateDir,
 ) -> Result<Description> {
-    attach_in(netns, false, id, opts, state)
+    attach_in(netns, false, id, opts, state).map(|a| a.description)
+}
+
+/// What [`attach_in`] did.
+pub(crate) struct Attached {
+    /// The description, as printed.
+    pub description: Description,
+    /// Whether this call built it (false: an earlier attach had, and this one
+    /// returned the recorded description).
+    pub fresh: bool,
 }
 
 /// [`attach`], optionally allowing the host's own netns (`--allow-host-netns`).
@@ -60,7 +69,7 @@ pub(crate) fn attach_in(
     id: &SandboxId,
     opts: &AttachOptions,
     state: &StateDir,
-) -> Result<Description> {
+) -> Result<Attached> {
     let ns = NetNs::open(netns, allow_host)?;
     state.locked(id, || {
         let netns_lock = state.lock_netns(ns.identity(), LOCK_TIMEOUT)?;
@@ -75,7 +84,11 @@ fn attach_locked(
     id: &SandboxId,
     opts: &AttachOptions,
     state: &StateDir,
-) -> Result<Description> {
+) -> Result<Attached> {
+    let fresh = |description| Attached {
+        description,
+        fresh: true,
+    };
     block_on(async {
         let nl = Netlink::connect(ns)?;
         if let Some(cp) = state.load(id)? {
@@ -88,7 +101,7 @@ fn attach_locked(
                     "sandbox {id}: dropping a checkpoint of a netns that no longer exists"
                 );
                 state.remove(id)?;
-                return apply::fresh(ns, &nl, id, opts, state).await;
+                return apply::fresh(ns, &nl, id, opts, state).await.map(fresh);
             }
             if !cp.is_netns(ns.identity(), nl.cookie) {
                 return Err(Error::Conflict {
@@ -98,17 +111,20 @@ fn attach_locked(
                     requested: ns.display(),
                 });
             }
-            if let (Phase::Complete, Some(desc)) = (cp.phase, cp.description.clone()) {
-                return Ok(desc);
+            if let (Phase::Complete, Some(description)) = (cp.phase, cp.description) {
+                return Ok(Attached {
+                    description,
+                    fresh: false,
+                });
             }
             tracing::warn!("sandbox {id}: an earlier attach did not finish; undoing it first");
             // A dead attach: match by planned name too, for a TAP made just
             // before the kill and not yet grouped.
-            teardown::undo_recorded(&nl, &cp.plan, &cp.created, true)
+            teardown::undo_recorded(&nl, &cp.plan, &cp.created, Proof::RecordedDead)
                 .await
                 .into_result()?;
             state.remove(id)?;
         }
-        apply::fresh(ns, &nl, id, opts, state).await
+        apply::fresh(ns, &nl, id, opts, state).await.map(fresh)
     })
 }

@@ -27,7 +27,7 @@ fn check_locked(id: &SandboxId, state: &StateDir) -> Result<()> {
             "attach did not finish (run detach, then attach again)".into(),
         ]));
     }
-    let ns = match teardown::open_recorded(&cp) {
+    let ns = match teardown::open_recorded(&cp, &state.file(id), &[]) {
         Ok(Ok(ns)) => ns,
         Ok(Err(why)) => return Err(fail(vec![why])),
         Err(e) => return Err(fail(vec![format!("netns {}: {e}", cp.netns.path)])),

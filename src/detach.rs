@@ -4,7 +4,7 @@
 //! # fn main() -> podtap::error::Result<()> {
 //! use podtap::state::{SandboxId, StateDir};
 //! let id: SandboxId = "pod-1234".parse()?;
-//! let report = podtap::detach::detach(&id, &StateDir::new("/run/podtap"))?;
+//! let report = podtap::detach::detach(&id, &StateDir::new("/run/podtap"), None)?;
 //! for warning in report.warnings {
 //!     eprintln!("{warning}");
 //! }
@@ -19,7 +19,7 @@ use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
 use crate::kernel::runtime::block_on;
 use crate::state::{Phase, SandboxId, StateDir};
-use crate::teardown;
+use crate::teardown::{self, Proof};
 
 /// What detach did.
 #[derive(Debug, Default)]
@@ -33,8 +33,39 @@ pub struct DetachReport {
 /// Detach sandbox `id`. An unknown id, a gone netns or a reused netns path all
 /// succeed; only a real kernel failure fails, and then the checkpoint stays
 /// for a retry. A corrupt checkpoint is an error (exit 8): see [`force_detach`].
-pub fn detach(id: &SandboxId, state: &StateDir) -> Result<DetachReport> {
-    state.locked(id, || detach_locked(id, state))
+///
+/// `netns` is where the caller believes the netns is (CNI_NETNS, the hook's
+/// path): it is used only when it is the recorded netns, found by identity,
+/// for when the recorded path has died while the netns lives on.
+pub fn detach(id: &SandboxId, state: &StateDir, netns: Option<&Path>) -> Result<DetachReport> {
+    locked(id, state, || detach_locked(id, state, netns))
+}
+
+/// Run `work` under the id's lock. A state dir where the lock cannot even be
+/// made (read-only, full) blocks nothing when there is nothing recorded.
+fn locked(
+    id: &SandboxId,
+    state: &StateDir,
+    work: impl FnOnce() -> Result<DetachReport>,
+) -> Result<DetachReport> {
+    match state.locked(id, work) {
+        Err(e) if cannot_write(&e) && matches!(state.load(id), Ok(None)) => {
+            Ok(DetachReport::default())
+        }
+        other => other,
+    }
+}
+
+/// Whether `e` says the state dir cannot be written (read-only, full, no permission).
+fn cannot_write(e: &Error) -> bool {
+    let source = match e.primary() {
+        Error::Io { source, .. } | Error::Permission { source, .. } => source,
+        _ => return false,
+    };
+    matches!(
+        source.raw_os_error(),
+        Some(libc::EROFS | libc::ENOSPC | libc::EDQUOT | libc::EACCES | libc::EPERM)
+    )
 }
 
 /// Detach, and when the checkpoint is corrupt, clean up by podtap's own
@@ -45,7 +76,7 @@ pub fn force_detach(
     state: &StateDir,
     netns: Option<&Path>,
 ) -> Result<DetachReport> {
-    state.locked(id, || match detach_locked(id, state) {
+    locked(id, state, || match detach_locked(id, state, netns) {
         Err(e @ Error::CorruptState { .. }) => {
             let path = netns_to_clean(state, id, netns);
             let Some(path) = path else {
@@ -76,7 +107,7 @@ pub fn detach_for_teardown(
     state: &StateDir,
     netns: Option<&Path>,
 ) -> Result<DetachReport> {
-    state.locked(id, || match detach_locked(id, state) {
+    locked(id, state, || match detach_locked(id, state, netns) {
         Err(Error::CorruptState { .. }) => {
             let path = netns_to_clean(state, id, netns);
             let mut report = match path {
@@ -99,7 +130,7 @@ pub fn detach_for_teardown(
     })
 }
 
-fn detach_locked(id: &SandboxId, state: &StateDir) -> Result<DetachReport> {
+fn detach_locked(id: &SandboxId, state: &StateDir, netns: Option<&Path>) -> Result<DetachReport> {
     let Some(cp) = state.load(id)? else {
         return Ok(DetachReport::default());
     };
@@ -107,7 +138,8 @@ fn detach_locked(id: &SandboxId, state: &StateDir) -> Result<DetachReport> {
         found: true,
         warnings: Vec::new(),
     };
-    match teardown::open_recorded(&cp)? {
+    let hints: Vec<&Path> = netns.into_iter().collect();
+    match teardown::open_recorded(&cp, &state.file(id), &hints)? {
         Ok(ns) => {
             let warnings = block_on(async {
                 let nl = Netlink::connect(&ns)?;
@@ -118,8 +150,11 @@ fn detach_locked(id: &SandboxId, state: &StateDir) -> Result<DetachReport> {
                     )]);
                 }
                 // Names count only for an attach that never finished recording.
-                let match_names = cp.phase == Phase::Applying;
-                teardown::undo_recorded(&nl, &cp.plan, &cp.created, match_names)
+                let proof = match cp.phase {
+                    Phase::Applying => Proof::RecordedDead,
+                    Phase::Complete => Proof::Recorded,
+                };
+                teardown::undo_recorded(&nl, &cp.plan, &cp.created, proof)
                     .await
                     .into_result()
             })?;
@@ -141,7 +176,8 @@ fn netns_to_clean(state: &StateDir, id: &SandboxId, given: Option<&Path>) -> Opt
 
 /// Pull `netns.path` out of a checkpoint that no longer parses as a whole.
 fn salvage_netns_path(file: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(file).ok()?;
+    // The file may be anything (that is why it is corrupt): never follow or block.
+    let text = crate::state::read_entry(file).ok()??;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     v.get("netns")?.get("path")?.as_str().map(PathBuf::from)
 }

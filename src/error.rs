@@ -37,6 +37,9 @@ pub mod exit {
     pub const NOT_FOUND: i32 = 14;
     /// A renderer refused the description.
     pub const RENDER: i32 = 15;
+    /// The state dir or a checkpoint fails the trust rule (owned by another
+    /// user, or writable by group or others): podtap acts on nothing.
+    pub const UNTRUSTED: i32 = 16;
 }
 
 /// Everything that can go wrong, each with its context and exit code ([`Error::exit_code`]).
@@ -156,6 +159,18 @@ pub enum Error {
         /// How many more there were.
         more: usize,
     },
+    /// Attach built everything but a later step failed; what it built was undone.
+    /// The exit code is the failure's.
+    #[error("{0}; the attachment was rolled back, nothing is left built")]
+    RolledBack(Box<Error>),
+    /// The state dir or a checkpoint fails the trust rule (exit 16).
+    #[error("state {path}: {why}; refusing to trust it (it must be owned by this user and writable by nobody else)")]
+    Untrusted {
+        /// The directory or file.
+        path: PathBuf,
+        /// How it breaks the rule.
+        why: String,
+    },
     /// Another I/O failure (exit 1).
     #[error("{what} {path}: {source}")]
     Io {
@@ -267,6 +282,7 @@ impl Error {
     pub fn primary(&self) -> &Error {
         match self {
             Error::Several { first, .. } => first.primary(),
+            Error::RolledBack(inner) => inner.primary(),
             e => e,
         }
     }
@@ -292,7 +308,8 @@ impl Error {
             Error::Invalid(_) => exit::INVALID,
             Error::NotFound { .. } => exit::NOT_FOUND,
             Error::Render(_) => exit::RENDER,
-            Error::Io { .. } | Error::Several { .. } => exit::FAILURE,
+            Error::Untrusted { .. } => exit::UNTRUSTED,
+            Error::Io { .. } | Error::Several { .. } | Error::RolledBack(_) => exit::FAILURE,
         }
     }
 }

@@ -29,7 +29,7 @@
 //! let desc = podtap::attach::attach(Path::new("/run/netns/pod"), &id, &AttachOptions::default(), &state)?;
 //! let qemu_args = podtap::render::render(Format::Qemu, &desc)?;
 //! println!("{qemu_args}");
-//! podtap::detach::detach(&id, &state)?;
+//! podtap::detach::detach(&id, &state, None)?;
 //! # Ok(())
 //! # }
 //! ```

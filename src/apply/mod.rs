@@ -9,17 +9,17 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use crate::describe;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::id::SandboxId;
 use crate::kernel::links;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
 use crate::kernel::tc;
 use crate::model::{Description, Timings};
-use crate::plan::{self, AttachOptions, IngressState, Inventory};
+use crate::plan::{self, AttachOptions, IngressState, Inventory, Plan};
 use crate::scan::{self, parse};
-use crate::state::{Checkpoint, Phase, StateDir, VERSION};
-use crate::teardown;
+use crate::state::{Checkpoint, Created, Phase, StateDir, VERSION};
+use crate::teardown::{self, Proof};
 
 /// Attach `opts` in the netns `nl` talks to, with no checkpoint for `id` yet.
 pub async fn fresh(
@@ -79,17 +79,7 @@ pub async fn fresh(
 
     let mut created = Vec::new();
     if let Err(e) = build::build(ns, nl, &plan, &mut timings, &mut created).await {
-        // Undo only what this attach made: by ifindex and group, never by name.
-        let report = teardown::undo_recorded(nl, &plan, &created, false).await;
-        for w in &report.warnings {
-            tracing::warn!("rollback: {w}");
-        }
-        if report.errors.is_empty() {
-            state.remove(id)?;
-        } else {
-            tracing::warn!("rollback incomplete; checkpoint kept for `podtap detach --id {id}`");
-        }
-        return Err(e);
+        return Err(rollback(nl, state, &plan, &created, e).await);
     }
 
     // The description is recorded exactly as printed, so a repeated attach
@@ -99,8 +89,35 @@ pub async fn fresh(
     cp.phase = Phase::Complete;
     cp.created = created;
     cp.description = Some(described.clone());
-    state.save(&cp)?;
+    if let Err(e) = state.save(&cp) {
+        // The intent record (phase "applying") is still on disk if the rollback cannot finish.
+        return Err(rollback(nl, state, &plan, &cp.created, e).await);
+    }
     Ok(described)
+}
+
+/// Undo what this attach made (by ifindex and group, never by name), drop
+/// its checkpoint, and return `failure` saying so.
+async fn rollback(
+    nl: &Netlink,
+    state: &StateDir,
+    plan: &Plan,
+    created: &[Created],
+    failure: Error,
+) -> Error {
+    let report = teardown::undo_recorded(nl, plan, created, Proof::MadeNow).await;
+    for w in &report.warnings {
+        tracing::warn!("rollback: {w}");
+    }
+    let id = &plan.id;
+    if report.errors.is_empty() && state.remove(id).is_ok() {
+        tracing::warn!("sandbox {id}: attach failed; everything it built was removed");
+    } else {
+        tracing::warn!(
+            "sandbox {id}: rollback incomplete; checkpoint kept for `podtap detach --id {id}`"
+        );
+    }
+    failure
 }
 
 fn micros(since: Instant) -> u64 {

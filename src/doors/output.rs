@@ -3,8 +3,53 @@
 use std::io::Write;
 use std::path::Path;
 
+use crate::attach::Attached;
 use crate::error::{Error, Result};
 use crate::model::Description;
+use crate::state::{SandboxId, StateDir};
+
+/// Refuse an output path that cannot be written before anything is built:
+/// its directory must exist and be a directory, and the path must not be one.
+pub fn check_output(path: &Path) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let bad = |why: &str| Error::Invalid(format!("--output {}: {why}", path.display()));
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(bad("its parent is not a directory")),
+        Err(_) => return Err(bad("its directory does not exist")),
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => Err(bad("is a directory")),
+        _ => Ok(()),
+    }
+}
+
+/// Print what attach returned. If that fails and this call built the
+/// attachment, undo it: an attach whose description never reached the
+/// caller leaves nothing behind.
+pub fn emit_attached(
+    attached: &Attached,
+    output: Option<&Path>,
+    id: &SandboxId,
+    state: &StateDir,
+) -> Result<()> {
+    let Err(e) = emit(&attached.description, output) else {
+        return Ok(());
+    };
+    if !attached.fresh {
+        return Err(e);
+    }
+    match crate::detach::detach(id, state, None) {
+        Ok(_) => Err(Error::RolledBack(Box::new(e))),
+        Err(undo) => Err(Error::Several {
+            first: Box::new(e),
+            more: Error::first_of(vec![undo]).map_or(0, |_| 1),
+        }),
+    }
+}
 
 /// Write the description as pretty JSON to `output` (atomically) or stdout.
 pub fn emit(desc: &Description, output: Option<&Path>) -> Result<()> {

@@ -8,6 +8,7 @@ pub mod links;
 pub mod mac;
 pub mod netlink;
 pub mod netns;
+pub mod netns_search;
 pub mod runtime;
 pub mod tap;
 pub mod tc;

@@ -122,16 +122,7 @@ impl NetNs {
 
     /// Whether this is the host's netns: PID 1's, or the kernel's initial one.
     pub fn is_host(&self) -> Result<bool> {
-        let host = Path::new("/proc/1/ns/net");
-        match std::fs::metadata(host) {
-            Ok(meta) => Ok((meta.dev(), meta.ino()) == self.identity()),
-            // Inside a sandbox PID 1 may be a process we cannot inspect; the
-            // initial netns still has a fixed inode number on current kernels.
-            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                Ok(self.inode == INIT_NET_INODE)
-            }
-            Err(e) => Err(Error::io("host netns", host, e)),
-        }
+        is_host_identity(self.identity())
     }
 
     /// Run `work` on a fresh thread inside this netns and return its result.
@@ -191,6 +182,18 @@ impl NetNs {
             ipv6_enabled,
             cookie,
         })
+    }
+}
+
+/// Whether `(dev, inode)` is the host's netns: PID 1's, or the kernel's initial one.
+pub fn is_host_identity((dev, inode): (u64, u64)) -> Result<bool> {
+    let host = Path::new("/proc/1/ns/net");
+    match std::fs::metadata(host) {
+        Ok(meta) => Ok((meta.dev(), meta.ino()) == (dev, inode)),
+        // Inside a sandbox PID 1 may be a process we cannot inspect; the
+        // initial netns still has a fixed inode number on current kernels.
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Ok(inode == INIT_NET_INODE),
+        Err(e) => Err(Error::io("host netns", host, e)),
     }
 }
 

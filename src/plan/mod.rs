@@ -189,11 +189,21 @@ pub fn plan(
                 iface.name
             )));
         }
-        let tc = (wiring == Wiring::Tc).then(|| TcPlan {
-            prio: naming::free_prio(&ingress.prios),
-            create_pod_qdisc: ingress.qdisc.is_none(),
-            existing_pod_qdisc: ingress.qdisc.clone(),
-        });
+        let tc = match wiring {
+            Wiring::Tc => Some(TcPlan {
+                prio: naming::free_prio(&ingress.prios).ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "interface {}: every tc priority podtap may use ({TC_PRIO_BASE}..{}) \
+                         is held by other filters; nothing was built",
+                        iface.name,
+                        TC_PRIO_BASE + TC_PRIO_SPAN - 1
+                    ))
+                })?,
+                create_pod_qdisc: ingress.qdisc.is_none(),
+                existing_pod_qdisc: ingress.qdisc.clone(),
+            }),
+            Wiring::Bridge => None,
+        };
         let bridge = (wiring == Wiring::Bridge).then(|| BridgePlan {
             name: unique_name("br", iface, &mut taken),
             pod_mac: bridged_mac(mac, id),

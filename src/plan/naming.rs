@@ -28,15 +28,16 @@ pub fn unique_name(prefix: &str, iface: &Interface, taken: &mut BTreeSet<String>
     name
 }
 
-pub(super) fn free_prio(used: &BTreeSet<u16>) -> u16 {
-    (TC_PRIO_BASE..TC_PRIO_BASE + TC_PRIO_SPAN)
-        .find(|p| !used.contains(p))
-        .unwrap_or(TC_PRIO_BASE + TC_PRIO_SPAN)
+/// The first of podtap's priorities no filter on the hook uses; `None` when
+/// every one is taken (podtap never shares a priority: its detach deletes
+/// everything at its priority).
+pub(super) fn free_prio(used: &BTreeSet<u16>) -> Option<u16> {
+    (TC_PRIO_BASE..TC_PRIO_BASE + TC_PRIO_SPAN).find(|p| !used.contains(p))
 }
 
 /// Whether `prio` is in podtap's own range (for `detach --force`).
 pub fn is_podtap_prio(prio: u16) -> bool {
-    (TC_PRIO_BASE..=TC_PRIO_BASE + TC_PRIO_SPAN).contains(&prio)
+    (TC_PRIO_BASE..TC_PRIO_BASE + TC_PRIO_SPAN).contains(&prio)
 }
 
 /// A link group for this id, avoiding groups already used in the netns.

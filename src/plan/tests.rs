@@ -244,3 +244,26 @@ fn link_group_is_stable_and_avoids_used() {
     let used: BTreeSet<u32> = [g].into_iter().collect();
     assert_ne!(link_group(&sid("sandbox"), &used), g);
 }
+
+#[test]
+fn a_full_priority_range_is_refused_not_shared() {
+    let d = desc(vec![iface("eth0", 2, LinkKind::Veth)]);
+    let mut inv = Inventory::default();
+    inv.ingress.insert(
+        2,
+        IngressState {
+            qdisc: Some("clsact".into()),
+            prios: (TC_PRIO_BASE..TC_PRIO_BASE + TC_PRIO_SPAN).collect(),
+            ..Default::default()
+        },
+    );
+    let err = plan(&d, &inv, &AttachOptions::default(), &sid("s")).unwrap_err();
+    assert!(err.to_string().contains("every tc priority"), "{err}");
+    inv.ingress
+        .get_mut(&2)
+        .unwrap()
+        .prios
+        .remove(&(TC_PRIO_BASE + 7));
+    let p = plan(&d, &inv, &AttachOptions::default(), &sid("s")).unwrap();
+    assert_eq!(p.nics[0].tc.as_ref().unwrap().prio, TC_PRIO_BASE + 7);
+}

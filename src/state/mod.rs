@@ -8,11 +8,12 @@
 //! description it printed.
 
 mod checkpoint;
+mod entry;
 mod lock;
 mod write;
 
-use std::fs::{self, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::fs;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -20,7 +21,9 @@ pub use crate::id::{SandboxId, MAX_ID_LEN};
 pub(crate) use checkpoint::created_ifindex;
 pub use checkpoint::{Checkpoint, Created, Phase, VERSION};
 pub(crate) use lock::{Lock, LOCK_TIMEOUT};
-pub(crate) use write::write_atomic;
+pub(crate) use write::{read_entry, write_atomic};
+
+use entry::EntryError;
 
 use crate::error::{Error, Result};
 use crate::model::Description;
@@ -46,23 +49,13 @@ impl StateDir {
         &self.dir
     }
 
-    /// Create the directory (0700) if needed and refuse a symlink in its place.
+    /// Create the directory (0700) if needed; refuse a symlink in its place
+    /// or a directory that fails the trust rule. Sweeps temp files that
+    /// killed writers left behind.
     pub(crate) fn ensure(&self) -> Result<()> {
-        match fs::symlink_metadata(&self.dir) {
-            Ok(m) if m.file_type().is_symlink() => {
-                return Err(Error::Invalid(format!(
-                    "state dir {}: is a symlink; refusing",
-                    self.dir.display()
-                )))
-            }
-            Ok(m) if !m.is_dir() => {
-                return Err(Error::Invalid(format!(
-                    "state dir {}: not a directory",
-                    self.dir.display()
-                )))
-            }
-            Ok(_) => return Ok(()),
-            Err(_) => {}
+        if self.check()? {
+            write::sweep_temp_files(&self.dir);
+            return Ok(());
         }
         fs::DirBuilder::new()
             .recursive(true)
@@ -71,6 +64,27 @@ impl StateDir {
             .map_err(|e| Error::io("create state dir", &self.dir, e))?;
         fs::set_permissions(&self.dir, fs::Permissions::from_mode(0o700))
             .map_err(|e| Error::io("chmod state dir", &self.dir, e))
+    }
+
+    /// Whether the directory exists, after checking it is a real directory
+    /// that passes the trust rule.
+    pub(crate) fn check(&self) -> Result<bool> {
+        match fs::symlink_metadata(&self.dir) {
+            Ok(m) if m.file_type().is_symlink() => Err(Error::Invalid(format!(
+                "state dir {}: is a symlink; refusing",
+                self.dir.display()
+            ))),
+            Ok(m) if !m.is_dir() => Err(Error::Invalid(format!(
+                "state dir {}: not a directory",
+                self.dir.display()
+            ))),
+            Ok(m) => match entry::untrusted(&m) {
+                Some(why) => Err(entry::untrusted_error(&self.dir, why)),
+                None => Ok(true),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(Error::io("state dir", &self.dir, e)),
+        }
     }
 
     /// The checkpoint file of `id`.
@@ -106,16 +120,23 @@ impl StateDir {
 
     /// Read the checkpoint for `id`: `Ok(None)` if there is none.
     pub fn load(&self, id: &SandboxId) -> Result<Option<Checkpoint>> {
+        if !self.check()? {
+            return Ok(None);
+        }
         let path = self.file(id);
-        let text = match read_nofollow(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io("read checkpoint", &path, e)),
-        };
         let corrupt = |why: String| Error::CorruptState {
             path: path.clone(),
             id: id.to_string(),
             why,
+        };
+        let text = match entry::read(&path) {
+            Ok(t) => t,
+            Err(EntryError::Missing) => return Ok(None),
+            Err(EntryError::NotRegular(what)) => {
+                return Err(corrupt(format!("{what}, not a regular file")))
+            }
+            Err(EntryError::Untrusted(why)) => return Err(entry::untrusted_error(&path, why)),
+            Err(EntryError::Io(e)) => return Err(Error::io("read checkpoint", &path, e)),
         };
         let cp: Checkpoint = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
         if cp.version != VERSION {
@@ -171,6 +192,9 @@ impl StateDir {
 
     /// Ids with a checkpoint file, sorted.
     pub fn ids(&self) -> Result<Vec<SandboxId>> {
+        if !self.check()? {
+            return Ok(Vec::new());
+        }
         let entries = match fs::read_dir(&self.dir) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -188,16 +212,6 @@ impl StateDir {
         ids.sort();
         Ok(ids)
     }
-}
-
-fn read_nofollow(path: &Path) -> std::io::Result<String> {
-    let mut file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut file, &mut text)?;
-    Ok(text)
 }
 
 #[cfg(test)]

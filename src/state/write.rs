@@ -5,7 +5,51 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::entry::{self, EntryError};
 use crate::error::{Error, Result};
+
+/// What sits between a file's name and the writer's pid in a temp file's name.
+const TMP_MARK: &str = ".tmp.";
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Read a regular, trusted file in the state dir (`Ok(None)` when absent):
+/// for entries that are hints, never fatal when unreadable.
+pub fn read_entry(path: &Path) -> Result<Option<String>> {
+    match entry::read(path) {
+        Ok(t) => Ok(Some(t)),
+        Err(EntryError::Missing) => Ok(None),
+        Err(EntryError::NotRegular(what)) => Err(Error::Invalid(format!(
+            "{}: {what}, not a regular file",
+            path.display()
+        ))),
+        Err(EntryError::Untrusted(why)) => Err(entry::untrusted_error(path, why)),
+        Err(EntryError::Io(e)) => Err(Error::io("read", path, e)),
+    }
+}
+
+/// Remove temp files whose writer is dead (killed between create and rename).
+pub fn sweep_temp_files(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some((_, rest)) = name.strip_prefix('.').and_then(|n| n.split_once(TMP_MARK)) else {
+            continue;
+        };
+        let pid = rest.split('.').next().and_then(|p| p.parse::<i32>().ok());
+        let dead = pid.is_some_and(|p| {
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None)
+                == Err(nix::errno::Errno::ESRCH)
+        });
+        if dead {
+            let _ = fs::remove_file(e.path());
+        }
+    }
+}
 
 /// Write `bytes` to `path` via a temp file in the same directory, fsync, rename.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
@@ -17,7 +61,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    // Unique per write: a killed writer's leftover never blocks a later one
+    // with the same pid (see `sweep_temp_files`).
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(
+        ".{name}{TMP_MARK}{}.{nanos}.{seq}",
+        std::process::id()
+    ));
     let write = || -> std::io::Result<()> {
         let mut f = OpenOptions::new()
             .write(true)
@@ -57,6 +110,21 @@ mod tests {
             fs::metadata(&p).unwrap().permissions().mode() & 0o777,
             0o600
         );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn dead_writers_leftovers_are_swept_live_ones_kept() {
+        let dir = std::env::temp_dir().join(format!("podtap-sweep-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        // pid 0x7fff_fff0 is above pid_max: never a live process.
+        let dead = dir.join(".a.json.tmp.2147483632.1.0");
+        let live = dir.join(format!(".a.json.tmp.{}.1.0", std::process::id()));
+        fs::write(&dead, b"x").unwrap();
+        fs::write(&live, b"x").unwrap();
+        sweep_temp_files(&dir);
+        assert!(!dead.exists());
+        assert!(live.exists());
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -14,8 +14,9 @@ use crate::id::SandboxId;
 use crate::kernel::links::LinkState;
 use crate::kernel::mac::MacAddr;
 use crate::kernel::tc::FilterInfo;
+use crate::model::LinkKind;
 use crate::plan::{self, NicPlan, Plan};
-use crate::state::{created_ifindex, Created};
+use crate::state::Created;
 
 /// What the kernel holds now, as far as teardown and check look.
 #[derive(Debug, Clone, Default)]
@@ -27,7 +28,8 @@ pub struct Observed {
 }
 
 impl Observed {
-    fn filters_of(&self, ifindex: u32) -> &[FilterInfo] {
+    /// The filters read on `ifindex` (none when they were not read).
+    pub fn filters_of(&self, ifindex: u32) -> &[FilterInfo] {
         self.filters.get(&ifindex).map_or(&[], Vec::as_slice)
     }
 }
@@ -114,35 +116,100 @@ pub struct Undo {
     pub warnings: Vec<String>,
 }
 
-/// Undo what a checkpoint records. Links are podtap's when their ifindex is
-/// in `created` or they are in the plan's group; `match_names` also takes a
-/// TAP or bridge with a planned name, only for an attach that died before it
-/// could record or group what it made. `now.filters` must hold the filters
-/// of the plan's tc-wired pod interfaces.
-pub fn undo_recorded(plan: &Plan, created: &[Created], now: &Observed, match_names: bool) -> Undo {
+/// Undo what a checkpoint records.
+///
+/// Nothing is touched before it is proven ours: a link must match its
+/// recorded ifindex *and* kind *and* carry podtap's marker for this id (or
+/// sit in the plan's link group); a pod interface must still be the recorded
+/// one (kind, and its original or bridged MAC); a filter must sit at podtap's
+/// priority *and* redirect to one of our TAPs; a bridge port is released only
+/// from podtap's own bridge. Anything else is skipped with a warning.
+/// See [`Proof`] for what proves a link ours. `now.filters` must hold the
+/// filters of the plan's tc-wired pod interfaces.
+pub fn undo_recorded(plan: &Plan, created: &[Created], now: &Observed, proof: Proof) -> Undo {
     let mut undo = Undo::default();
+    let ours = our_links(plan, created, now.links.values(), proof);
+    for c in created {
+        match now.links.get(&c.ifindex) {
+            None => undo.warnings.push(format!(
+                "{} {} (ifindex {}) was already gone",
+                c.kind, c.name, c.ifindex
+            )),
+            Some(l) if !ours.iter().any(|o| o.ifindex == l.ifindex) => undo.warnings.push(format!(
+                "ifindex {} is now {} ({}), not podtap's {} {}; left it untouched",
+                c.ifindex,
+                l.name,
+                l.kind.as_deref().unwrap_or("no kind"),
+                c.kind,
+                c.name
+            )),
+            Some(_) => {}
+        }
+    }
+    // Where our filters may point: the links proven ours, and the TAPs the
+    // checkpoint recorded (a TAP someone deleted leaves its filter behind).
+    let targets: BTreeSet<u32> = ours
+        .iter()
+        .map(|l| l.ifindex)
+        .chain(
+            created
+                .iter()
+                .filter(|c| c.kind == "tap")
+                .map(|c| c.ifindex),
+        )
+        .collect();
+    let our_bridges: BTreeSet<u32> = ours
+        .iter()
+        .filter(|l| l.is_kind(InfoKind::Bridge))
+        .map(|l| l.ifindex)
+        .collect();
     for nic in &plan.nics {
         match now.links.get(&nic.pod.ifindex) {
-            Some(live) => undo
-                .pod_side
-                .push(restore_pod(nic, live, now, &mut undo.warnings)),
+            Some(live) if is_recorded_pod(nic, live) => {
+                let ctx = PodContext {
+                    targets: &targets,
+                    our_bridges: &our_bridges,
+                };
+                undo.pod_side
+                    .push(restore_pod(nic, live, now, &ctx, &mut undo.warnings));
+            }
+            Some(live) => undo.warnings.push(format!(
+                "ifindex {} is now {} ({}, MAC {}), not the recorded pod interface {}; left it untouched",
+                nic.pod.ifindex,
+                live.name,
+                live.kind.as_deref().unwrap_or("physical"),
+                live.mac.map_or_else(|| "none".into(), |m| m.to_string()),
+                nic.pod.name
+            )),
             None => undo.warnings.push(format!(
                 "pod interface {} (ifindex {}) is gone",
                 nic.pod.name, nic.pod.ifindex
             )),
         }
     }
-    for c in created {
-        if !now.links.contains_key(&c.ifindex) {
-            undo.warnings.push(format!(
-                "{} {} (ifindex {}) was already gone",
-                c.kind, c.name, c.ifindex
-            ));
-        }
-    }
-    let ours = our_links(plan, created, now.links.values(), match_names);
     undo.links = delete_links(plan.group, &ours, now.links.values());
     undo
+}
+
+/// Whether `live` is still the pod interface `nic` recorded: same kind, and
+/// its own MAC or the one podtap gave it while bridged. (Its name may change.)
+fn is_recorded_pod(nic: &NicPlan, live: &LinkState) -> bool {
+    let kind_ok = match nic.pod.kind {
+        LinkKind::Physical => live.kind.is_none(),
+        LinkKind::Other => true,
+        k => live.kind.as_deref() == Some(k.as_str()),
+    };
+    let bridged = nic.bridge.as_ref().map(|b| b.pod_mac);
+    let mac_ok = nic.pod.mac.is_none() || live.mac == nic.pod.mac || live.mac == bridged;
+    kind_ok && mac_ok
+}
+
+/// What restoring a pod interface may act on.
+struct PodContext<'a> {
+    /// ifindexes our filters may redirect to.
+    targets: &'a BTreeSet<u32>,
+    /// podtap's own bridges (proven ours).
+    our_bridges: &'a BTreeSet<u32>,
 }
 
 /// Remove podtap's filter (and its qdisc if podtap made it and nothing else
@@ -151,21 +218,35 @@ fn restore_pod(
     nic: &NicPlan,
     live: &LinkState,
     now: &Observed,
+    ctx: &PodContext<'_>,
     warnings: &mut Vec<String>,
 ) -> Vec<Action> {
     let pod = &nic.pod;
     let mut steps = Vec::new();
     if let Some(tcp) = &nic.tc {
-        steps.push(Action::DeleteFilter {
-            ifindex: pod.ifindex,
-            name: live.name.clone(),
-            prio: tcp.prio,
+        let filters = now.filters_of(pod.ifindex);
+        let at_prio: Vec<&FilterInfo> = filters.iter().filter(|f| f.prio == tcp.prio).collect();
+        // The kernel reports a mirred whose device is gone with ifindex 0.
+        let ours = at_prio.iter().any(|f| {
+            f.redirect_to
+                .is_some_and(|t| t == 0 || ctx.targets.contains(&t))
         });
+        if ours {
+            steps.push(Action::DeleteFilter {
+                ifindex: pod.ifindex,
+                name: live.name.clone(),
+                prio: tcp.prio,
+            });
+        } else if !at_prio.is_empty() {
+            warnings.push(format!(
+                "the filter at prio {} on {} does not redirect to podtap's TAP; left it",
+                tcp.prio, live.name
+            ));
+        }
         if tcp.create_pod_qdisc {
-            let foreign = now
-                .filters_of(pod.ifindex)
+            let foreign = filters
                 .iter()
-                .filter(|f| f.prio != tcp.prio)
+                .filter(|f| !(ours && f.prio == tcp.prio))
                 .count();
             if foreign == 0 {
                 steps.push(Action::DeleteIngressQdisc {
@@ -190,34 +271,75 @@ fn restore_pod(
             txqlen: q,
         });
     }
-    if let (Some(_), Some(mac)) = (&nic.bridge, pod.mac) {
-        if live.controller.is_some() || live.mac != Some(mac) {
-            steps.push(Action::ReleaseFromBridge {
+    if let (Some(b), Some(mac)) = (&nic.bridge, pod.mac) {
+        match live.controller {
+            Some(c) if ctx.our_bridges.contains(&c) => steps.push(Action::ReleaseFromBridge {
                 ifindex: pod.ifindex,
                 name: live.name.clone(),
                 mac,
-            });
+            }),
+            Some(c) => warnings.push(format!(
+                "{} is now a port of ifindex {c}, not of podtap's bridge; left it there",
+                live.name
+            )),
+            // Out of every bridge but still with podtap's MAC: give back its own.
+            None if live.mac == Some(b.pod_mac) => steps.push(Action::ReleaseFromBridge {
+                ifindex: pod.ifindex,
+                name: live.name.clone(),
+                mac,
+            }),
+            None => {}
         }
     }
     steps
 }
 
-/// Links podtap made for this plan: by recorded ifindex, by group, or (with
-/// `match_names`, for a TAP made just before a crash) by its planned name when
-/// nothing marks it as someone else's (no other ifalias, no other group).
+/// What proves a link is podtap's, by where the record of it comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proof {
+    /// This process just made the links in `created` (rollback): their
+    /// ifindex and kind prove them, marked or not yet.
+    MadeNow,
+    /// A finished checkpoint: every link it records carries podtap's marker
+    /// for the id (or sits in the plan's group).
+    Recorded,
+    /// The checkpoint of an attach that died: also a TAP or bridge with a
+    /// planned name when nothing marks it as someone else's (made just
+    /// before the crash, before podtap could record or group it).
+    RecordedDead,
+}
+
+/// Links podtap made for this plan, each proven (see [`Proof`]): a TAP or
+/// bridge found by its recorded ifindex with the recorded kind, or by the
+/// plan's group, that carries podtap's marker for this id (or, before its
+/// marker is set, sits in the plan's group).
 pub fn our_links<'a>(
     plan: &Plan,
     created: &[Created],
     live: impl Iterator<Item = &'a LinkState>,
-    match_names: bool,
+    proof: Proof,
 ) -> Vec<&'a LinkState> {
+    let match_names = proof == Proof::RecordedDead;
+    let marked = |l: &LinkState| match l.alias.as_deref() {
+        Some(a) => plan::is_marker_of(a, &plan.id),
+        None => l.group == plan.group,
+    };
     let unclaimed = |l: &LinkState| {
         (l.group == 0 || l.group == plan.group)
             && l.alias
                 .as_deref()
                 .is_none_or(|a| plan::is_marker_of(a, &plan.id))
     };
-    let recorded: BTreeSet<u32> = created.iter().map(|c| c.ifindex).collect();
+    let recorded_kind = |l: &LinkState| {
+        created.iter().any(|c| {
+            c.ifindex == l.ifindex
+                && match c.kind.as_str() {
+                    "tap" => l.is_kind(InfoKind::Tun),
+                    "bridge" => l.is_kind(InfoKind::Bridge),
+                    _ => false,
+                }
+        })
+    };
     let planned: BTreeSet<&str> = plan
         .nics
         .iter()
@@ -228,8 +350,8 @@ pub fn our_links<'a>(
     let pods: BTreeSet<u32> = plan.nics.iter().map(|n| n.pod.ifindex).collect();
     live.filter(|l| l.is_tap_or_bridge() && !pods.contains(&l.ifindex))
         .filter(|l| {
-            recorded.contains(&l.ifindex)
-                || l.group == plan.group
+            (recorded_kind(l) && (proof == Proof::MadeNow || marked(l)))
+                || (l.group == plan.group && marked(l))
                 || (match_names && planned.contains(l.name.as_str()) && unclaimed(l))
         })
         .collect()
@@ -316,74 +438,4 @@ pub fn undo_by_markers(id: &SandboxId, now: &Observed) -> Undo {
     }
     undo.links = ours.into_iter().map(delete_link).collect();
     undo
-}
-
-/// What is not as `plan` recorded it (empty when all is well). `now.filters`
-/// must hold the filters of every pod interface and TAP of the plan.
-pub fn missing(plan: &Plan, created: &[Created], now: &Observed) -> Vec<String> {
-    let mut problems = Vec::new();
-    for nic in &plan.nics {
-        missing_nic(nic, created, now, &mut problems);
-    }
-    problems
-}
-
-fn missing_nic(nic: &NicPlan, created: &[Created], now: &Observed, problems: &mut Vec<String>) {
-    let Some(pod) = now.links.get(&nic.pod.ifindex) else {
-        problems.push(format!(
-            "pod interface {} (ifindex {}) is missing",
-            nic.pod.name, nic.pod.ifindex
-        ));
-        return;
-    };
-    let tap_idx = created_ifindex(created, &nic.tap.name);
-    let Some(tap) = now.links.get(&tap_idx).filter(|l| l.is_kind(InfoKind::Tun)) else {
-        problems.push(format!(
-            "TAP {} (ifindex {tap_idx}) is missing",
-            nic.tap.name
-        ));
-        return;
-    };
-    if !tap.up {
-        problems.push(format!("TAP {} is down", tap.name));
-    }
-    if tap.mtu != nic.tap.mtu {
-        problems.push(format!(
-            "TAP {} has MTU {} instead of {}",
-            tap.name, tap.mtu, nic.tap.mtu
-        ));
-    }
-    if let Some(tcp) = &nic.tc {
-        for (from, to) in [(pod, tap), (tap, pod)] {
-            let ok = now
-                .filters_of(from.ifindex)
-                .iter()
-                .any(|f| f.prio == tcp.prio && f.redirect_to == Some(to.ifindex));
-            if !ok {
-                problems.push(format!(
-                    "tc redirect {} -> {} (prio {}) is missing",
-                    from.name, to.name, tcp.prio
-                ));
-            }
-        }
-    }
-    if let Some(b) = &nic.bridge {
-        let idx = created_ifindex(created, &b.name);
-        match now.links.get(&idx) {
-            None => problems.push(format!("bridge {} (ifindex {idx}) is missing", b.name)),
-            Some(br) => {
-                for port in [pod, tap] {
-                    if port.controller != Some(br.ifindex) {
-                        problems.push(format!("{} is not in bridge {}", port.name, br.name));
-                    }
-                }
-                if pod.mac != Some(b.pod_mac) {
-                    problems.push(format!(
-                        "{} does not carry its bridged MAC {}",
-                        pod.name, b.pod_mac
-                    ));
-                }
-            }
-        }
-    }
 }

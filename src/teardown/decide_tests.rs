@@ -2,7 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use super::decide::{missing, our_links, undo_by_markers, undo_recorded, Action, Observed};
+use super::decide::{our_links, undo_by_markers, undo_recorded, Action, Observed, Proof};
+use super::missing::missing;
 use crate::id::SandboxId;
 use crate::kernel::links::LinkState;
 use crate::kernel::mac::MacAddr;
@@ -113,7 +114,12 @@ fn tc_undo_removes_filter_qdisc_and_restores_txqlen_then_deletes_the_group() {
         vec![link(2, "eth2", Some("veth")), tap(5, "tap_eth2")],
         vec![(2, vec![ours_filter(5)])],
     );
-    let undo = undo_recorded(&plan, &[created(5, "tap_eth2", "tap")], &now, false);
+    let undo = undo_recorded(
+        &plan,
+        &[created(5, "tap_eth2", "tap")],
+        &now,
+        Proof::Recorded,
+    );
     assert_eq!(
         undo.pod_side,
         vec![vec![
@@ -148,7 +154,12 @@ fn a_foreign_filter_keeps_the_qdisc() {
         vec![link(2, "eth2", Some("veth")), tap(5, "tap_eth2")],
         vec![(2, vec![ours_filter(5), foreign])],
     );
-    let undo = undo_recorded(&plan, &[created(5, "tap_eth2", "tap")], &now, false);
+    let undo = undo_recorded(
+        &plan,
+        &[created(5, "tap_eth2", "tap")],
+        &now,
+        Proof::Recorded,
+    );
     assert!(!undo.pod_side[0]
         .iter()
         .any(|a| matches!(a, Action::DeleteIngressQdisc { .. })));
@@ -159,7 +170,12 @@ fn a_foreign_filter_keeps_the_qdisc() {
 fn gone_objects_are_warnings_and_nothing_is_deleted() {
     let plan = the_plan(vec![nic(2, "tap_eth2", Wiring::Tc)]);
     let now = observed(vec![link(1, "lo", None)], vec![]);
-    let undo = undo_recorded(&plan, &[created(5, "tap_eth2", "tap")], &now, false);
+    let undo = undo_recorded(
+        &plan,
+        &[created(5, "tap_eth2", "tap")],
+        &now,
+        Proof::Recorded,
+    );
     assert!(undo.pod_side.is_empty() && undo.links.is_empty());
     assert_eq!(undo.warnings.len(), 2, "{:?}", undo.warnings);
 }
@@ -175,7 +191,12 @@ fn a_foreign_link_in_the_group_means_one_by_one() {
         vec![link(2, "eth2", Some("veth")), tap(5, "tap_eth2"), stranger],
         vec![],
     );
-    let undo = undo_recorded(&plan, &[created(5, "tap_eth2", "tap")], &now, false);
+    let undo = undo_recorded(
+        &plan,
+        &[created(5, "tap_eth2", "tap")],
+        &now,
+        Proof::Recorded,
+    );
     assert_eq!(
         undo.links,
         vec![Action::DeleteLink {
@@ -198,31 +219,167 @@ fn names_count_only_for_a_dead_attach_and_only_when_unclaimed() {
         alias: Some("someone-else".into()),
         ..ungrouped.clone()
     };
-    for (live, match_names, expect) in [
-        (&ungrouped, true, 1),
-        (&ungrouped, false, 0),
-        (&theirs, true, 0),
+    for (live, proof, expect) in [
+        (&ungrouped, Proof::RecordedDead, 1),
+        (&ungrouped, Proof::Recorded, 0),
+        (&theirs, Proof::RecordedDead, 0),
     ] {
-        let ours = our_links(&plan, &[], std::iter::once(live), match_names);
-        assert_eq!(ours.len(), expect, "{live:?} match_names={match_names}");
+        let ours = our_links(&plan, &[], std::iter::once(live), proof);
+        assert_eq!(ours.len(), expect, "{live:?} {proof:?}");
+    }
+    // What this process just made is proven by its ifindex and kind alone.
+    let c = [created(5, "tap_eth2", "tap")];
+    assert_eq!(
+        our_links(&plan, &c, std::iter::once(&ungrouped), Proof::MadeNow).len(),
+        1
+    );
+    assert_eq!(
+        our_links(&plan, &c, std::iter::once(&ungrouped), Proof::Recorded).len(),
+        0
+    );
+}
+
+fn our_bridge(ifindex: u32) -> LinkState {
+    LinkState {
+        group: GROUP,
+        alias: Some(plan::bridge_marker(&id(), 2, Some(mac(2)))),
+        ..link(ifindex, "br_eth2", Some("bridge"))
+    }
+}
+
+fn bridged_pod(controller: u32) -> LinkState {
+    LinkState {
+        controller: Some(controller),
+        mac: Some(MacAddr([0x06, 1, 2, 3, 4, 2])),
+        ..link(2, "eth2", Some("veth"))
     }
 }
 
 #[test]
 fn bridge_undo_releases_the_pod_interface_with_its_own_mac() {
     let plan = the_plan(vec![nic(2, "tap_eth2", Wiring::Bridge)]);
-    let bridged = LinkState {
-        controller: Some(6),
-        mac: Some(MacAddr([0x06, 1, 2, 3, 4, 2])),
-        ..link(2, "eth2", Some("veth"))
-    };
-    let now = observed(vec![bridged, tap(5, "tap_eth2")], vec![]);
-    let undo = undo_recorded(&plan, &[created(5, "tap_eth2", "tap")], &now, false);
+    let now = observed(
+        vec![bridged_pod(6), our_bridge(6), tap(5, "tap_eth2")],
+        vec![],
+    );
+    let c = [
+        created(5, "tap_eth2", "tap"),
+        created(6, "br_eth2", "bridge"),
+    ];
+    let undo = undo_recorded(&plan, &c, &now, Proof::Recorded);
     assert!(undo.pod_side[0].contains(&Action::ReleaseFromBridge {
         ifindex: 2,
         name: "eth2".into(),
         mac: mac(2)
     }));
+    assert_eq!(undo.links, vec![Action::DeleteGroup { group: GROUP }]);
+}
+
+#[test]
+fn a_pod_interface_moved_into_someone_elses_bridge_stays_there() {
+    let plan = the_plan(vec![nic(2, "tap_eth2", Wiring::Bridge)]);
+    let theirs = link(9, "br_theirs", Some("bridge"));
+    let now = observed(vec![bridged_pod(9), theirs, tap(5, "tap_eth2")], vec![]);
+    let undo = undo_recorded(
+        &plan,
+        &[created(5, "tap_eth2", "tap")],
+        &now,
+        Proof::Recorded,
+    );
+    assert!(undo
+        .pod_side
+        .iter()
+        .flatten()
+        .all(|a| !matches!(a, Action::ReleaseFromBridge { .. })));
+    assert!(
+        undo.warnings
+            .iter()
+            .any(|w| w.contains("not of podtap's bridge")),
+        "{:?}",
+        undo.warnings
+    );
+}
+
+#[test]
+fn a_stranger_at_a_recorded_ifindex_is_left_alone() {
+    let plan = the_plan(vec![nic(2, "tap_eth2", Wiring::Tc)]);
+    // Ifindex 5 was podtap's TAP; now an unrelated bridge without marker or group.
+    let stranger = link(5, "br_other", Some("bridge"));
+    let now = observed(
+        vec![link(2, "eth2", Some("veth")), stranger],
+        vec![(2, vec![])],
+    );
+    let undo = undo_recorded(
+        &plan,
+        &[created(5, "tap_eth2", "tap")],
+        &now,
+        Proof::Recorded,
+    );
+    assert!(undo.links.is_empty(), "{:?}", undo.links);
+    assert!(undo
+        .warnings
+        .iter()
+        .any(|w| w.contains("left it untouched")));
+    // An unmarked TAP at the recorded ifindex (someone else's TAP) is not ours either.
+    let foreign_tap = LinkState {
+        alias: Some("theirs".into()),
+        group: 0,
+        ..link(5, "tapx", Some("tun"))
+    };
+    let now = observed(vec![link(2, "eth2", Some("veth")), foreign_tap], vec![]);
+    let undo = undo_recorded(
+        &plan,
+        &[created(5, "tap_eth2", "tap")],
+        &now,
+        Proof::Recorded,
+    );
+    assert!(undo.links.is_empty());
+}
+
+#[test]
+fn a_replaced_pod_interface_is_not_restored() {
+    let plan = the_plan(vec![nic(2, "tap_eth2", Wiring::Tc)]);
+    let other = LinkState {
+        mac: Some(MacAddr([0x02, 9, 9, 9, 9, 9])),
+        ..link(2, "eth2", Some("veth"))
+    };
+    let now = observed(
+        vec![other, tap(5, "tap_eth2")],
+        vec![(2, vec![ours_filter(5)])],
+    );
+    let undo = undo_recorded(
+        &plan,
+        &[created(5, "tap_eth2", "tap")],
+        &now,
+        Proof::Recorded,
+    );
+    assert!(undo.pod_side.is_empty(), "{:?}", undo.pod_side);
+    assert!(undo
+        .warnings
+        .iter()
+        .any(|w| w.contains("not the recorded pod interface")));
+}
+
+#[test]
+fn a_filter_at_our_priority_that_is_not_ours_stays() {
+    let plan = the_plan(vec![nic(2, "tap_eth2", Wiring::Tc)]);
+    let now = observed(
+        vec![link(2, "eth2", Some("veth")), tap(5, "tap_eth2")],
+        vec![(2, vec![ours_filter(77)])],
+    );
+    let undo = undo_recorded(
+        &plan,
+        &[created(5, "tap_eth2", "tap")],
+        &now,
+        Proof::Recorded,
+    );
+    let side = &undo.pod_side[0];
+    assert!(!side
+        .iter()
+        .any(|a| matches!(a, Action::DeleteFilter { .. })));
+    assert!(!side
+        .iter()
+        .any(|a| matches!(a, Action::DeleteIngressQdisc { .. })));
 }
 
 #[test]

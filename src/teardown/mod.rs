@@ -10,7 +10,9 @@ pub mod decide;
 #[cfg(test)]
 mod decide_tests;
 pub mod execute;
+pub mod missing;
 
+pub use decide::Proof;
 pub use execute::UndoReport;
 
 use std::path::Path;
@@ -18,27 +20,28 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::id::SandboxId;
 use crate::kernel::netlink::Netlink;
-use crate::kernel::netns::NetNs;
+use crate::kernel::netns::{is_host_identity, NetNs};
+use crate::kernel::netns_search;
 use crate::plan::Plan;
 use crate::state::{Checkpoint, Created};
 
-/// Undo everything `plan` may have built in the netns `nl` talks to.
-/// `match_names`: see [`decide::undo_recorded`].
+/// Undo everything `plan` may have built in the netns `nl` talks to, touching
+/// only what `proof` shows is ours.
 pub async fn undo_recorded(
     nl: &Netlink,
     plan: &Plan,
     created: &[Created],
-    match_names: bool,
+    proof: Proof,
 ) -> UndoReport {
-    let qdisc_owners: Vec<u32> = plan
+    let tc_pods: Vec<u32> = plan
         .nics
         .iter()
-        .filter(|n| n.tc.as_ref().is_some_and(|t| t.create_pod_qdisc))
+        .filter(|n| n.tc.is_some())
         .map(|n| n.pod.ifindex)
         .collect();
-    match execute::observe(nl, |l| qdisc_owners.contains(&l.ifindex)).await {
+    match execute::observe(nl, |l| tc_pods.contains(&l.ifindex)).await {
         Ok(now) => {
-            let undo = decide::undo_recorded(plan, created, &now, match_names);
+            let undo = decide::undo_recorded(plan, created, &now, proof);
             execute::execute(nl, undo, false).await
         }
         Err(e) => UndoReport {
@@ -71,27 +74,54 @@ pub async fn missing(nl: &Netlink, plan: &Plan, created: &[Created]) -> Result<V
         })
         .collect();
     let now = execute::observe(nl, |l| wired.contains(&l.ifindex)).await?;
-    Ok(decide::missing(plan, created, &now))
+    Ok(missing::missing(plan, created, &now))
 }
 
-/// Open the netns a checkpoint recorded if it is still the same one
-/// (`Ok(Ok(ns))`); say why there is nothing to undo when it is gone or
-/// replaced (`Ok(Err(why))`). Any other failure (permission, fd limit, ...)
-/// is an error and the checkpoint stays, since podtap's objects may still be there.
-pub fn open_recorded(cp: &Checkpoint) -> Result<std::result::Result<NetNs, String>> {
+/// Open the netns a checkpoint recorded, found by identity (`Ok(Ok(ns))`),
+/// or say why there is nothing to undo because it is gone (`Ok(Err(why))`).
+///
+/// The recorded path comes first; when it is dead or names another netns
+/// now, the caller's `hints` (CNI_NETNS, the hook's path, `--netns`) and then
+/// everything that can hold a netns are searched for the recorded
+/// `(dev, inode)`. A checkpoint that names the host's netns is corrupt: podtap
+/// never records it. Any other failure (permission, fd limit, ...) is an
+/// error and the checkpoint stays, since podtap's objects may still be there.
+pub fn open_recorded(
+    cp: &Checkpoint,
+    file: &Path,
+    hints: &[&Path],
+) -> Result<std::result::Result<NetNs, String>> {
+    let identity = (cp.netns.dev, cp.netns.inode);
+    if is_host_identity(identity)? {
+        return Err(Error::CorruptState {
+            path: file.into(),
+            id: cp.id.to_string(),
+            why: "it names the host's own netns, which podtap never attaches to".into(),
+        });
+    }
     let path = Path::new(&cp.netns.path);
-    match NetNs::open(path, true) {
-        Ok(ns) if ns.identity() == (cp.netns.dev, cp.netns.inode) => Ok(Ok(ns)),
-        Ok(ns) => Ok(Err(format!(
-            "netns {} is now a different namespace (inode {} != recorded {}); left it untouched",
+    let replaced = match NetNs::open(path, false) {
+        Ok(ns) if ns.identity() == identity => return Ok(Ok(ns)),
+        Ok(ns) => Some(ns.inode()),
+        Err(Error::NetnsMissing { .. } | Error::NotNetns { .. } | Error::HostNetns { .. }) => None,
+        Err(e) => return Err(e),
+    };
+    if let Some(ns) = netns_search::find(identity, hints) {
+        tracing::info!(
+            "netns {} is no longer reachable there; found it at {}",
             cp.netns.path,
-            ns.inode(),
-            cp.netns.inode
-        ))),
-        Err(Error::NetnsMissing { .. }) | Err(Error::NotNetns { .. }) => Ok(Err(format!(
+            ns.display()
+        );
+        return Ok(Ok(ns));
+    }
+    Ok(Err(match replaced {
+        Some(inode) => format!(
+            "netns {} is now a different namespace (inode {inode} != recorded {}) and the recorded one is gone; left it untouched",
+            cp.netns.path, cp.netns.inode
+        ),
+        None => format!(
             "netns {} is gone; its virtual links went with it",
             cp.netns.path
-        ))),
-        Err(e) => Err(e),
-    }
+        ),
+    }))
 }

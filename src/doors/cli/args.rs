@@ -78,8 +78,10 @@ pub enum Command {
         /// For a corrupt checkpoint: clean up by podtap's own markers (TAP/bridge ifalias, link group).
         #[arg(long)]
         force: bool,
-        /// With --force: the netns to clean, when the checkpoint no longer names it.
-        #[arg(long, requires = "force")]
+        /// Where the netns is now, when the recorded path has died while the netns lives on
+        /// (used only if it is the recorded netns, by identity); with --force, the netns to
+        /// clean when the checkpoint no longer names it.
+        #[arg(long)]
         netns: Option<PathBuf>,
     },
     /// Exit 0 only if every object of the attachment exists and is wired as recorded.

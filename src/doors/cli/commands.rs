@@ -3,10 +3,11 @@
 use crate::error::{exit, Error, Result};
 use crate::model::{Description, Wiring};
 use crate::plan::{AttachOptions, TapOwner};
-use crate::state::{SandboxId, StateDir};
+use crate::state::SandboxId;
 
 use super::Command;
-use crate::doors::output::{emit, emit_text};
+use crate::doors::cni::registry::Registry;
+use crate::doors::output::{check_output, emit, emit_attached, emit_text};
 
 pub fn dispatch(cli: super::Cli) -> Result<i32> {
     match cli.command {
@@ -44,9 +45,12 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
                     .map_err(|e| Error::Invalid(format!("--tap-owner {e}")))?;
                 opts = opts.with_tap_owner(owner);
             }
-            let desc =
-                crate::attach::attach_in(&netns, allow_host_netns, &id, &opts, &state.dir())?;
-            emit(&desc, output.as_deref())?;
+            if let Some(path) = &output {
+                check_output(path)?;
+            }
+            let state = state.dir();
+            let attached = crate::attach::attach_in(&netns, allow_host_netns, &id, &opts, &state)?;
+            emit_attached(&attached, output.as_deref(), &id, &state)?;
         }
         Command::Detach {
             id,
@@ -59,8 +63,10 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
             let report = if force {
                 crate::detach::force_detach(&id, &state, netns.as_deref())?
             } else {
-                crate::detach::detach(&id, &state)?
+                crate::detach::detach(&id, &state, netns.as_deref())?
             };
+            // An attachment made through CNI is recorded there too: detached is detached.
+            Registry::new(state.path()).forget(&id)?;
             if !report.found {
                 eprintln!("podtap: sandbox {id}: nothing to detach");
             }
@@ -72,7 +78,7 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
             crate::check::check(&id.parse()?, &state.dir())?;
             println!("sandbox {id}: ok");
         }
-        Command::List { state, json } => list(&state.dir(), json)?,
+        Command::List { state, json } => super::list::list(&state.dir(), json)?,
         Command::Render {
             format,
             id,
@@ -119,59 +125,4 @@ fn read_description(path: &std::path::Path) -> Result<Description> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io("read description", path, e))?;
     serde_json::from_str(&text)
         .map_err(|e| Error::Invalid(format!("description {}: {e}", path.display())))
-}
-
-fn list(state: &StateDir, json: bool) -> Result<()> {
-    let mut rows = Vec::new();
-    for id in state.ids()? {
-        let row = match state.load(&id) {
-            Ok(Some(cp)) => serde_json::json!({
-                "id": id,
-                "netns": cp.netns.path,
-                "inode": cp.netns.inode,
-                "phase": cp.phase,
-                "mode": cp.plan.mode,
-                "taps": cp.plan.nics.iter().map(|n| n.tap.name.clone()).collect::<Vec<_>>(),
-            }),
-            Ok(None) => continue,
-            Err(e) => serde_json::json!({ "id": id, "error": e.to_string() }),
-        };
-        rows.push(row);
-    }
-    if json {
-        let text =
-            serde_json::to_string_pretty(&rows).map_err(|e| Error::Invalid(e.to_string()))?;
-        return emit_text(&(text + "\n"), None);
-    }
-    let mut out = String::from("ID\tPHASE\tMODE\tNETNS\tTAPS\n");
-    for r in rows {
-        let s = |k: &str| {
-            r.get(k).map(|v| {
-                v.as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| v.to_string())
-            })
-        };
-        let taps = r.get("taps").and_then(|t| t.as_array()).map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str())
-                .collect::<Vec<_>>()
-                .join(",")
-        });
-        match s("error") {
-            Some(err) => out.push_str(&format!(
-                "{}\tcorrupt\t-\t-\t{err}\n",
-                s("id").unwrap_or_default()
-            )),
-            None => out.push_str(&format!(
-                "{}\t{}\t{}\t{}\t{}\n",
-                s("id").unwrap_or_default(),
-                s("phase").unwrap_or_default(),
-                s("mode").unwrap_or_default(),
-                s("netns").unwrap_or_default(),
-                taps.unwrap_or_default()
-            )),
-        }
-    }
-    emit_text(&out, None)
 }

@@ -5,6 +5,7 @@
 
 mod args;
 mod commands;
+mod list;
 
 use clap::Parser;
 

@@ -37,9 +37,25 @@ pub struct NetConf {
     /// Where checkpoints live; `/run/podtap` when absent.
     #[serde(default)]
     pub state_dir: Option<PathBuf>,
-    /// GC (1.1): the attachments the runtime still knows.
-    #[serde(rename = "cni.dev/valid-attachments", default)]
+    /// GC (1.1): the attachments the runtime still knows. `null` (what a Go
+    /// runtime sends for a nil slice when no pod is left) is an empty list;
+    /// the older key `cni.dev/attachments` is accepted too.
+    #[serde(
+        rename = "cni.dev/valid-attachments",
+        alias = "cni.dev/attachments",
+        default,
+        deserialize_with = "null_is_empty"
+    )]
     pub valid_attachments: Option<Vec<ValidAttachment>>,
+}
+
+/// A present key is a list, even when its value is `null`.
+fn null_is_empty<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<ValidAttachment>>, D::Error> {
+    Ok(Some(
+        Option::<Vec<ValidAttachment>>::deserialize(d)?.unwrap_or_default(),
+    ))
 }
 
 /// One entry of `cni.dev/valid-attachments`.
@@ -229,6 +245,15 @@ mod tests {
             .attach_options("eth0", "IgnoreUnknown=1;PODTAP_MODE=tc;K8S_POD_NAME=x")
             .unwrap();
         assert_eq!(o.mode, Wiring::Tc);
+    }
+
+    #[test]
+    fn gc_lists_accept_null_and_the_older_key() {
+        let c = conf(r#","cni.dev/valid-attachments":null"#);
+        assert_eq!(c.valid_attachments.map(|v| v.len()), Some(0));
+        let c = conf(r#","cni.dev/attachments":[{"containerID":"c","ifname":"eth0"}]"#);
+        assert_eq!(c.valid_attachments.map(|v| v.len()), Some(1));
+        assert!(conf("").valid_attachments.is_none());
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 mod commands;
 mod config;
-mod registry;
+pub mod registry;
 mod result;
 mod status;
 

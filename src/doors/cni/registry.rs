@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::state::{write_atomic, SandboxId, StateDir};
+use crate::state::{read_entry, write_atomic, SandboxId, StateDir};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
@@ -44,7 +44,7 @@ impl Registry {
 
     /// The entry for `id`; `None` when absent or unreadable (a hint, never fatal).
     pub fn get(&self, id: &SandboxId) -> Option<Entry> {
-        let text = std::fs::read_to_string(self.dir.file(id)).ok()?;
+        let text = read_entry(&self.dir.file(id)).ok()??;
         serde_json::from_str(&text).ok()
     }
 

@@ -78,7 +78,7 @@ pub fn run(keep: bool, boot: bool) -> Result<()> {
             None => Ok(()),
         };
     }
-    let report = crate::detach::detach(&id, &state)?;
+    let report = crate::detach::detach(&id, &state, None)?;
     for w in report.warnings {
         eprintln!("podtap demo: warning: {w}");
     }

@@ -1,0 +1,98 @@
+//! `podtap list`: every checkpoint, and every CNI registry entry with or without one.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use crate::doors::cni::registry::{Entry, Registry};
+use crate::doors::output::emit_text;
+use crate::error::{Error, Result};
+use crate::state::{SandboxId, StateDir};
+
+/// One line of the listing.
+#[derive(Debug, Serialize)]
+struct Row {
+    id: SandboxId,
+    /// "applying", "complete", "corrupt", or "orphan" (a CNI registry entry
+    /// whose checkpoint is gone: GC or DEL will drop it).
+    phase: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    netns: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inode: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mode: Option<String>,
+    taps: Vec<String>,
+    /// The CNI attachment that made it, when it came through the CNI door.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cni: Option<Entry>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+pub fn list(state: &StateDir, json: bool) -> Result<()> {
+    let registry = Registry::new(state.path());
+    let ids: BTreeSet<SandboxId> = state.ids()?.into_iter().chain(registry.ids()?).collect();
+    let rows: Vec<Row> = ids
+        .into_iter()
+        .map(|id| row(state, &registry, id))
+        .collect();
+    if json {
+        let text =
+            serde_json::to_string_pretty(&rows).map_err(|e| Error::Invalid(e.to_string()))?;
+        return emit_text(&(text + "\n"), None);
+    }
+    let mut out = String::from("ID\tPHASE\tMODE\tNETNS\tTAPS\n");
+    for r in rows {
+        let detail = r.error.clone().unwrap_or_else(|| r.taps.join(","));
+        out.push_str(&format!(
+            "{}\t{}\t{}\t{}\t{}\n",
+            r.id,
+            r.phase,
+            r.mode.as_deref().unwrap_or("-"),
+            r.netns
+                .as_deref()
+                .or(r.cni.as_ref().and_then(|c| c.netns.as_deref()))
+                .unwrap_or("-"),
+            detail
+        ));
+    }
+    emit_text(&out, None)
+}
+
+fn row(state: &StateDir, registry: &Registry, id: SandboxId) -> Row {
+    let cni = registry.get(&id);
+    let mut row = Row {
+        id,
+        phase: String::new(),
+        netns: None,
+        inode: None,
+        mode: None,
+        taps: Vec::new(),
+        cni,
+        error: None,
+    };
+    match state.load(&row.id) {
+        Ok(Some(cp)) => {
+            row.phase = serde_plain(&cp.phase);
+            row.netns = Some(cp.netns.path);
+            row.inode = Some(cp.netns.inode);
+            row.mode = Some(serde_plain(&cp.plan.mode));
+            row.taps = cp.plan.nics.into_iter().map(|n| n.tap.name).collect();
+        }
+        Ok(None) => row.phase = "orphan".into(),
+        Err(e) => {
+            row.phase = "corrupt".into();
+            row.error = Some(e.to_string());
+        }
+    }
+    row
+}
+
+/// A unit enum's serde name ("complete", "tc").
+fn serde_plain(v: &impl Serialize) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
