@@ -35,7 +35,7 @@ fn run(netns: &std::path::Path) -> podtap::error::Result<()> {
 
     let desc = podtap::attach::attach(netns, &id, &AttachOptions::default(), &state)?;
     let rendered = podtap::render::render(Format::Qemu, &desc);
-    let detached = podtap::detach::detach(&id, &state);
+    let detached = podtap::detach::detach(&id, &state, Some(netns));
     let _ = std::fs::remove_dir_all(state.path());
 
     println!("{}", rendered?);

@@ -9,3 +9,6 @@ pub mod exec;
 pub mod oci_hook;
 pub mod output;
 pub mod state_args;
+
+#[cfg(test)]
+mod input_props;

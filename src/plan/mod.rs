@@ -269,9 +269,17 @@ fn choose_interfaces<'a>(
         }
     };
     if chosen.is_empty() {
+        // Say why each one was passed over: a loser of a race for a pod
+        // interface learns which bridge (whose attachment) holds it.
+        let why: Vec<String> = desc
+            .interfaces
+            .iter()
+            .filter_map(|i| Some(format!("{}: {}", i.name, i.ineligible_reason.as_deref()?)))
+            .collect();
         return Err(Error::Invalid(format!(
-            "netns {}: no eligible interface to attach",
-            desc.netns.path
+            "netns {}: no eligible interface to attach ({})",
+            desc.netns.path,
+            why.join("; ")
         )));
     }
     Ok(chosen)

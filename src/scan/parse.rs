@@ -175,6 +175,19 @@ pub fn classify(kind: Option<&InfoKind>, ether: bool, loopback: bool) -> LinkKin
     }
 }
 
+/// The sandbox id in the podtap marker (`podtap:<id> ...`) of link `idx`, if it has one.
+fn podtap_owner(links: &[LinkMessage], idx: u32) -> Option<String> {
+    let link = links.iter().find(|l| l.header.index == idx)?;
+    link.attributes.iter().find_map(|a| match a {
+        LinkAttribute::IfAlias(alias) => alias
+            .split(' ')
+            .next()?
+            .strip_prefix("podtap:")
+            .map(str::to_string),
+        _ => None,
+    })
+}
+
 /// Bridge ports are the bridge's, not the pod's: name the controller and mark them ineligible.
 fn resolve_controllers(
     interfaces: &mut [Interface],
@@ -198,7 +211,12 @@ fn resolve_controllers(
             if iface.eligible {
                 iface.eligible = false;
                 iface.guest_mac = None;
-                iface.ineligible_reason = Some(format!("enslaved to {cname}"));
+                iface.ineligible_reason = Some(match podtap_owner(links, idx) {
+                    Some(id) => format!(
+                        "enslaved to {cname}, the bridge of podtap sandbox {id} (detach it first)"
+                    ),
+                    None => format!("enslaved to {cname}"),
+                });
             }
             iface.controller = Some(cname);
         }

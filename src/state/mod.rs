@@ -162,7 +162,8 @@ impl StateDir {
 
     /// Write the checkpoint atomically.
     pub(crate) fn save(&self, cp: &Checkpoint) -> Result<()> {
-        let text = serde_json::to_vec_pretty(cp)
+        // Compact: a 32-interface pod's checkpoint is read and written on every call.
+        let text = serde_json::to_vec(cp)
             .map_err(|e| Error::Invalid(format!("serialize checkpoint: {e}")))?;
         write_atomic(&self.file(&cp.id), &text, 0o600)
     }

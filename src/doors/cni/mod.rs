@@ -6,9 +6,9 @@
 //! or a CNI error object on stdout and a non-zero exit. See `docs/integration.md`.
 
 mod commands;
-mod config;
+pub(crate) mod config;
 pub mod registry;
-mod result;
+pub(crate) mod result;
 mod status;
 
 use std::io::{Read, Write};

@@ -1,0 +1,213 @@
+//! Property tests: every parser that reads outside input (CNI config and
+//! prevResult, CNI_ARGS, OCI state and annotations, checkpoint files, door
+//! arguments) takes thousands of generated and mutated inputs without
+//! panicking. (A hang would time the test run out.)
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use serde_json::Value;
+
+use crate::doors::cni::{config, result};
+use crate::doors::oci_hook;
+use crate::kernel::mac::MacAddr;
+use crate::model::Wiring;
+use crate::plan::{parse_queues, TapOwner};
+use crate::render::Format;
+use crate::state::{Checkpoint, SandboxId};
+
+const CASES: u32 = 2000;
+
+const CNI_CONF: &str = r#"{"cniVersion":"1.1.0","name":"net","type":"podtap","mode":"bridge","queues":2,
+"tapOwner":1000,"stateDir":"/run/podtap","args":{"cni":{"podtap":{"mode":"tc"}}},
+"runtimeConfig":{"podtap":{"queues":4}},"cni.dev/valid-attachments":[{"containerID":"c","ifname":"eth0"}],
+"prevResult":{"cniVersion":"1.1.0","interfaces":[{"name":"eth0","mac":"0e:00:00:00:00:01","sandbox":"/run/netns/p"}],
+"ips":[{"address":"198.18.0.2/24","interface":0}],"routes":[{"dst":"0.0.0.0/0"}],"dns":{"nameservers":["198.18.0.1"]}}}"#;
+
+const OCI_STATE: &str = r#"{"ociVersion":"1.0.2","id":"ctr-1","status":"creating","pid":4242,
+"bundle":"/run/bundles/ctr-1","annotations":{"io.podtap.mode":"bridge","io.podtap.queues":"2",
+"io.podtap.interfaces":"eth0,net1","io.podtap.tap-owner":"1000:1000","io.podtap.output":"podtap.json"}}"#;
+
+const CHECKPOINT: &str = r#"{"version":1,"id":"s1","netns":{"path":"/run/netns/p","inode":4026532545,"dev":4},
+"netns_cookie":77,"phase":"complete","plan":{"id":"s1","mode":"tc","group":1885601793,"nics":[{"pod":{"ifindex":2,
+"name":"eth0","mac":"0e:00:00:00:00:01","mtu":1500,"kind":"veth","txqlen":0},"tap":{"name":"tap_eth0","mtu":1500,
+"queues":1,"vnet_hdr":true,"multi_queue":false},"wiring":"tc","tc":{"prio":49374,"create_pod_qdisc":true}}]},
+"created":[{"name":"tap_eth0","ifindex":5,"kind":"tap"}]}"#;
+
+/// `sample` with up to 8 byte-level edits (replace, insert, delete), kept UTF-8.
+fn mutated(sample: &'static str) -> impl Strategy<Value = String> {
+    prop::collection::vec((any::<usize>(), 0u8..3, any::<u8>()), 0..8).prop_map(move |edits| {
+        let mut bytes = sample.as_bytes().to_vec();
+        for (at, op, b) in edits {
+            let at = at % (bytes.len() + 1);
+            match op {
+                0 if at < bytes.len() => bytes[at] = b,
+                1 => bytes.insert(at, b),
+                _ if at < bytes.len() => {
+                    bytes.remove(at);
+                }
+                _ => {}
+            }
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
+    })
+}
+
+/// Arbitrary JSON values, a few levels deep, with the keys parsers look for.
+fn json() -> impl Strategy<Value = Value> {
+    let key = prop::sample::select(vec![
+        "cniVersion",
+        "name",
+        "mode",
+        "queues",
+        "tapOwner",
+        "tapGroup",
+        "vnetHdr",
+        "stateDir",
+        "prevResult",
+        "interfaces",
+        "ips",
+        "routes",
+        "mac",
+        "sandbox",
+        "interface",
+        "args",
+        "cni",
+        "podtap",
+        "runtimeConfig",
+        "cni.dev/valid-attachments",
+        "cni.dev/attachments",
+        "containerID",
+        "ifname",
+        "id",
+        "bundle",
+        "annotations",
+        "pid",
+        "version",
+        "plan",
+        "nics",
+        "netns",
+        "phase",
+        "created",
+    ])
+    .prop_map(str::to_string);
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_map(Value::from),
+        prop_oneof![
+            Just("1.0.0".to_string()),
+            Just("1.1.0".to_string()),
+            ".{0,12}"
+        ]
+        .prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 48, 6, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+            prop::collection::vec((key.clone(), inner), 0..6)
+                .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+        ]
+    })
+}
+
+/// Everything the CNI door does with a config before it touches the kernel.
+fn cni_pipeline(stdin: &str, cni_args: &str) {
+    let _ = config::requested_version(stdin);
+    if let Ok(conf) = config::parse(stdin) {
+        let _ = conf.attach_options("eth0", cni_args);
+        let _ = conf.state_dir();
+        if let Some(prev) = &conf.prev_result {
+            if result::validate(prev).is_ok() {
+                let _ = result::interfaces(prev);
+                let _ = result::find(prev, "eth0", "/run/netns/p");
+                let entry = result::TapEntry {
+                    tap_name: "tap_eth0",
+                    guest_mac: Some("0e:00:00:00:00:01"),
+                    sandbox: "/run/netns/p",
+                    pod_mac_now: Some(("eth0", "06:00:00:00:00:01")),
+                };
+                let _ = result::with_tap(prev, &conf.cni_version, &entry);
+            }
+        }
+    }
+}
+
+fn oci_pipeline(text: &str) {
+    if let Ok(state) = oci_hook::parse_state(text) {
+        let _ = oci_hook::options(&state.annotations);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: CASES, ..ProptestConfig::default() })]
+
+    #[test]
+    fn cni_config_mutations_never_panic(stdin in mutated(CNI_CONF), args in ".{0,40}") {
+        cni_pipeline(&stdin, &args);
+    }
+
+    #[test]
+    fn cni_config_shapes_never_panic(v in json()) {
+        cni_pipeline(&v.to_string(), "");
+        let mut conf = serde_json::json!({"cniVersion": "1.0.0", "name": "n", "type": "podtap"});
+        conf["prevResult"] = v.clone();
+        conf["runtimeConfig"] = serde_json::json!({ "podtap": v.clone() });
+        conf["cni.dev/valid-attachments"] = v;
+        cni_pipeline(&conf.to_string(), "PODTAP_MODE=bridge;PODTAP_QUEUES=3");
+    }
+
+    #[test]
+    fn cni_args_never_panic(args in "([A-Z_]{0,14}=?[a-z0-9;=]{0,8}){0,6}") {
+        cni_pipeline(r#"{"cniVersion":"1.0.0","name":"n"}"#, &args);
+    }
+
+    #[test]
+    fn oci_state_mutations_never_panic(text in mutated(OCI_STATE)) {
+        oci_pipeline(&text);
+    }
+
+    #[test]
+    fn oci_annotations_never_panic(ann in prop::collection::btree_map(
+        prop::sample::select(vec!["io.podtap.mode", "io.podtap.queues", "io.podtap.interfaces",
+            "io.podtap.tap-owner", "io.podtap.output", "other"]).prop_map(str::to_string),
+        ".{0,20}", 0..6)) {
+        let _ = oci_hook::options(&ann);
+        let state = serde_json::json!({"id": "c", "bundle": "/nonexistent-bundle", "annotations": ann});
+        oci_pipeline(&state.to_string());
+    }
+
+    #[test]
+    fn checkpoint_mutations_never_panic(text in mutated(CHECKPOINT)) {
+        if let Ok(cp) = serde_json::from_str::<Checkpoint>(&text) {
+            let _ = cp.is_netns((4, 4026532545), Some(77));
+            let _ = serde_json::to_string(&cp);
+        }
+    }
+
+    #[test]
+    fn checkpoint_shapes_never_panic(v in json()) {
+        let _ = serde_json::from_value::<Checkpoint>(v);
+    }
+
+    #[test]
+    fn door_arguments_never_panic(s in ".{0,160}") {
+        if let Ok(id) = SandboxId::new(s.clone()) {
+            prop_assert!(!id.as_str().contains('/') && !id.as_str().contains(".."));
+        }
+        let _ = s.parse::<TapOwner>();
+        let _ = parse_queues(&s);
+        let _ = s.parse::<Wiring>();
+        let _ = s.parse::<MacAddr>();
+        let _ = s.parse::<Format>();
+        let _ = BTreeMap::from([("io.podtap.queues".to_string(), s)]);
+    }
+}
+
+#[test]
+fn the_samples_are_valid_to_begin_with() {
+    assert!(config::parse(CNI_CONF).is_ok());
+    assert!(oci_hook::parse_state(OCI_STATE).is_ok());
+    assert!(serde_json::from_str::<Checkpoint>(CHECKPOINT).is_ok());
+}
