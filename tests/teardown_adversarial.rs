@@ -189,13 +189,18 @@ fn a_failed_final_checkpoint_write_rolls_everything_back() {
         return;
     }
     let pod = pod();
+    // Enough interfaces that the complete checkpoint (with the description)
+    // needs more than one page while the intent record needs one.
+    for i in 1..6 {
+        pod.add_veth(&format!("eth{i}"), &format!("veth{i}"), 100 + i, false);
+    }
     let before = snapshot(&pod.pod);
     let state = StateDir::new();
     std::fs::create_dir_all(&state.0).unwrap();
     let bin = env!("CARGO_BIN_EXE_podtap");
     let dir = state.0.display();
-    // Two pages: the intent record fits; the complete checkpoint (with the
-    // description, more than a page) cannot be written beside it.
+    // Two pages: the intent record fits; the complete checkpoint cannot be
+    // written beside it.
     let script = format!(
         "set -e; mkdir -p {dir}/small; mount -t tmpfs -o size=8k,mode=0700 tmpfs {dir}/small
          {bin} attach --state-dir {dir}/small --netns {ns} --id full1; echo rc=$?; ls -A {dir}/small",
