@@ -219,9 +219,14 @@ fn assert_interfaces_match_ip(sc: &Scanned) {
         if let Some(kind) = kind {
             assert_eq!(i["kind"], kind, "{name}: kind");
         }
+        // An administratively down link carries nothing: it gets no VM NIC.
+        let up = link["flags"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|x| x == "UP"));
         let eligible = !matches!(kind, Some("loopback" | "bridge" | "tap" | "tun"))
             && link.get("master").is_none()
-            && link["link_type"] == "ether";
+            && link["link_type"] == "ether"
+            && up;
         assert_eq!(i["eligible"], eligible, "{name}: eligible");
         if eligible {
             assert_eq!(i["guest_mac"], i["mac"], "{name}: guest_mac is its own MAC");
@@ -841,6 +846,8 @@ fn loopback_bridge_tap_tun_and_bridge_ports_are_not_eligible() {
     p.ip("link add vin0 type veth peer name vin1");
     p.ip("link set vin0 master br0");
     p.ip("link set br0 up");
+    // vin1 is an ordinary veth: up, so eligible (a down link gets no NIC).
+    p.ip("link set vin1 up");
     if !common::sh_ok(&format!("ip -n {} tuntap add dev tap0 mode tap", p.name)) {
         eprintln!("SKIP loopback_bridge_tap_tun_...: no /dev/net/tun");
         return;

@@ -10,9 +10,9 @@ use crate::error::{Error, Result};
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
 use crate::kernel::tap::{self, TapFlags, TapSpec};
-use crate::kernel::{bridge, links, tc};
+use crate::kernel::{bridge, links, replay, sysctl, tc};
 use crate::model::Timings;
-use crate::plan::{self, Plan};
+use crate::plan::{self, BridgePlan, NicPlan, Plan};
 use crate::state::Created;
 
 /// Build every TAP, bridge and filter of `plan`, adding each link made to
@@ -54,6 +54,7 @@ pub(super) async fn build(
     let marker = marker.as_str();
     let bridges = create_bridges(nl, plan).await?;
     created.extend(bridges.iter().flatten().cloned());
+    quiet_bridged_links(ns, plan)?;
 
     let configured = join_all(plan.nics.iter().zip(&tap_indexes).zip(&bridges).map(
         |((n, tap), br)| async move {
@@ -62,15 +63,10 @@ pub(super) async fn build(
                 .await
                 .map_err(|e| nl.err("configure TAP", &n.tap.name, e))?;
             if let (Some(b), Some(bp)) = (br, &n.bridge) {
-                bridge::enslave(&nl.handle, n.pod.ifindex, b.ifindex, bp.pod_mac)
+                bridge::set_up(&nl.handle, b.ifindex)
                     .await
-                    .map_err(|e| {
-                        nl.err(
-                            "enslave pod interface to bridge",
-                            format!("{} -> {}", n.pod.name, b.name),
-                            e,
-                        )
-                    })?;
+                    .map_err(|e| nl.err("bring bridge up", &b.name, e))?;
+                hand_over_pod(nl, n, bp, b).await?;
             }
             Ok::<(), Error>(())
         },
@@ -82,6 +78,43 @@ pub(super) async fn build(
     let t = Instant::now();
     wire_tc(nl, plan, &tap_indexes).await?;
     timings.wiring = micros(t);
+    Ok(())
+}
+
+/// podtap's bridge and TAP take no part in IPv6 in the pod netns (no
+/// link-local, DAD, RS or MLD on the pod's wire, no SLAAC from a router
+/// advertisement): switched off before either is up.
+fn quiet_bridged_links(ns: &NetNs, plan: &Plan) -> Result<()> {
+    let settings: Vec<(String, bool)> = plan
+        .nics
+        .iter()
+        .filter_map(|n| n.bridge.as_ref().map(|b| (n, b)))
+        .flat_map(|(n, b)| [(n.tap.name.clone(), true), (b.name.clone(), true)])
+        .collect();
+    if settings.is_empty() {
+        return Ok(());
+    }
+    sysctl::set_ipv6_disabled(ns, &settings)
+}
+
+/// Give the wire to the guest: the pod interface takes its bridged MAC and
+/// joins the bridge, and gets its permanent neighbours back (the MAC change
+/// flushed them).
+async fn hand_over_pod(nl: &Netlink, n: &NicPlan, bp: &BridgePlan, b: &Created) -> Result<()> {
+    bridge::enslave(&nl.handle, n.pod.ifindex, b.ifindex, bp.pod_mac)
+        .await
+        .map_err(|e| {
+            nl.err(
+                "enslave pod interface to bridge",
+                format!("{} -> {}", n.pod.name, b.name),
+                e,
+            )
+        })?;
+    for neigh in &bp.restore.neighbours {
+        replay::restore(&nl.handle, neigh)
+            .await
+            .map_err(|e| nl.err("restore permanent neighbour", &n.pod.name, e))?;
+    }
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 //! a crash at any instant leaves something a plain detach can undo.
 
 mod build;
+mod restore;
 
 use std::collections::BTreeSet;
 use std::time::Instant;
@@ -43,7 +44,14 @@ pub async fn fresh(
     let hooks = tc::ingress_hooks(&nl.handle, &eligible)
         .await
         .map_err(|e| nl.err("dump qdiscs", "", e))?;
+    // Bridge mode changes the pod interface's MAC, which flushes its
+    // neighbours: record the permanent ones to put back.
+    let restore = eligible
+        .iter()
+        .map(|i| (*i, restore::from_dump(&dump, *i)))
+        .collect();
     let inventory = Inventory {
+        restore,
         ingress: hooks
             .iter()
             .map(|(i, h)| (*i, IngressState::from(h)))

@@ -5,8 +5,12 @@ use rtnetlink::{Handle, LinkBridge, LinkUnspec};
 use super::mac::MacAddr;
 use crate::error::KernelError;
 
-/// Create the bridge, marked and grouped as podtap's, up, with the pod MTU.
-/// Fails with EEXIST when a link of that name exists.
+/// Create the bridge, marked and grouped as podtap's, with the pod MTU, down
+/// (so its IPv6 switch can be turned off before it could speak) and with ARP
+/// off: the bridge device receives every broadcast on the pod's wire, and with
+/// ARP on the pod netns would answer for the pod's (the guest's) IPv4 address
+/// with the bridge's MAC before the guest could. Fails with EEXIST when a link
+/// of that name exists.
 pub async fn create(
     handle: &Handle,
     name: &str,
@@ -18,7 +22,7 @@ pub async fn create(
         .mtu(mtu)
         .link_group(group)
         .alias(alias)
-        .up()
+        .arp(false)
         .build();
     handle.link().add(msg).execute().await?;
     // The kernel ignores IFLA_IFALIAS in RTM_NEWLINK: set the marker (which
@@ -47,5 +51,11 @@ pub async fn release(handle: &Handle, pod: u32, mac: MacAddr) -> Result<(), Kern
         .nocontroller()
         .address(mac.to_vec())
         .build();
+    Ok(handle.link().set(msg).execute().await?)
+}
+
+/// Bring a link up.
+pub async fn set_up(handle: &Handle, ifindex: u32) -> Result<(), KernelError> {
+    let msg = LinkUnspec::new_with_index(ifindex).up().build();
     Ok(handle.link().set(msg).execute().await?)
 }

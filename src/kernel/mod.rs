@@ -9,6 +9,8 @@ pub mod mac;
 pub mod netlink;
 pub mod netns;
 pub mod netns_search;
+pub mod replay;
 pub mod runtime;
+pub mod sysctl;
 pub mod tap;
 pub mod tc;

@@ -98,6 +98,7 @@ impl NetNs {
         Ok(ns)
     }
 
+    /// The path it was opened from.
     pub fn path(&self) -> &Path {
         &self.path
     }

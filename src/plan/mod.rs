@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::id::SandboxId;
 use crate::kernel::mac::MacAddr;
+use crate::kernel::replay::Recorded;
 use crate::kernel::tc::IngressHook;
 use crate::model::{Description, Interface, LinkKind, Wiring};
 pub use naming::{
@@ -63,6 +64,8 @@ pub struct Inventory {
     pub ingress: BTreeMap<u32, IngressState>,
     /// Link groups in use in the netns.
     pub groups: BTreeSet<u32>,
+    /// For bridge mode: what each candidate pod interface would give up.
+    pub restore: BTreeMap<u32, PodRestore>,
     /// Links that carry a macvlan/macvtap/ipvlan/vlan of this netns on top:
     /// the kernel refuses to bridge them (EBUSY), so bridge mode uses tc there.
     pub lower_of_stacked: BTreeSet<u32>,
@@ -103,6 +106,18 @@ pub struct PodSide {
     /// Transmit queue length before attach, filled in from the scan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub txqlen: Option<u32>,
+    /// Its permanent neighbours before attach (`check` verifies they are still there).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub neighbours: Vec<PinnedNeighbour>,
+}
+
+/// A permanent neighbour entry: IP and link-layer address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PinnedNeighbour {
+    /// The neighbour's IP address.
+    pub ip: String,
+    /// Its link-layer address.
+    pub mac: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -136,6 +151,19 @@ pub struct BridgePlan {
     pub name: String,
     /// Locally administered MAC the pod interface carries while bridged.
     pub pod_mac: MacAddr,
+    /// What the pod interface loses while bridged, to be put back exactly.
+    #[serde(default)]
+    pub restore: PodRestore,
+}
+
+/// What bridge mode must put back on the pod interface: giving it the
+/// bridged MAC makes the kernel flush its neighbour table, permanent entries
+/// included. Recorded exactly as the kernel dumped them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodRestore {
+    /// Its permanent neighbours.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub neighbours: Vec<Recorded>,
 }
 
 /// Decide what to build. Fails on an unknown or ineligible `--interfaces` entry,
@@ -207,7 +235,17 @@ pub fn plan(
         let bridge = (wiring == Wiring::Bridge).then(|| BridgePlan {
             name: unique_name("br", iface, &mut taken),
             pod_mac: bridged_mac(mac, id),
+            restore: inv.restore.get(&iface.ifindex).cloned().unwrap_or_default(),
         });
+        let neighbours = desc
+            .neighbours
+            .iter()
+            .filter(|n| n.interface == iface.name && (n.state == "permanent" || n.state == "noarp"))
+            .map(|n| PinnedNeighbour {
+                ip: n.ip.clone(),
+                mac: n.mac.clone(),
+            })
+            .collect();
         nics.push(NicPlan {
             pod: PodSide {
                 ifindex: iface.ifindex,
@@ -216,6 +254,7 @@ pub fn plan(
                 mtu: iface.mtu,
                 kind: iface.kind,
                 txqlen: None,
+                neighbours,
             },
             tap: TapPlan {
                 name: tap_name,

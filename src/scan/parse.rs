@@ -128,6 +128,10 @@ fn link_to_interface(msg: &LinkMessage) -> Interface {
         Some(format!("{} links cannot back a VM NIC", kind.as_str()))
     } else if !ether || mac.is_none() {
         Some("not an Ethernet link with a MAC address".to_string())
+    } else if !msg.header.flags.contains(LinkFlags::Up) {
+        // A CNI plugin brings every interface it configures up; one that is
+        // down carries nothing, so the guest gets no NIC for it.
+        Some("administratively down: bring it up to attach it".to_string())
     } else {
         None
     };

@@ -26,9 +26,11 @@ fn link(index: u32, name: &str, kind: Option<InfoKind>, ether: bool) -> LinkMess
     } else {
         LinkLayerType::Loopback
     };
-    if !ether {
-        m.header.flags = LinkFlags::Loopback | LinkFlags::Up;
-    }
+    m.header.flags = if ether {
+        LinkFlags::Up
+    } else {
+        LinkFlags::Loopback | LinkFlags::Up
+    };
     m.attributes.push(LinkAttribute::IfName(name.into()));
     m.attributes.push(LinkAttribute::Mtu(1500));
     m.attributes.push(LinkAttribute::OperState(State::Up));
@@ -329,4 +331,27 @@ fn stacked_links_mark_their_lower_and_groups_are_collected() {
             .collect::<Vec<_>>(),
         [7]
     );
+}
+
+#[test]
+fn an_administratively_down_interface_is_not_attached() {
+    let mut down = link(3, "net9", Some(InfoKind::Veth), true);
+    down.header.flags = LinkFlags::empty();
+    let dump = Dump {
+        links: vec![link(2, "eth0", Some(InfoKind::Veth), true), down],
+        ..Dump::default()
+    };
+    let parsed = parse(&dump);
+    let net9 = parsed.interfaces.iter().find(|i| i.name == "net9").unwrap();
+    assert!(!net9.eligible);
+    assert!(net9
+        .ineligible_reason
+        .as_deref()
+        .unwrap()
+        .contains("administratively down"));
+    assert!(net9.guest_mac.is_none());
+    assert!(parsed
+        .interfaces
+        .iter()
+        .any(|i| i.name == "eth0" && i.eligible));
 }

@@ -13,9 +13,10 @@ use rtnetlink::packet_route::link::InfoKind;
 use crate::id::SandboxId;
 use crate::kernel::links::LinkState;
 use crate::kernel::mac::MacAddr;
+use crate::kernel::replay::Recorded;
 use crate::kernel::tc::FilterInfo;
 use crate::model::LinkKind;
-use crate::plan::{self, NicPlan, Plan};
+use crate::plan::{self, NicPlan, Plan, PodRestore};
 use crate::state::Created;
 
 /// What the kernel holds now, as far as teardown and check look.
@@ -25,6 +26,8 @@ pub struct Observed {
     pub links: BTreeMap<u32, LinkState>,
     /// The ingress filters of the links whose filters were read.
     pub filters: BTreeMap<u32, Vec<FilterInfo>>,
+    /// Permanent neighbours `(ifindex, ip, lladdr)`, when they were read.
+    pub neighbours: Vec<(u32, String, String)>,
 }
 
 impl Observed {
@@ -71,6 +74,17 @@ pub enum Action {
         /// Its original MAC.
         mac: MacAddr,
     },
+    /// Put back a neighbour entry exactly as recorded. A
+    /// failure is a warning: the pod's own state is restored as far as the
+    /// netns still allows, and teardown never blocks pod deletion on it.
+    Restore {
+        /// The pod interface now.
+        name: String,
+        /// What it is ("neighbour").
+        what: &'static str,
+        /// The recorded message.
+        record: Recorded,
+    },
     /// Delete every link of a group with one request (one RCU grace period).
     DeleteGroup {
         /// The link group.
@@ -98,6 +112,7 @@ impl fmt::Display for Action {
             Action::ReleaseFromBridge { name, mac, .. } => {
                 write!(f, "{name} from its bridge (MAC {mac})")
             }
+            Action::Restore { name, what, .. } => write!(f, "a recorded {what} of {name}"),
             Action::DeleteGroup { group } => write!(f, "link group {group}"),
             Action::DeleteLink { name, kind, .. } => write!(f, "{kind} {name}"),
         }
@@ -272,26 +287,39 @@ fn restore_pod(
         });
     }
     if let (Some(b), Some(mac)) = (&nic.bridge, pod.mac) {
+        let release = Action::ReleaseFromBridge {
+            ifindex: pod.ifindex,
+            name: live.name.clone(),
+            mac,
+        };
         match live.controller {
-            Some(c) if ctx.our_bridges.contains(&c) => steps.push(Action::ReleaseFromBridge {
-                ifindex: pod.ifindex,
-                name: live.name.clone(),
-                mac,
-            }),
-            Some(c) => warnings.push(format!(
-                "{} is now a port of ifindex {c}, not of podtap's bridge; left it there",
-                live.name
-            )),
+            Some(c) if ctx.our_bridges.contains(&c) => steps.push(release),
+            Some(c) => {
+                warnings.push(format!(
+                    "{} is now a port of ifindex {c}, not of podtap's bridge; left it there",
+                    live.name
+                ));
+                return steps;
+            }
             // Out of every bridge but still with podtap's MAC: give back its own.
-            None if live.mac == Some(b.pod_mac) => steps.push(Action::ReleaseFromBridge {
-                ifindex: pod.ifindex,
-                name: live.name.clone(),
-                mac,
-            }),
+            None if live.mac == Some(b.pod_mac) => steps.push(release),
             None => {}
         }
+        steps.extend(give_back(&live.name, &b.restore));
     }
     steps
+}
+
+/// Bridge mode: the pod interface's permanent neighbours (its MAC changes flushed them).
+fn give_back(name: &str, r: &PodRestore) -> Vec<Action> {
+    r.neighbours
+        .iter()
+        .map(|record| Action::Restore {
+            name: name.to_string(),
+            what: "neighbour",
+            record: record.clone(),
+        })
+        .collect()
 }
 
 /// What proves a link is podtap's, by where the record of it comes from.

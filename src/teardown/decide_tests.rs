@@ -52,6 +52,7 @@ fn nic(pod: u32, tap: &str, wiring: Wiring) -> NicPlan {
             mtu: 1500,
             kind: LinkKind::Veth,
             txqlen: Some(0),
+            neighbours: vec![],
         },
         tap: TapPlan {
             name: tap.into(),
@@ -72,6 +73,7 @@ fn nic(pod: u32, tap: &str, wiring: Wiring) -> NicPlan {
         bridge: (wiring == Wiring::Bridge).then(|| BridgePlan {
             name: format!("br_eth{pod}"),
             pod_mac: MacAddr([0x06, 1, 2, 3, 4, u8::try_from(pod).unwrap()]),
+            restore: Default::default(),
         }),
     }
 }
@@ -97,6 +99,7 @@ fn observed(links: Vec<LinkState>, filters: Vec<(u32, Vec<FilterInfo>)>) -> Obse
     Observed {
         links: links.into_iter().map(|l| (l.ifindex, l)).collect(),
         filters: filters.into_iter().collect::<BTreeMap<_, _>>(),
+        neighbours: vec![],
     }
 }
 
@@ -450,7 +453,11 @@ fn missing_lists_every_problem() {
         vec![(2, vec![ours_filter(5)])],
     );
     let problems = missing(&plan, &c, &broken);
-    assert_eq!(problems.len(), 3, "{problems:?}");
+    assert_eq!(problems.len(), 4, "{problems:?}");
+    assert!(
+        problems.iter().any(|p| p.contains("but its TAP")),
+        "{problems:?}"
+    );
     assert!(problems.iter().any(|p| p.contains("is down")));
     assert!(problems.iter().any(|p| p.contains("MTU 1400")));
     assert!(problems.iter().any(|p| p.contains("tap_eth2 -> eth2")));

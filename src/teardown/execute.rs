@@ -5,8 +5,9 @@ use futures::future::join_all;
 
 use super::decide::{Action, Observed, Undo};
 use crate::error::{Error, Result};
+use crate::kernel::mac::MacAddr;
 use crate::kernel::netlink::{is_gone, Netlink};
-use crate::kernel::{bridge, links, tc};
+use crate::kernel::{bridge, links, replay, tc};
 
 /// What teardown did not do cleanly.
 #[derive(Debug, Default)]
@@ -57,6 +58,42 @@ pub async fn observe(
     Ok(now)
 }
 
+/// The permanent neighbours of the netns, as `(ifindex, ip, lladdr)`.
+pub async fn permanent_neighbours(nl: &Netlink) -> Result<Vec<(u32, String, String)>> {
+    use futures::TryStreamExt;
+    use rtnetlink::packet_route::neighbour::{
+        NeighbourAddress, NeighbourAttribute, NeighbourState,
+    };
+    let msgs: Vec<_> = nl
+        .handle
+        .neighbours()
+        .get()
+        .execute()
+        .try_collect()
+        .await
+        .map_err(|e| nl.err("dump neighbours", "", e))?;
+    Ok(msgs
+        .into_iter()
+        .filter(|n| n.header.state == NeighbourState::Permanent)
+        .filter_map(|n| {
+            let ip = n.attributes.iter().find_map(|a| match a {
+                NeighbourAttribute::Destination(NeighbourAddress::Inet(v4)) => Some(v4.to_string()),
+                NeighbourAttribute::Destination(NeighbourAddress::Inet6(v6)) => {
+                    Some(v6.to_string())
+                }
+                _ => None,
+            })?;
+            let mac = n.attributes.iter().find_map(|a| match a {
+                NeighbourAttribute::LinkLayerAddress(b) => {
+                    MacAddr::from_bytes(b).map(|m| m.to_string())
+                }
+                _ => None,
+            })?;
+            Some((n.header.ifindex, ip, mac))
+        })
+        .collect())
+}
+
 /// Carry out `undo`: each interface's pod side in order (interfaces side by
 /// side), then the links. With `announce`, each change made becomes a
 /// warning ("removed ..."), for cleanups the user should hear about.
@@ -88,6 +125,9 @@ pub async fn execute(nl: &Netlink, undo: Undo, announce: bool) -> UndoReport {
         match outcome {
             Ok(()) if announce => report.warnings.push(format!("removed {action}")),
             Ok(()) => {}
+            Err(e) if matches!(action, Action::Restore { .. }) => report
+                .warnings
+                .push(format!("could not put back {action}: {e}")),
             Err(e) => report.errors.push(e),
         }
     }
@@ -128,6 +168,12 @@ async fn run(nl: &Netlink, action: &Action) -> Result<()> {
             "release pod interface from bridge",
             name.clone(),
             bridge::release(h, *ifindex, *mac).await,
+            false,
+        ),
+        Action::Restore { name, record, .. } => (
+            "restore permanent neighbour",
+            name.clone(),
+            replay::restore(h, record).await,
             false,
         ),
         Action::DeleteGroup { group } => (

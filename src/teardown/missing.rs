@@ -35,6 +35,27 @@ fn missing_nic(nic: &NicPlan, created: &[Created], now: &Observed, problems: &mu
     if !tap.up {
         problems.push(format!("TAP {} is down", tap.name));
     }
+    if !pod.up {
+        problems.push(format!("pod interface {} is down", pod.name));
+    }
+    if pod.mtu != tap.mtu {
+        problems.push(format!(
+            "pod interface {} has MTU {} but its TAP {} has {}: the guest would send frames the pod cannot carry",
+            pod.name, pod.mtu, tap.name, tap.mtu
+        ));
+    }
+    for n in &nic.pod.neighbours {
+        let there = now
+            .neighbours
+            .iter()
+            .any(|(idx, ip, mac)| *idx == pod.ifindex && *ip == n.ip && *mac == n.mac);
+        if !there {
+            problems.push(format!(
+                "permanent neighbour {} lladdr {} on {} is missing",
+                n.ip, n.mac, pod.name
+            ));
+        }
+    }
     if tap.mtu != nic.tap.mtu {
         problems.push(format!(
             "TAP {} has MTU {} instead of {}",

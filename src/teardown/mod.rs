@@ -73,7 +73,10 @@ pub async fn missing(nl: &Netlink, plan: &Plan, created: &[Created]) -> Result<V
             ]
         })
         .collect();
-    let now = execute::observe(nl, |l| wired.contains(&l.ifindex)).await?;
+    let mut now = execute::observe(nl, |l| wired.contains(&l.ifindex)).await?;
+    if plan.nics.iter().any(|n| !n.pod.neighbours.is_empty()) {
+        now.neighbours = execute::permanent_neighbours(nl).await?;
+    }
     Ok(missing::missing(plan, created, &now))
 }
 
