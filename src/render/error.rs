@@ -196,6 +196,14 @@ pub enum RenderError {
         reason: String,
     },
 
+    /// The network is beyond what the Kata agent's Interface / Route /
+    /// ARPNeighbor messages can express.
+    #[error("the Kata agent protocol cannot carry this network: {reason}")]
+    KataAgentUnsupported {
+        /// Which part of the network the messages cannot carry.
+        reason: String,
+    },
+
     /// The guest-args output is longer than its kernel command line budget.
     #[error(
         "guest-args is {length} bytes, over the {limit}-byte budget for the kernel command line \

@@ -144,6 +144,11 @@ pub(crate) fn tap_mut<'a>(desc: &'a mut Description, name: &str) -> &'a mut TapI
         .expect("fixture interface with a TAP")
 }
 
+/// Remove every multipath route (the ones the kata-agent format refuses).
+pub(crate) fn drop_multipath_routes(desc: &mut Description) {
+    desc.routes.retain(|route| route.nexthops.is_empty());
+}
+
 /// Give the TAP of `name` a queue count, keeping multi_queue in agreement.
 pub(crate) fn set_queues(desc: &mut Description, name: &str, queues: u32) {
     let tap = tap_mut(desc, name);

@@ -24,11 +24,14 @@ pub enum Format {
     KernelCmdline,
     /// `guest-args`: `podtap.nic`/`route`/`neigh` kernel command line entries, on one line.
     GuestArgs,
+    /// `kata-agent`: the Kata agent's `UpdateInterface`, `UpdateRoutes` and
+    /// `AddARPNeighbors` requests, as one JSON object.
+    KataAgent,
 }
 
 impl Format {
     /// Every format, in the order the documentation lists them.
-    pub const ALL: [Format; 8] = [
+    pub const ALL: [Format; 9] = [
         Format::Qemu,
         Format::CloudHypervisor,
         Format::CloudHypervisorApi,
@@ -37,6 +40,7 @@ impl Format {
         Format::CloudInit,
         Format::KernelCmdline,
         Format::GuestArgs,
+        Format::KataAgent,
     ];
 
     /// The name used on the command line.
@@ -50,6 +54,7 @@ impl Format {
             Format::CloudInit => "cloud-init",
             Format::KernelCmdline => "kernel-cmdline",
             Format::GuestArgs => "guest-args",
+            Format::KataAgent => "kata-agent",
         }
     }
 }
@@ -98,7 +103,8 @@ mod tests {
                 "libvirt",
                 "cloud-init",
                 "kernel-cmdline",
-                "guest-args"
+                "guest-args",
+                "kata-agent"
             ]
         );
     }

@@ -23,6 +23,10 @@ pub(crate) struct GuestRoute {
     pub mtu: Option<u32>,
     /// This is one leg of a multipath route.
     pub multipath: bool,
+    /// The route's scope as the description names it (`global`, `link`, ... or a number).
+    pub scope: String,
+    /// The route's preferred source address (`src`) as found in the description, unparsed.
+    pub source: Option<String>,
 }
 
 impl GuestRoute {
@@ -59,6 +63,8 @@ pub(crate) fn guest_routes(
                 onlink,
                 mtu: route.mtu,
                 multipath: !route.nexthops.is_empty(),
+                scope: route.scope.clone(),
+                source: route.source.clone(),
             });
         }
     }

@@ -100,7 +100,7 @@ pub enum Command {
         json: bool,
     },
     /// Render a description for a VMM or guest: qemu, cloud-hypervisor, cloud-hypervisor-api,
-    /// firecracker, libvirt, cloud-init, kernel-cmdline, guest-args.
+    /// firecracker, libvirt, cloud-init, kernel-cmdline, guest-args, kata-agent.
     Render {
         /// Output format.
         format: crate::render::Format,
