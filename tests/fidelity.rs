@@ -40,7 +40,8 @@ fn permanent_neighbours(pod: &Pod) -> String {
 
 #[test]
 fn bridge_mode_never_answers_for_the_guest_nor_speaks_ipv6() {
-    if !ready("bridge_mode_never_answers_for_the_guest_nor_speaks_ipv6") {
+    let test = "bridge_mode_never_answers_for_the_guest_nor_speaks_ipv6";
+    if !ready(test) || !common::tool_or_skip(test, "ping") {
         return;
     }
     let pod = pod();

@@ -17,6 +17,7 @@ have python3 || need+=(python3)
 have /usr/bin/time || need+=(time)
 have gcc || need+=(gcc)
 have iperf3 || need+=(iperf3)
+have ping || need+=(iputils-ping)
 
 if [ ${#need[@]} -gt 0 ]; then
     echo "install-deps: installing ${need[*]}"

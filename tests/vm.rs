@@ -5,7 +5,11 @@
 //! Three boots in all, several NICs per guest:
 //! 1. a pod built by the CNI `bridge` (dual-stack host-local) and `macvlan`
 //!    plugins, tc mode, QEMU by name in the pod netns (vmm-examples/qemu-by-name.sh);
-//! 2. the same pod in bridge mode (the macvlan falls back to tc);
+//! 2. the same pod in bridge mode (the macvlan falls back to tc), and in tc
+//!    mode with fd handover (vmm-examples/qemu-fds.sh). In these three runs the
+//!    guest pings out and then stays up while the node reaches in over IPv4
+//!    and IPv6 on the bridge interface and the macvlan, resolving the guest
+//!    afresh five times: the peer's neighbour entry must hold the guest's MAC;
 //! 3. a hand-built pod with MTU 9000 / 1400 veths, an onlink default route via
 //!    169.254.1.1 and a route with its own MTU, `--queues 2`, QEMU started
 //!    from the test's own netns with fd handover (vmm-examples/qemu-fds.sh).
@@ -66,6 +70,7 @@ fn vm_prerequisites(test: &str) -> bool {
     root_or_skip(test)
         && tool_or_skip(test, QEMU)
         && tool_or_skip(test, "jq")
+        && tool_or_skip(test, "ping")
         && tool_or_skip(test, &format!("{PLUGINS}/bridge"))
         && tool_or_skip(test, &format!("{PLUGINS}/macvlan"))
         && tool_or_skip(test, &format!("{PLUGINS}/host-local"))
@@ -107,6 +112,91 @@ fn boot(script: &str, state: &Path, id: &str, append: &str) -> String {
         out.status.code()
     );
     console
+}
+
+/// Like [`boot`], for a guest started with `podtap.hold=SECONDS`: once it
+/// prints `PODTAP-READY`, run `during` (which reaches into the guest from
+/// outside) while the guest stays up, then wait for it to finish.
+fn boot_reachable(
+    script: &str,
+    state: &Path,
+    id: &str,
+    append: &str,
+    during: impl FnOnce(),
+) -> String {
+    use std::io::{BufRead, BufReader};
+    let (kernel, initrd) = guest();
+    let mut child = Command::new("timeout")
+        .args(["150", script, id, kernel, initrd])
+        .env("PODTAP", env!("CARGO_BIN_EXE_podtap"))
+        .env("PODTAP_STATE_DIR", state)
+        .env("GUEST_APPEND", append)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the VMM launcher");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        let mut console = String::new();
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let line = line.replace('\r', "");
+            if line.trim() == "PODTAP-READY" {
+                let _ = tx.send(line.clone());
+            }
+            console.push_str(&line);
+            console.push('\n');
+        }
+        console
+    });
+    let ready = rx.recv_timeout(std::time::Duration::from_secs(120)).is_ok();
+    if ready {
+        during();
+    }
+    let out = child.wait_with_output().expect("wait for the VMM");
+    let console = reader.join().expect("console reader");
+    eprintln!(
+        "--- {script} {id}: exit {:?}\n{console}\n--- stderr:\n{}",
+        out.status.code(),
+        stderr(&out)
+    );
+    assert!(ready, "the guest never said PODTAP-READY");
+    assert!(console.contains("PODTAP-DONE"), "the guest did not finish");
+    console
+}
+
+/// From `node`, reach `ip` (in the guest) several times over, each time
+/// resolving it afresh: every answer must come from the guest's MAC. (In
+/// bridge mode the pod netns once answered ARP first, with the bridge's MAC.)
+fn reach_in(node: &Netns, ip: &str, guest_mac: &str) {
+    let ping = if ip.contains(':') { "ping -6" } else { "ping" };
+    for round in 0..5 {
+        node.ip(&format!("neigh flush to {ip}"));
+        let ok = (0..3).any(|_| sh_ok(&format!("ip netns exec {} {ping} -c1 -W2 {ip}", node.name)));
+        assert!(
+            ok,
+            "round {round}: {ip} is not reachable from the pod's network"
+        );
+        let neigh = node.ip(&format!("neigh show {ip}"));
+        assert!(
+            neigh.to_lowercase().contains(&guest_mac.to_lowercase()),
+            "round {round}: the peer resolved {ip} to {neigh:?}, not the guest's {guest_mac}"
+        );
+    }
+}
+
+/// The first non-link-local address of `family` ("inet"/"inet6") on interface `name`.
+fn address_of(desc: &serde_json::Value, name: &str, family: &str) -> String {
+    iface(desc, name)["address_details"]
+        .as_array()
+        .expect("address_details")
+        .iter()
+        .find(|a| a["family"] == family && a["link_local"] == false)
+        .and_then(|a| a["cidr"].as_str())
+        .and_then(|c| c.split('/').next())
+        .unwrap_or_else(|| panic!("{name} has no {family} address"))
+        .to_string()
 }
 
 /// The `PODTAP-` result lines of a console.
@@ -238,8 +328,13 @@ fn cni_pod_boots_in_tc_and_bridge_mode() {
     settle(&pod);
     settle(&node);
 
-    let pings = format!("podtap.ping={v4_gw},{v6_gw},{mv_peer}");
-    for mode in ["tc", "bridge"] {
+    // The guest pings out, then stays up while the node reaches in.
+    let append = format!("podtap.ping={v4_gw},{v6_gw},{mv_peer} podtap.hold=12");
+    for (mode, launcher) in [
+        ("tc", "qemu-by-name.sh"),
+        ("bridge", "qemu-by-name.sh"),
+        ("tc", "qemu-fds.sh"),
+    ] {
         let id = unique("vmcni");
         let before = pod_snapshot(&pod);
         let desc: serde_json::Value = serde_json::from_str(&podtap_ok(
@@ -261,7 +356,16 @@ fn cni_pod_boots_in_tc_and_bridge_mode() {
             "tc",
             "a macvlan is always wired with tc"
         );
-        let console = boot(&example("qemu-by-name.sh"), &state.0, &id, &pings);
+        let inbound = [
+            (address_of(&desc, "eth0", "inet"), mac_of(&desc, "eth0")),
+            (address_of(&desc, "eth0", "inet6"), mac_of(&desc, "eth0")),
+            (address_of(&desc, "net1", "inet"), mac_of(&desc, "net1")),
+        ];
+        let console = boot_reachable(&example(launcher), &state.0, &id, &append, || {
+            for (ip, mac) in &inbound {
+                reach_in(&node, ip, mac);
+            }
+        });
         for peer in [&v4_gw, &v6_gw, &mv_peer] {
             assert_line(&console, &format!("PODTAP-PING OK {peer}"));
         }
@@ -274,7 +378,7 @@ fn cni_pod_boots_in_tc_and_bridge_mode() {
         assert_eq!(
             before,
             pod_snapshot(&pod),
-            "{mode}: detach left the pod netns changed"
+            "{mode} ({launcher}): detach left the pod netns changed"
         );
     }
     let _ = std::fs::remove_dir_all(&ipam_dir);
