@@ -1,4 +1,4 @@
-//! The network description: podtap's JSON contract (schema `podtap/v1`).
+//! The network description: podtap's JSON contract (schema `podtap/v2`).
 //!
 //! `scan` fills it, `attach` extends it with what was built, and every
 //! renderer, the CNI result and the OCI hook read it. Field names are the
@@ -7,12 +7,12 @@
 use serde::{Deserialize, Serialize};
 
 /// The value of the `schema` field.
-pub const SCHEMA: &str = "podtap/v1";
+pub const SCHEMA: &str = "podtap/v2";
 
 /// Everything a VM needs to mirror a pod's network.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Description {
-    /// Always [`SCHEMA`] (`"podtap/v1"`); a reader must refuse other values.
+    /// Always [`SCHEMA`] (`"podtap/v2"`); a reader must refuse other values.
     pub schema: String,
     /// Which network namespace was scanned.
     pub netns: NetnsRef,
@@ -24,6 +24,10 @@ pub struct Description {
     pub routes: Vec<Route>,
     /// Static neighbour entries plus the neighbours that routes use as gateways.
     pub neighbours: Vec<Neighbour>,
+    /// Policy routing rules other than the kernel's defaults; when present,
+    /// `routes` also holds the routes of the tables they point to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<Rule>,
     /// Present once `attach` has built TAPs for this description.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attachment: Option<Attachment>,
@@ -212,6 +216,63 @@ pub struct Route {
     /// Next hops of a multipath route, else empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nexthops: Vec<NextHop>,
+    /// The routing table; absent means 254 (main). Routes of other tables are
+    /// those of tables a policy rule points to.
+    #[serde(default = "main_table", skip_serializing_if = "is_main_table")]
+    pub table: u32,
+}
+
+fn main_table() -> u32 {
+    254
+}
+
+fn is_main_table(t: &u32) -> bool {
+    *t == 254
+}
+
+/// A policy routing rule (`ip rule`), other than the kernel's three defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rule {
+    /// Address family.
+    pub family: Family,
+    /// Priority (`pref`); lower runs first.
+    pub priority: u32,
+    /// Source prefix (`from`), absent for all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// Destination prefix (`to`), absent for all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// Input interface name (`iif`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iif: Option<String>,
+    /// Output interface name (`oif`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oif: Option<String>,
+    /// Firewall mark to match (`fwmark`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fwmark: Option<u32>,
+    /// Mask of the firewall mark.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fwmask: Option<u32>,
+    /// TOS to match; 0 for any.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tos: u8,
+    /// The table to look up, for action `table`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<u32>,
+    /// table, goto, nop, blackhole, unreachable, prohibit.
+    pub action: String,
+    /// The rule priority to jump to, for action `goto`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goto: Option<u32>,
+    /// `not`: the selector is inverted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub invert: bool,
+}
+
+fn is_zero(v: &u8) -> bool {
+    *v == 0
 }
 
 /// One leg of a multipath route.

@@ -216,3 +216,56 @@ fn an_administratively_down_interface_gets_no_nic() {
     );
     assert_eq!(code(&podtap_state(&state.0, &["detach", "--id", "d1"])), 0);
 }
+
+#[test]
+fn policy_rules_and_the_tables_they_use_are_scanned() {
+    if !ready("policy_rules_and_the_tables_they_use_are_scanned") {
+        return;
+    }
+    let pod = pod();
+    let n = pod.net;
+    pod.pod.ip(&format!(
+        "rule add from 198.18.{n}.0/24 fwmark 7 lookup 100 pref 100"
+    ));
+    pod.pod.ip(&format!(
+        "route add default via 198.18.{n}.1 dev eth0 table 100"
+    ));
+    // A table no rule points to stays out of the description.
+    pod.pod.ip(&format!(
+        "route add 198.19.{n}.0/24 via 198.18.{n}.1 dev eth0 table 200"
+    ));
+    let desc = json_ok(&podtap_state(
+        &StateDir::new().0,
+        &["scan", "--netns", &pod.pod.path_str()],
+    ));
+    assert_eq!(desc["schema"], "podtap/v2");
+    let rules = desc["rules"].as_array().expect("rules");
+    assert_eq!(rules.len(), 1, "only the pod's own rule: {rules:?}");
+    assert_eq!(rules[0]["priority"], 100);
+    assert_eq!(rules[0]["table"], 100);
+    assert_eq!(rules[0]["fwmark"], 7);
+    assert_eq!(rules[0]["from"], format!("198.18.{n}.0/24"));
+    let routes = desc["routes"].as_array().unwrap();
+    assert!(routes
+        .iter()
+        .any(|r| r["table"] == 100 && r["destination"] == "0.0.0.0/0"));
+    assert!(
+        !routes.iter().any(|r| r["table"] == 200),
+        "table 200 has no rule"
+    );
+    // The guest formats carry it; a NIC-only format is unaffected.
+    let state = StateDir::new();
+    json_ok(&podtap_state(
+        &state.0,
+        &["attach", "--netns", &pod.pod.path_str(), "--id", "r1"],
+    ));
+    let args = podtap_state(&state.0, &["render", "guest-args", "--id", "r1"]);
+    assert!(
+        common::stdout(&args).contains(&format!("podtap.rule=100,198.18.{n}.0/24,-,7,100")),
+        "{}",
+        common::stdout(&args)
+    );
+    let kernel = podtap_state(&state.0, &["render", "kernel-cmdline", "--id", "r1"]);
+    assert_eq!(code(&kernel), 15, "{}", stderr(&kernel));
+    assert_eq!(code(&podtap_state(&state.0, &["detach", "--id", "r1"])), 0);
+}

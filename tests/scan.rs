@@ -449,7 +449,7 @@ fn dual_stack_veth_matches_ip() {
     assert_matches_ip(&sc);
 
     let d = &sc.desc;
-    assert_eq!(d["schema"], "podtap/v1");
+    assert_eq!(d["schema"], "podtap/v2");
     assert_eq!(d["ipv6_enabled"], true);
     let meta = std::fs::metadata(pod.pod.path()).unwrap();
     assert_eq!(d["netns"]["path"], pod.pod.path_str());

@@ -41,6 +41,7 @@ fn desc(ifaces: Vec<Interface>) -> Description {
         interfaces: ifaces,
         routes: vec![],
         neighbours: vec![],
+        rules: vec![],
         attachment: None,
     }
 }

@@ -5,15 +5,68 @@ use std::fmt::Write as _;
 use super::nic::{attached_nics, Nic};
 use super::route::{guest_routes, GuestRoute};
 use super::RenderError;
-use crate::model::Description;
+use crate::model::{Description, Rule};
 
 /// Text form: a NoCloud `network-config` file (top-level `version: 2`).
 pub(crate) fn render_cloud_init(desc: &Description) -> Result<String, RenderError> {
     let mut yaml = String::from("version: 2\nethernets:\n");
-    for nic in attached_nics(desc)? {
-        write_ethernet(&mut yaml, desc, &nic)?;
+    for (n, nic) in attached_nics(desc)?.iter().enumerate() {
+        write_ethernet(&mut yaml, desc, nic)?;
+        // netplan keeps rules per interface but installs them for the whole
+        // guest: all of them go under the first NIC.
+        if n == 0 {
+            write_rules(&mut yaml, &desc.rules)?;
+        }
     }
     Ok(yaml)
+}
+
+/// `routing-policy:` for the rules netplan can express: a table lookup by
+/// source, destination, fwmark and TOS, at a priority.
+fn write_rules(yaml: &mut String, rules: &[Rule]) -> Result<(), RenderError> {
+    if rules.is_empty() {
+        return Ok(());
+    }
+    push_line(yaml, 2, "routing-policy:");
+    for rule in rules {
+        let refuse = |what: &str| RenderError::PolicyRoutingUnsupported {
+            format: "cloud-init",
+            what: format!("rule {}: {what}", rule.priority),
+        };
+        let Some(table) = rule.table.filter(|_| rule.action == "table") else {
+            return Err(refuse(&format!(
+                "action {} (netplan only looks up tables)",
+                rule.action
+            )));
+        };
+        if rule.iif.is_some() || rule.oif.is_some() || rule.invert {
+            return Err(refuse("iif/oif/not selectors"));
+        }
+        if rule.fwmask.is_some_and(|m| m != u32::MAX) {
+            return Err(refuse("a fwmark mask"));
+        }
+        let mut first = true;
+        let mut key = |yaml: &mut String, text: String| {
+            let lead = if first { "- " } else { "  " };
+            first = false;
+            push_line(yaml, 3, &format!("{lead}{text}"));
+        };
+        if let Some(from) = &rule.from {
+            key(yaml, format!("from: {}", quote(from)));
+        }
+        if let Some(to) = &rule.to {
+            key(yaml, format!("to: {}", quote(to)));
+        }
+        key(yaml, format!("table: {table}"));
+        key(yaml, format!("priority: {}", rule.priority));
+        if let Some(mark) = rule.fwmark {
+            key(yaml, format!("mark: {mark}"));
+        }
+        if rule.tos != 0 {
+            key(yaml, format!("type-of-service: {}", rule.tos));
+        }
+    }
+    Ok(())
 }
 
 fn write_ethernet(yaml: &mut String, desc: &Description, nic: &Nic<'_>) -> Result<(), RenderError> {
@@ -62,6 +115,9 @@ fn write_route(yaml: &mut String, route: &GuestRoute) {
     }
     if let Some(mtu) = route.mtu {
         push_line(yaml, 4, &format!("mtu: {mtu}"));
+    }
+    if route.table != 254 {
+        push_line(yaml, 4, &format!("table: {}", route.table));
     }
 }
 

@@ -216,6 +216,17 @@ pub enum RenderError {
         limit: usize,
     },
 
+    /// The format cannot carry policy routing, and dropping it would give
+    /// the guest another network than the pod's.
+    #[error(
+        "{format} cannot carry policy routing ({what}); render cloud-init or guest-args instead"
+    )]
+    PolicyRoutingUnsupported {
+        /// The format refusing.
+        format: &'static str,
+        /// What the description holds that it cannot say.
+        what: String,
+    },
     /// A renderer's output could not be serialised to JSON.
     #[error("cannot serialise {what} to JSON: {message}")]
     Json {

@@ -95,6 +95,7 @@ pub(crate) fn pod() -> Description {
             ),
             neighbour("10.9.0.1", "52:54:00:00:00:09", "eth9", "reachable", true),
         ],
+        rules: vec![],
         attachment: Some(Attachment {
             id: "pod-1".into(),
             mode: Wiring::Tc,
@@ -245,6 +246,7 @@ fn route(
         route_type: "unicast".into(),
         source: None,
         nexthops: Vec::new(),
+        table: 254,
     }
 }
 

@@ -2,7 +2,9 @@
 //!
 //! The format is fixed (the init script parses it), space-separated:
 //! - `podtap.nic=MAC,MTU[,CIDR...]` per NIC;
-//! - `podtap.route=DEST,GW,MAC,METRIC,ONLINK,MTU` per route (leg) of a NIC;
+//! - `podtap.route=DEST,GW,MAC,METRIC,ONLINK,MTU[,TABLE]` per route (leg) of a NIC
+//!   (TABLE only for another table than main);
+//! - `podtap.rule=PRIORITY,FROM,TO,FWMARK,TABLE` per policy rule (`-` for any);
 //! - `podtap.neigh=IP,LLADDR,MAC` per neighbour of a NIC.
 
 use std::net::IpAddr;
@@ -10,7 +12,7 @@ use std::net::IpAddr;
 use super::nic::{attached_nics, normalize_mac, Nic};
 use super::route::{guest_routes, GuestRoute};
 use super::RenderError;
-use crate::model::{Description, Neighbour};
+use crate::model::{Description, Neighbour, Rule};
 
 /// x86 COMMAND_LINE_SIZE is 2048; leave room for console= and friends.
 pub(crate) const GUEST_ARGS_LIMIT: usize = 2000;
@@ -27,6 +29,9 @@ pub(crate) fn render_guest_args(desc: &Description) -> Result<String, RenderErro
         for route in guest_routes(desc, &nic.interface.name)? {
             entries.push(route_entry(&route, nic));
         }
+    }
+    for rule in &desc.rules {
+        entries.push(rule_entry(rule)?);
     }
     for nic in &nics {
         for neighbour in desc
@@ -58,8 +63,9 @@ fn nic_entry(nic: &Nic<'_>) -> Result<String, RenderError> {
     Ok(entry)
 }
 
+/// A route of another table than main gets the table as a seventh field.
 fn route_entry(route: &GuestRoute, nic: &Nic<'_>) -> String {
-    format!(
+    let mut entry = format!(
         "podtap.route={},{},{},{},{},{}",
         route.destination,
         route.gateway.map_or("-".to_string(), |g| g.to_string()),
@@ -67,7 +73,38 @@ fn route_entry(route: &GuestRoute, nic: &Nic<'_>) -> String {
         route.metric,
         u8::from(route.onlink),
         route.mtu.unwrap_or(0)
-    )
+    );
+    if route.table != 254 {
+        entry.push_str(&format!(",{}", route.table));
+    }
+    entry
+}
+
+/// `podtap.rule=PRIORITY,FROM,TO,FWMARK,TABLE` (`-` for any): table lookups
+/// by source, destination and fwmark; anything else is refused.
+fn rule_entry(rule: &Rule) -> Result<String, RenderError> {
+    let refuse = |what: &str| RenderError::PolicyRoutingUnsupported {
+        format: "guest-args",
+        what: format!("rule {}: {what}", rule.priority),
+    };
+    let Some(table) = rule.table.filter(|_| rule.action == "table") else {
+        return Err(refuse(&format!("action {}", rule.action)));
+    };
+    if rule.iif.is_some() || rule.oif.is_some() || rule.invert || rule.tos != 0 {
+        return Err(refuse("iif/oif/tos/not selectors"));
+    }
+    let any = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    let mark = match (rule.fwmark, rule.fwmask) {
+        (None, _) => "-".to_string(),
+        (Some(m), None) => m.to_string(),
+        (Some(m), Some(mask)) => format!("{m}/{mask}"),
+    };
+    Ok(format!(
+        "podtap.rule={},{},{},{mark},{table}",
+        rule.priority,
+        any(&rule.from),
+        any(&rule.to)
+    ))
 }
 
 /// None for entries without a link-layer address (incomplete, failed).

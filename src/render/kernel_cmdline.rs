@@ -19,6 +19,7 @@ const GUEST_DEVICE: &str = "eth0";
 /// one IPv4 address, no IPv6 address or route, and at most a default IPv4
 /// route through a gateway inside that address's subnet.
 pub(crate) fn render_kernel_cmdline(desc: &Description) -> Result<String, RenderError> {
+    super::route::refuse_policy_routing(desc, "kernel-cmdline")?;
     let nics = attached_nics(desc)?;
     let [nic] = nics.as_slice() else {
         return Err(unsupported(format!(

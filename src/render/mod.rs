@@ -21,6 +21,8 @@ mod route;
 
 #[cfg(test)]
 pub(crate) mod fixture;
+#[cfg(test)]
+mod policy_tests;
 
 pub use cloud_hypervisor::cloud_hypervisor_net_args;
 pub use cloud_hypervisor_api::{cloud_hypervisor_net_configs, CloudHypervisorNetConfig};

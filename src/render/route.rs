@@ -27,6 +27,8 @@ pub(crate) struct GuestRoute {
     pub scope: String,
     /// The route's preferred source address (`src`) as found in the description, unparsed.
     pub source: Option<String>,
+    /// The routing table (254: main).
+    pub table: u32,
 }
 
 impl GuestRoute {
@@ -65,6 +67,7 @@ pub(crate) fn guest_routes(
                 multipath: !route.nexthops.is_empty(),
                 scope: route.scope.clone(),
                 source: route.source.clone(),
+                table: route.table,
             });
         }
     }
@@ -119,6 +122,31 @@ fn parse_gateway(
         )));
     }
     Ok(Some(address))
+}
+
+/// Refuse, for a `format` that has no words for them, policy rules and routes
+/// outside the main table: dropping them would give the guest another network.
+pub(crate) fn refuse_policy_routing(
+    desc: &Description,
+    format: &'static str,
+) -> Result<(), RenderError> {
+    let tables: std::collections::BTreeSet<u32> = desc
+        .routes
+        .iter()
+        .map(|r| r.table)
+        .filter(|t| *t != 254)
+        .collect();
+    if desc.rules.is_empty() && tables.is_empty() {
+        return Ok(());
+    }
+    Err(RenderError::PolicyRoutingUnsupported {
+        format,
+        what: format!(
+            "{} rule(s), routes in table(s) {:?}",
+            desc.rules.len(),
+            tables
+        ),
+    })
 }
 
 #[cfg(test)]

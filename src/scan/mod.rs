@@ -4,14 +4,17 @@
 //! describes on its own connection, so that it plans from exactly the
 //! messages it scanned.
 
+mod names;
 pub(crate) mod parse;
 #[cfg(test)]
 mod parse_tests;
+mod routes;
 
 use std::path::Path;
 
 use futures::TryStreamExt;
 use rtnetlink::packet_route::route::RouteMessage;
+use rtnetlink::IpVersion;
 
 use crate::error::Result;
 use crate::kernel::netlink::Netlink;
@@ -72,11 +75,29 @@ pub(crate) async fn dump(nl: &Netlink) -> Result<Dump> {
         .try_collect()
         .await
         .map_err(|e| nl.err("dump neighbours", "", e))?;
+    let mut rules: Vec<_> = h
+        .rule()
+        .get(IpVersion::V4)
+        .execute()
+        .try_collect()
+        .await
+        .map_err(|e| nl.err("dump IPv4 rules", "", e))?;
+    if nl.ipv6_enabled {
+        let v6: Vec<_> = h
+            .rule()
+            .get(IpVersion::V6)
+            .execute()
+            .try_collect()
+            .await
+            .map_err(|e| nl.err("dump IPv6 rules", "", e))?;
+        rules.extend(v6);
+    }
     Ok(Dump {
         links,
         addresses,
         routes,
         neighbours,
+        rules,
     })
 }
 
@@ -94,6 +115,7 @@ pub(crate) fn from_dump(ns: &NetNs, ipv6_enabled: bool, dump: &Dump) -> Descript
         interfaces: parsed.interfaces,
         routes: parsed.routes,
         neighbours: parsed.neighbours,
+        rules: parsed.rules,
         attachment: None,
     }
 }

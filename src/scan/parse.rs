@@ -10,20 +10,14 @@ use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags, AddressMe
 use rtnetlink::packet_route::link::{
     InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkLayerType, LinkMessage,
 };
-use rtnetlink::packet_route::neighbour::{
-    NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
-};
-use rtnetlink::packet_route::route::{
-    RouteAddress, RouteAttribute, RouteFlags, RouteMessage, RouteMetric, RouteNextHopFlags,
-    RouteVia,
-};
-use rtnetlink::packet_route::AddressFamily;
+use rtnetlink::packet_route::neighbour::NeighbourMessage;
+use rtnetlink::packet_route::route::RouteMessage;
+use rtnetlink::packet_route::rule::RuleMessage;
 
+use super::names::scope_name;
+use super::routes::{neighbour, route, route_order, rule, RT_TABLE_MAIN};
 use crate::kernel::mac::MacAddr;
-use crate::model::{Address, Family, Interface, LinkKind, Neighbour, NextHop, Route};
-
-/// The main routing table.
-const RT_TABLE_MAIN: u32 = 254;
+use crate::model::{Address, Family, Interface, LinkKind, Neighbour, Route, Rule};
 
 /// Everything one scan read from the kernel, one dump per object type.
 #[derive(Debug, Default, Clone)]
@@ -32,6 +26,8 @@ pub struct Dump {
     pub addresses: Vec<AddressMessage>,
     pub routes: Vec<RouteMessage>,
     pub neighbours: Vec<NeighbourMessage>,
+    /// Policy rules, IPv4 and IPv6.
+    pub rules: Vec<RuleMessage>,
 }
 
 /// Interfaces, routes and neighbours, each in a stable order.
@@ -40,6 +36,7 @@ pub struct Parsed {
     pub interfaces: Vec<Interface>,
     pub routes: Vec<Route>,
     pub neighbours: Vec<Neighbour>,
+    pub rules: Vec<Rule>,
 }
 
 pub fn parse(dump: &Dump) -> Parsed {
@@ -63,10 +60,18 @@ pub fn parse(dump: &Dump) -> Parsed {
         }
     }
 
+    // The rules the pod added (not the kernel's three defaults), and the
+    // routes of main and of every table those rules point to.
+    let mut rules: Vec<Rule> = dump.rules.iter().filter_map(rule).collect();
+    rules.sort_by_key(|r| (r.family, r.priority));
+    let tables: BTreeSet<u32> = std::iter::once(RT_TABLE_MAIN)
+        .chain(rules.iter().filter_map(|r| r.table))
+        .collect();
     let mut routes: Vec<Route> = dump
         .routes
         .iter()
         .filter_map(|r| route(r, &names))
+        .filter(|r| tables.contains(&r.table))
         .collect();
     routes.sort_by_key(route_order);
 
@@ -93,6 +98,7 @@ pub fn parse(dump: &Dump) -> Parsed {
         interfaces,
         routes,
         neighbours,
+        rules,
     }
 }
 
@@ -257,168 +263,6 @@ fn address(msg: &AddressMessage) -> Option<Address> {
     })
 }
 
-fn route(msg: &RouteMessage, names: &BTreeMap<u32, String>) -> Option<Route> {
-    if msg.header.flags.contains(RouteFlags::Cloned) {
-        return None;
-    }
-    let family = match msg.header.address_family {
-        AddressFamily::Inet => Family::Inet,
-        AddressFamily::Inet6 => Family::Inet6,
-        _ => return None,
-    };
-    let mut table = u32::from(msg.header.table);
-    let mut destination = None;
-    let mut gateway = None;
-    let mut oif = None;
-    let mut metric = 0;
-    let mut mtu = None;
-    let mut source = None;
-    let mut nexthops = Vec::new();
-    for attr in &msg.attributes {
-        match attr {
-            RouteAttribute::Table(t) => table = *t,
-            RouteAttribute::Destination(a) => destination = route_ip(a),
-            RouteAttribute::Gateway(a) => gateway = route_ip(a),
-            RouteAttribute::Via(v) => gateway = via_ip(v),
-            RouteAttribute::Oif(i) => oif = Some(*i),
-            RouteAttribute::Priority(p) => metric = *p,
-            RouteAttribute::PrefSource(a) => source = route_ip(a),
-            RouteAttribute::Metrics(ms) => {
-                mtu = ms.iter().find_map(|m| match m {
-                    RouteMetric::Mtu(v) => Some(*v),
-                    _ => None,
-                })
-            }
-            RouteAttribute::MultiPath(hops) => {
-                nexthops = hops
-                    .iter()
-                    .map(|h| NextHop {
-                        gateway: h
-                            .attributes
-                            .iter()
-                            .find_map(|a| match a {
-                                RouteAttribute::Gateway(g) => route_ip(g),
-                                RouteAttribute::Via(v) => via_ip(v),
-                                _ => None,
-                            })
-                            .map(|g| g.to_string()),
-                        interface: if_name(names, h.interface_index),
-                        weight: u16::from(h.hops) + 1,
-                        onlink: h.flags.contains(RouteNextHopFlags::Onlink),
-                    })
-                    .collect()
-            }
-            _ => {}
-        }
-    }
-    if table != RT_TABLE_MAIN {
-        return None;
-    }
-    let unspecified = match family {
-        Family::Inet => "0.0.0.0",
-        Family::Inet6 => "::",
-    };
-    let destination = format!(
-        "{}/{}",
-        destination
-            .map(|d| d.to_string())
-            .unwrap_or_else(|| unspecified.to_string()),
-        msg.header.destination_prefix_length
-    );
-    Some(Route {
-        family,
-        destination,
-        gateway: gateway.map(|g| g.to_string()),
-        interface: oif.map(|i| if_name(names, i)),
-        metric,
-        onlink: msg.header.flags.contains(RouteFlags::Onlink),
-        mtu,
-        scope: scope_name(u8::from(msg.header.scope)),
-        protocol: protocol_name(u8::from(msg.header.protocol)),
-        route_type: type_name(u8::from(msg.header.kind)),
-        source: source.map(|s| s.to_string()),
-        nexthops,
-    })
-}
-
-fn neighbour(
-    msg: &NeighbourMessage,
-    names: &BTreeMap<u32, String>,
-    gateways: &HashSet<(String, String)>,
-) -> Option<Neighbour> {
-    let mut ip = None;
-    let mut lladdr = None;
-    for attr in &msg.attributes {
-        match attr {
-            NeighbourAttribute::Destination(NeighbourAddress::Inet(v4)) => {
-                ip = Some(IpAddr::V4(*v4))
-            }
-            NeighbourAttribute::Destination(NeighbourAddress::Inet6(v6)) => {
-                ip = Some(IpAddr::V6(*v6))
-            }
-            NeighbourAttribute::LinkLayerAddress(a) if a.len() == 6 => {
-                lladdr = MacAddr::from_bytes(a).map(|m| m.to_string())
-            }
-            _ => {}
-        }
-    }
-    let ip = ip?;
-    let mac = lladdr?;
-    if ip.is_multicast() || mac == "00:00:00:00:00:00" {
-        return None;
-    }
-    let interface = names.get(&msg.header.ifindex)?.clone();
-    let is_gateway = gateways.contains(&(ip.to_string(), interface.clone()));
-    let is_static = matches!(
-        msg.header.state,
-        NeighbourState::Permanent | NeighbourState::Noarp
-    );
-    if !is_static && !is_gateway {
-        return None;
-    }
-    Some(Neighbour {
-        ip: ip.to_string(),
-        mac,
-        interface,
-        state: neighbour_state(msg.header.state),
-        gateway: is_gateway,
-    })
-}
-
-fn route_ip(a: &RouteAddress) -> Option<IpAddr> {
-    match a {
-        RouteAddress::Inet(v4) => Some(IpAddr::V4(*v4)),
-        RouteAddress::Inet6(v6) => Some(IpAddr::V6(*v6)),
-        _ => None,
-    }
-}
-
-fn via_ip(v: &RouteVia) -> Option<IpAddr> {
-    match v {
-        RouteVia::Inet(v4) => Some(IpAddr::V4(*v4)),
-        RouteVia::Inet6(v6) => Some(IpAddr::V6(*v6)),
-        _ => None,
-    }
-}
-
-fn if_name(names: &BTreeMap<u32, String>, index: u32) -> String {
-    names
-        .get(&index)
-        .cloned()
-        .unwrap_or_else(|| format!("if{index}"))
-}
-
-/// Sort key: IPv4 before IPv6, then destination, metric, interface.
-fn route_order(r: &Route) -> (Family, String, u32, String, String) {
-    (
-        r.family,
-        r.destination.clone(),
-        r.metric,
-        r.interface.clone().unwrap_or_default(),
-        r.gateway.clone().unwrap_or_default(),
-    )
-}
-
 /// Link groups in use.
 pub fn link_groups(links: &[LinkMessage]) -> BTreeSet<u32> {
     links
@@ -466,82 +310,4 @@ pub fn stacked_lowers(links: &[LinkMessage]) -> BTreeSet<u32> {
             })
         })
         .collect()
-}
-
-/// iproute2's names for `rtm_scope` / `ifa_scope`.
-pub fn scope_name(scope: u8) -> String {
-    match scope {
-        0 => "global".into(),
-        200 => "site".into(),
-        253 => "link".into(),
-        254 => "host".into(),
-        255 => "nowhere".into(),
-        n => n.to_string(),
-    }
-}
-
-/// iproute2's names for `rtm_protocol` (rt_protos).
-pub fn protocol_name(proto: u8) -> String {
-    let name = match proto {
-        0 => "unspec",
-        1 => "redirect",
-        2 => "kernel",
-        3 => "boot",
-        4 => "static",
-        8 => "gated",
-        9 => "ra",
-        10 => "mrt",
-        11 => "zebra",
-        12 => "bird",
-        13 => "dnrouted",
-        14 => "xorp",
-        15 => "ntk",
-        16 => "dhcp",
-        17 => "keepalived",
-        42 => "babel",
-        99 => "openr",
-        186 => "bgp",
-        187 => "isis",
-        188 => "ospf",
-        189 => "rip",
-        192 => "eigrp",
-        n => return n.to_string(),
-    };
-    name.into()
-}
-
-/// iproute2's names for `rtm_type`.
-pub fn type_name(kind: u8) -> String {
-    let name = match kind {
-        0 => "none",
-        1 => "unicast",
-        2 => "local",
-        3 => "broadcast",
-        4 => "anycast",
-        5 => "multicast",
-        6 => "blackhole",
-        7 => "unreachable",
-        8 => "prohibit",
-        9 => "throw",
-        10 => "nat",
-        11 => "xresolve",
-        n => return n.to_string(),
-    };
-    name.into()
-}
-
-fn neighbour_state(state: NeighbourState) -> String {
-    match state {
-        NeighbourState::Incomplete => "incomplete".into(),
-        NeighbourState::Reachable => "reachable".into(),
-        NeighbourState::Stale => "stale".into(),
-        NeighbourState::Delay => "delay".into(),
-        NeighbourState::Probe => "probe".into(),
-        NeighbourState::Failed => "failed".into(),
-        NeighbourState::Noarp => "noarp".into(),
-        NeighbourState::Permanent => "permanent".into(),
-        NeighbourState::None => "none".into(),
-        NeighbourState::Other(n) => n.to_string(),
-        _ => "unknown".into(),
-    }
 }

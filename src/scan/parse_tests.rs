@@ -175,6 +175,7 @@ fn sample() -> Dump {
         ],
         routes: vec![dev_only6, multipath, mtu, onlink, other_table],
         neighbours: vec![neigh, stale],
+        rules: vec![],
     }
 }
 
@@ -354,4 +355,36 @@ fn an_administratively_down_interface_is_not_attached() {
         .interfaces
         .iter()
         .any(|i| i.name == "eth0" && i.eligible));
+}
+
+#[test]
+fn the_kernels_default_rules_are_left_out_and_rule_tables_kept() {
+    use rtnetlink::packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
+    let rule = |prio: u32, table: u32, from: Option<&str>| {
+        let mut r = RuleMessage::default();
+        r.header.family = AddressFamily::Inet;
+        r.header.action = RuleAction::ToTable;
+        r.attributes.push(RuleAttribute::Priority(prio));
+        r.attributes.push(RuleAttribute::Table(table));
+        if let Some(f) = from {
+            r.header.src_len = 24;
+            r.attributes.push(RuleAttribute::Source(f.parse().unwrap()));
+        }
+        r
+    };
+    let dump = Dump {
+        links: vec![link(2, "eth0", Some(InfoKind::Veth), true)],
+        rules: vec![
+            rule(0, 255, None),
+            rule(32766, 254, None),
+            rule(32767, 253, None),
+            rule(100, 100, Some("198.18.0.0")),
+        ],
+        ..Dump::default()
+    };
+    let parsed = parse(&dump);
+    assert_eq!(parsed.rules.len(), 1, "{:?}", parsed.rules);
+    assert_eq!(parsed.rules[0].from.as_deref(), Some("198.18.0.0/24"));
+    assert_eq!(parsed.rules[0].table, Some(100));
+    assert_eq!(parsed.rules[0].action, "table");
 }

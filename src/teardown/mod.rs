@@ -10,6 +10,11 @@ pub mod decide;
 #[cfg(test)]
 mod decide_tests;
 pub mod execute;
+#[cfg(test)]
+mod fixture;
+pub mod markers;
+#[cfg(test)]
+mod markers_tests;
 pub mod missing;
 
 pub use decide::Proof;
@@ -56,7 +61,7 @@ pub async fn undo_by_markers(nl: &Netlink, id: &SandboxId) -> Result<UndoReport>
     // Filters sit on the pod interfaces, which carry no marker: read them all,
     // except on podtap's own TAPs and bridges (their filters go with them).
     let now = execute::observe(nl, |l| !l.is_tap_or_bridge()).await?;
-    let undo = decide::undo_by_markers(id, &now);
+    let undo = markers::undo_by_markers(id, &now);
     Ok(execute::execute(nl, undo, true).await)
 }
 

@@ -1,0 +1,259 @@
+//! Pure: routes, policy rules and neighbours of a dump, in the description's terms.
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::IpAddr;
+
+use rtnetlink::packet_route::neighbour::{
+    NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
+};
+use rtnetlink::packet_route::route::{
+    RouteAddress, RouteAttribute, RouteFlags, RouteMessage, RouteMetric, RouteNextHopFlags,
+    RouteVia,
+};
+use rtnetlink::packet_route::rule::{RuleAction, RuleAttribute, RuleFlags, RuleMessage};
+use rtnetlink::packet_route::AddressFamily;
+
+use super::names::{neighbour_state, protocol_name, scope_name, type_name};
+use crate::kernel::mac::MacAddr;
+use crate::model::{Family, Neighbour, NextHop, Route, Rule};
+
+/// The main routing table.
+pub const RT_TABLE_MAIN: u32 = 254;
+/// The local table (the kernel's routes for local and broadcast addresses).
+const RT_TABLE_LOCAL: u32 = 255;
+/// The "default" table of the kernel's last default rule.
+const RT_TABLE_DEFAULT: u32 = 253;
+
+pub fn route(msg: &RouteMessage, names: &BTreeMap<u32, String>) -> Option<Route> {
+    if msg.header.flags.contains(RouteFlags::Cloned) {
+        return None;
+    }
+    let family = match msg.header.address_family {
+        AddressFamily::Inet => Family::Inet,
+        AddressFamily::Inet6 => Family::Inet6,
+        _ => return None,
+    };
+    let mut table = u32::from(msg.header.table);
+    let mut destination = None;
+    let mut gateway = None;
+    let mut oif = None;
+    let mut metric = 0;
+    let mut mtu = None;
+    let mut source = None;
+    let mut nexthops = Vec::new();
+    for attr in &msg.attributes {
+        match attr {
+            RouteAttribute::Table(t) => table = *t,
+            RouteAttribute::Destination(a) => destination = route_ip(a),
+            RouteAttribute::Gateway(a) => gateway = route_ip(a),
+            RouteAttribute::Via(v) => gateway = via_ip(v),
+            RouteAttribute::Oif(i) => oif = Some(*i),
+            RouteAttribute::Priority(p) => metric = *p,
+            RouteAttribute::PrefSource(a) => source = route_ip(a),
+            RouteAttribute::Metrics(ms) => {
+                mtu = ms.iter().find_map(|m| match m {
+                    RouteMetric::Mtu(v) => Some(*v),
+                    _ => None,
+                })
+            }
+            RouteAttribute::MultiPath(hops) => {
+                nexthops = hops
+                    .iter()
+                    .map(|h| NextHop {
+                        gateway: h
+                            .attributes
+                            .iter()
+                            .find_map(|a| match a {
+                                RouteAttribute::Gateway(g) => route_ip(g),
+                                RouteAttribute::Via(v) => via_ip(v),
+                                _ => None,
+                            })
+                            .map(|g| g.to_string()),
+                        interface: if_name(names, h.interface_index),
+                        weight: u16::from(h.hops) + 1,
+                        onlink: h.flags.contains(RouteNextHopFlags::Onlink),
+                    })
+                    .collect()
+            }
+            _ => {}
+        }
+    }
+    let unspecified = match family {
+        Family::Inet => "0.0.0.0",
+        Family::Inet6 => "::",
+    };
+    let destination = format!(
+        "{}/{}",
+        destination
+            .map(|d| d.to_string())
+            .unwrap_or_else(|| unspecified.to_string()),
+        msg.header.destination_prefix_length
+    );
+    Some(Route {
+        family,
+        destination,
+        gateway: gateway.map(|g| g.to_string()),
+        interface: oif.map(|i| if_name(names, i)),
+        metric,
+        onlink: msg.header.flags.contains(RouteFlags::Onlink),
+        mtu,
+        scope: scope_name(u8::from(msg.header.scope)),
+        protocol: protocol_name(u8::from(msg.header.protocol)),
+        route_type: type_name(u8::from(msg.header.kind)),
+        source: source.map(|s| s.to_string()),
+        nexthops,
+        table,
+    })
+}
+
+/// A policy rule, or `None` for the kernel's defaults (`0: from all lookup
+/// local`, `32766: from all lookup main`, `32767: from all lookup default`),
+/// which every netns has and no guest needs told.
+pub fn rule(msg: &RuleMessage) -> Option<Rule> {
+    let family = match msg.header.family {
+        AddressFamily::Inet => Family::Inet,
+        AddressFamily::Inet6 => Family::Inet6,
+        _ => return None,
+    };
+    let mut r = Rule {
+        family,
+        priority: 0,
+        from: None,
+        to: None,
+        iif: None,
+        oif: None,
+        fwmark: None,
+        fwmask: None,
+        tos: msg.header.tos,
+        table: None,
+        action: rule_action(msg.header.action),
+        goto: None,
+        invert: msg.header.flags.contains(RuleFlags::Invert),
+    };
+    let mut table = (msg.header.table != 0).then_some(u32::from(msg.header.table));
+    for attr in &msg.attributes {
+        match attr {
+            RuleAttribute::Priority(p) => r.priority = *p,
+            RuleAttribute::Source(ip) => r.from = Some(format!("{ip}/{}", msg.header.src_len)),
+            RuleAttribute::Destination(ip) => r.to = Some(format!("{ip}/{}", msg.header.dst_len)),
+            RuleAttribute::Iifname(n) => r.iif = Some(n.clone()),
+            RuleAttribute::Oifname(n) => r.oif = Some(n.clone()),
+            RuleAttribute::FwMark(m) => r.fwmark = Some(*m),
+            // The kernel reports the default mask (all ones) too: leave it out.
+            RuleAttribute::FwMask(m) => r.fwmask = (*m != u32::MAX).then_some(*m),
+            RuleAttribute::Table(t) => table = Some(*t),
+            RuleAttribute::Goto(g) => r.goto = Some(*g),
+            _ => {}
+        }
+    }
+    if msg.header.action == RuleAction::ToTable {
+        r.table = table;
+    }
+    let plain = r.from.is_none()
+        && r.to.is_none()
+        && r.iif.is_none()
+        && r.oif.is_none()
+        && r.fwmark.is_none()
+        && r.tos == 0
+        && !r.invert;
+    let default = plain
+        && matches!(
+            (r.priority, r.table),
+            (0, Some(RT_TABLE_LOCAL))
+                | (32766, Some(RT_TABLE_MAIN))
+                | (32767, Some(RT_TABLE_DEFAULT))
+        );
+    (!default).then_some(r)
+}
+
+fn rule_action(a: RuleAction) -> String {
+    match a {
+        RuleAction::ToTable => "table".into(),
+        RuleAction::Goto => "goto".into(),
+        RuleAction::Nop => "nop".into(),
+        RuleAction::Blackhole => "blackhole".into(),
+        RuleAction::Unreachable => "unreachable".into(),
+        RuleAction::Prohibit => "prohibit".into(),
+        RuleAction::Unspec => "unspec".into(),
+        RuleAction::Other(n) => n.to_string(),
+        other => format!("{other:?}").to_lowercase(),
+    }
+}
+
+pub fn neighbour(
+    msg: &NeighbourMessage,
+    names: &BTreeMap<u32, String>,
+    gateways: &HashSet<(String, String)>,
+) -> Option<Neighbour> {
+    let mut ip = None;
+    let mut lladdr = None;
+    for attr in &msg.attributes {
+        match attr {
+            NeighbourAttribute::Destination(NeighbourAddress::Inet(v4)) => {
+                ip = Some(IpAddr::V4(*v4))
+            }
+            NeighbourAttribute::Destination(NeighbourAddress::Inet6(v6)) => {
+                ip = Some(IpAddr::V6(*v6))
+            }
+            NeighbourAttribute::LinkLayerAddress(a) if a.len() == 6 => {
+                lladdr = MacAddr::from_bytes(a).map(|m| m.to_string())
+            }
+            _ => {}
+        }
+    }
+    let ip = ip?;
+    let mac = lladdr?;
+    if ip.is_multicast() || mac == "00:00:00:00:00:00" {
+        return None;
+    }
+    let interface = names.get(&msg.header.ifindex)?.clone();
+    let is_gateway = gateways.contains(&(ip.to_string(), interface.clone()));
+    let is_static = matches!(
+        msg.header.state,
+        NeighbourState::Permanent | NeighbourState::Noarp
+    );
+    if !is_static && !is_gateway {
+        return None;
+    }
+    Some(Neighbour {
+        ip: ip.to_string(),
+        mac,
+        interface,
+        state: neighbour_state(msg.header.state),
+        gateway: is_gateway,
+    })
+}
+
+fn route_ip(a: &RouteAddress) -> Option<IpAddr> {
+    match a {
+        RouteAddress::Inet(v4) => Some(IpAddr::V4(*v4)),
+        RouteAddress::Inet6(v6) => Some(IpAddr::V6(*v6)),
+        _ => None,
+    }
+}
+
+fn via_ip(v: &RouteVia) -> Option<IpAddr> {
+    match v {
+        RouteVia::Inet(v4) => Some(IpAddr::V4(*v4)),
+        RouteVia::Inet6(v6) => Some(IpAddr::V6(*v6)),
+        _ => None,
+    }
+}
+
+fn if_name(names: &BTreeMap<u32, String>, index: u32) -> String {
+    names
+        .get(&index)
+        .cloned()
+        .unwrap_or_else(|| format!("if{index}"))
+}
+
+/// Sort key: IPv4 before IPv6, then destination, metric, interface.
+pub fn route_order(r: &Route) -> (Family, String, u32, String, String) {
+    (
+        r.family,
+        r.destination.clone(),
+        r.metric,
+        r.interface.clone().unwrap_or_default(),
+        r.gateway.clone().unwrap_or_default(),
+    )
+}

@@ -1,0 +1,89 @@
+//! Unit tests of the marker-only teardown and of what check reports.
+
+use super::decide::Action;
+use super::fixture::*;
+use super::markers::undo_by_markers;
+use super::missing::missing;
+use crate::kernel::links::LinkState;
+use crate::model::Wiring;
+use crate::plan;
+
+#[test]
+fn markers_find_taps_filters_and_bridged_ports() {
+    let bridge = LinkState {
+        alias: Some(plan::bridge_marker(&id(), 3, Some(mac(3)))),
+        group: GROUP,
+        ..link(7, "br_eth3", Some("bridge"))
+    };
+    let port = LinkState {
+        controller: Some(7),
+        ..link(3, "eth3", Some("veth"))
+    };
+    let other_ids_tap = LinkState {
+        alias: Some("podtap:s10".into()),
+        ..link(8, "tap_x", Some("tun"))
+    };
+    let now = observed(
+        vec![
+            link(2, "eth2", Some("veth")),
+            port,
+            tap(5, "tap_eth2"),
+            bridge,
+            other_ids_tap,
+        ],
+        vec![(2, vec![ours_filter(5), ours_filter(8)])],
+    );
+    let undo = undo_by_markers(&id(), &now);
+    let all: Vec<&Action> = undo.pod_side.iter().flatten().collect();
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(all
+        .iter()
+        .any(|a| matches!(a, Action::DeleteFilter { ifindex: 2, .. })));
+    assert!(all.contains(&&Action::ReleaseFromBridge {
+        ifindex: 3,
+        name: "eth3".into(),
+        mac: mac(3)
+    }));
+    let deleted: Vec<u32> = undo
+        .links
+        .iter()
+        .filter_map(|a| match a {
+            Action::DeleteLink { ifindex, .. } => Some(*ifindex),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deleted, vec![5, 7], "another id's TAP stays");
+}
+
+#[test]
+fn missing_lists_every_problem() {
+    let plan = the_plan(vec![nic(2, "tap_eth2", Wiring::Tc)]);
+    let c = [created(5, "tap_eth2", "tap")];
+    let healthy = observed(
+        vec![link(2, "eth2", Some("veth")), tap(5, "tap_eth2")],
+        vec![(2, vec![ours_filter(5)]), (5, vec![ours_filter(2)])],
+    );
+    assert!(missing(&plan, &c, &healthy).is_empty());
+    let broken = observed(
+        vec![
+            link(2, "eth2", Some("veth")),
+            LinkState {
+                up: false,
+                mtu: 1400,
+                ..tap(5, "tap_eth2")
+            },
+        ],
+        vec![(2, vec![ours_filter(5)])],
+    );
+    let problems = missing(&plan, &c, &broken);
+    assert_eq!(problems.len(), 4, "{problems:?}");
+    assert!(
+        problems.iter().any(|p| p.contains("but its TAP")),
+        "{problems:?}"
+    );
+    assert!(problems.iter().any(|p| p.contains("is down")));
+    assert!(problems.iter().any(|p| p.contains("MTU 1400")));
+    assert!(problems.iter().any(|p| p.contains("tap_eth2 -> eth2")));
+    let gone = observed(vec![link(2, "eth2", Some("veth"))], vec![]);
+    assert_eq!(missing(&plan, &c, &gone).len(), 1);
+}
