@@ -32,13 +32,9 @@ pub fn run(keep: bool, boot: bool) -> Result<()> {
     );
 
     let pod_ns = NetNs::open(demo.pod.path(), false)?;
-    let before = if boot {
-        // A boot takes seconds, long enough for the kernel's link-local
-        // addresses to leave DAD: compare settled state with settled state.
-        settled_scan(&pod_ns)?
-    } else {
-        crate::scan::scan_ns(&pod_ns)?
-    };
+    // Compare settled state with settled state: a boot takes seconds, long
+    // enough for the kernel's link-local addresses to appear and leave DAD.
+    let before = settled_scan(&pod_ns)?;
     eprintln!(
         "podtap demo: scanned {} interface(s), {} route(s)",
         before.interfaces.len(),
@@ -119,7 +115,10 @@ pub fn run(keep: bool, boot: bool) -> Result<()> {
     }
 }
 
-/// Scan once no address is tentative any more (DAD done), or after 5 s.
+/// Scan once the pod's links have carrier and no address is tentative any
+/// more (DAD done), or after 5 s. A veth whose peer is not up yet
+/// (LOWERLAYERDOWN) has no IPv6 link-local address yet: it gets one later,
+/// and a comparison with a scan from before would see a change podtap did not make.
 fn settled_scan(ns: &NetNs) -> Result<Description> {
     for _ in 0..50 {
         let desc = crate::scan::scan_ns(ns)?;
@@ -128,7 +127,12 @@ fn settled_scan(ns: &NetNs) -> Result<Description> {
             .iter()
             .flat_map(|i| &i.address_details)
             .any(|a| a.tentative);
-        if !tentative {
+        let carrier = desc
+            .interfaces
+            .iter()
+            .filter(|i| i.eligible)
+            .all(|i| i.oper_state == "UP");
+        if !tentative && carrier {
             return Ok(desc);
         }
         std::thread::sleep(Duration::from_millis(100));
