@@ -2,7 +2,10 @@
 //!
 //! Precedence, lowest first: the plugin's own keys in the conflist, then
 //! `args.cni.podtap`, then `CNI_ARGS` (`PODTAP_MODE`, `PODTAP_QUEUES`), then
-//! `runtimeConfig.podtap` (the runtime's capability `podtap`).
+//! `runtimeConfig.podtap` (the runtime's capability `podtap`), then the pod's
+//! `io.podtap.*` annotations, which containerd and CRI-O pass as
+//! `runtimeConfig["io.kubernetes.cri.pod-annotations"]` when the plugin
+//! declares that capability (the same keys the OCI hook door reads).
 
 use std::path::PathBuf;
 
@@ -11,7 +14,7 @@ use serde_json::Value;
 
 use super::{code, CniError};
 use crate::model::Wiring;
-use crate::plan::AttachOptions;
+use crate::plan::{check_queues, parse_queues, AttachOptions, TapOwner};
 use crate::state::DEFAULT_STATE_DIR;
 
 /// CNI spec versions podtap speaks (it needs a 1.0-format `prevResult`).
@@ -151,23 +154,21 @@ impl NetConf {
         if let Some(v) = self.runtime_config.as_ref().and_then(|r| r.get("podtap")) {
             o.merge(overrides_from("runtimeConfig.podtap", v)?);
         }
-        let mode = match o.mode.as_deref() {
-            None | Some("tc") => Wiring::Tc,
-            Some("bridge") => Wiring::Bridge,
-            Some(other) => {
-                return Err(CniError::new(
-                    code::INVALID_CONFIG,
-                    format!("unknown mode {other:?}: expected \"tc\" or \"bridge\""),
-                ))
-            }
-        };
-        let queues = o.queues.unwrap_or(1);
-        if queues == 0 {
-            return Err(CniError::new(
-                code::INVALID_CONFIG,
-                "queues must be at least 1",
-            ));
+        if let Some(v) = self
+            .runtime_config
+            .as_ref()
+            .and_then(|r| r.get(POD_ANNOTATIONS))
+        {
+            o.merge(overrides_from_annotations(v)?);
         }
+        let mode = match o.mode.as_deref() {
+            None => Wiring::Tc,
+            Some(m) => m
+                .parse::<Wiring>()
+                .map_err(|e| CniError::new(code::INVALID_CONFIG, e.to_string()))?,
+        };
+        let queues = check_queues(o.queues.unwrap_or(1))
+            .map_err(|why| CniError::new(code::INVALID_CONFIG, format!("queues: {why}")))?;
         Ok(AttachOptions {
             mode,
             queues,
@@ -177,6 +178,43 @@ impl NetConf {
             interfaces: Some(vec![ifname.to_string()]),
         })
     }
+}
+
+/// The capability under which containerd and CRI-O pass the pod's annotations.
+pub const POD_ANNOTATIONS: &str = "io.kubernetes.cri.pod-annotations";
+
+/// `io.podtap.mode`, `io.podtap.queues` and `io.podtap.tap-owner` from the
+/// pod's annotations (others, and `io.podtap.interfaces`, are ignored: the
+/// CNI door attaches `CNI_IFNAME`).
+fn overrides_from_annotations(v: &Value) -> Result<Overrides, CniError> {
+    use crate::doors::oci_hook::annotation;
+    let bad = |key: &str, why: String| {
+        CniError::new(code::INVALID_CONFIG, format!("pod annotation {key}: {why}"))
+    };
+    let map = v.as_object().ok_or_else(|| {
+        CniError::new(
+            code::INVALID_CONFIG,
+            format!("runtimeConfig.{POD_ANNOTATIONS} is not an object"),
+        )
+    })?;
+    let get = |key: &str| map.get(key).and_then(Value::as_str);
+    let mut o = Overrides::default();
+    if let Some(mode) = get(annotation::MODE) {
+        mode.parse::<crate::model::Wiring>()
+            .map_err(|e| bad(annotation::MODE, e.to_string()))?;
+        o.mode = Some(mode.to_string());
+    }
+    if let Some(q) = get(annotation::QUEUES) {
+        o.queues = Some(parse_queues(q).map_err(|e| bad(annotation::QUEUES, e))?);
+    }
+    if let Some(owner) = get(annotation::TAP_OWNER) {
+        let owner: TapOwner = owner
+            .parse()
+            .map_err(|e: crate::error::Error| bad(annotation::TAP_OWNER, e.to_string()))?;
+        o.tap_owner = Some(owner.uid);
+        o.tap_group = owner.gid;
+    }
+    Ok(o)
 }
 
 fn overrides_from(place: &str, v: &Value) -> Result<Overrides, CniError> {
@@ -254,6 +292,25 @@ mod tests {
         let c = conf(r#","cni.dev/attachments":[{"containerID":"c","ifname":"eth0"}]"#);
         assert_eq!(c.valid_attachments.map(|v| v.len()), Some(1));
         assert!(conf("").valid_attachments.is_none());
+    }
+
+    #[test]
+    fn pod_annotations_come_last() {
+        let c = conf(
+            r#","mode":"tc","runtimeConfig":{"podtap":{"queues":2},
+               "io.kubernetes.cri.pod-annotations":{"io.podtap.mode":"bridge",
+               "io.podtap.tap-owner":"1000:100","other":"x"}}"#,
+        );
+        let o = c.attach_options("eth0", "").unwrap();
+        assert_eq!(o.mode, Wiring::Bridge);
+        assert_eq!((o.queues, o.owner, o.group), (2, Some(1000), Some(100)));
+        let bad = conf(
+            r#","runtimeConfig":{"io.kubernetes.cri.pod-annotations":{"io.podtap.queues":"0"}}"#,
+        );
+        assert_eq!(
+            bad.attach_options("eth0", "").unwrap_err().code,
+            code::INVALID_CONFIG
+        );
     }
 
     #[test]
