@@ -1,16 +1,18 @@
 //! Describe: the scanned description plus what attach built (TAPs, wiring,
 //! bridges, timings). Pure; the result is the JSON contract.
 
-use crate::model::{Attachment, BridgeInfo, Description, TapInfo, Timings};
+use crate::model::{Attachment, BridgeInfo, Description, Dns, TapInfo, Timings};
 use crate::plan::Plan;
 use crate::state::{created_ifindex, Created};
 
-/// `desc` (as scanned before attach) with the objects of `plan` that `created` records.
+/// `desc` (as scanned before attach) with the objects of `plan` that `created`
+/// records, and the resolver configuration the caller gave (`dns`).
 pub fn attached(
     mut desc: Description,
     plan: &Plan,
     created: &[Created],
     timings_us: Timings,
+    dns: Option<Dns>,
 ) -> Description {
     let index_of = |name: &str| created_ifindex(created, name);
     for nic in &plan.nics {
@@ -38,6 +40,7 @@ pub fn attached(
             pod_interface_mac: b.pod_mac.to_string(),
         });
     }
+    desc.dns = dns.filter(|d| !d.is_empty());
     desc.attachment = Some(Attachment {
         id: plan.id.to_string(),
         mode: plan.mode,

@@ -28,6 +28,10 @@ pub struct Description {
     /// `routes` also holds the routes of the tables they point to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<Rule>,
+    /// The resolver configuration the guest should use, when a door was given
+    /// one (the CNI result's `dns`, `attach --dns-from`); a scan never has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<Dns>,
     /// Present once `attach` has built TAPs for this description.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attachment: Option<Attachment>,
@@ -302,6 +306,45 @@ pub struct Neighbour {
     pub state: String,
     /// True when a route uses this neighbour as its gateway.
     pub gateway: bool,
+}
+
+/// Resolver configuration for the guest: the fields of CNI's `DNS` type
+/// (what a resolv.conf holds). Lists keep their given order; empty lists and
+/// a missing `domain` are left out of the JSON.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dns {
+    /// Name server addresses, in order of preference (`nameserver` lines).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nameservers: Vec<String>,
+    /// The local domain (`domain`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    /// Search domains, in order (`search`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub search: Vec<String>,
+    /// Resolver options such as `ndots:5` (`options`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
+}
+
+impl Dns {
+    /// Whether no field is set (nothing worth recording).
+    pub fn is_empty(&self) -> bool {
+        self.nameservers.is_empty()
+            && self.domain.is_none()
+            && self.search.is_empty()
+            && self.options.is_empty()
+    }
+
+    /// The search list a resolver uses: `search`, or else `domain` alone
+    /// (resolv.conf(5): without `search`, the local domain is searched).
+    pub fn search_list(&self) -> Vec<&str> {
+        if self.search.is_empty() {
+            self.domain.iter().map(String::as_str).collect()
+        } else {
+            self.search.iter().map(String::as_str).collect()
+        }
+    }
 }
 
 /// Wiring between a pod interface and its TAP.

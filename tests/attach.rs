@@ -932,6 +932,75 @@ fn tap_owner_and_no_vnet_hdr_show_in_ip_link() {
 }
 
 #[test]
+fn dns_from_a_resolv_conf_is_recorded_and_rendered() {
+    if !ready("dns_from_a_resolv_conf_is_recorded_and_rendered") {
+        return;
+    }
+    let pod = pod();
+    let state = StateDir::new();
+    let dir = common::TempDir::new();
+    let conf = dir.path().join("resolv.conf");
+    std::fs::write(
+        &conf,
+        "# test\nnameserver 198.18.0.53\nsearch pod.example svc.example\noptions ndots:5\n",
+    )
+    .unwrap();
+    let id = common::unique("dns");
+    let desc = json_ok(&attach(
+        &state,
+        &pod,
+        &id,
+        &["--dns-from", conf.to_str().unwrap()],
+    ));
+    assert_eq!(
+        desc["dns"],
+        serde_json::json!({
+            "nameservers": ["198.18.0.53"],
+            "search": ["pod.example", "svc.example"],
+            "options": ["ndots:5"]
+        })
+    );
+    // A repeated attach returns the recorded description, dns included.
+    assert_eq!(json_ok(&attach(&state, &pod, &id, &[])), desc);
+    let args = podtap_state(&state.0, &["render", "guest-args", "--id", &id]);
+    assert!(
+        stdout(&args).contains(" podtap.dns=198.18.0.53 podtap.search=pod.example,svc.example\n"),
+        "{}",
+        stdout(&args)
+    );
+    assert_eq!(code(&detach(&state, &id)), 0);
+
+    // A bad file is exit 13, one line naming it, before anything is built.
+    let before = snapshot(&pod.pod);
+    let bad = dir.path().join("bad.conf");
+    std::fs::write(&bad, "nameserver dns.example\n").unwrap();
+    let missing = dir.path().join("missing.conf");
+    for (path, what) in [
+        (
+            bad.as_path(),
+            "line 1: nameserver \"dns.example\" is not an IP address",
+        ),
+        (missing.as_path(), "No such file"),
+        (dir.path(), "not a regular file"),
+    ] {
+        let o = attach(&state, &pod, &id, &["--dns-from", path.to_str().unwrap()]);
+        assert_eq!(code(&o), 13, "{path:?}: {}", stderr(&o));
+        let msg = stderr(&o);
+        assert!(
+            msg.lines().count() == 1
+                && msg.contains(&format!("--dns-from {}: ", path.display()))
+                && msg.contains(what),
+            "{msg}"
+        );
+    }
+    assert_eq!(
+        snapshot(&pod.pod),
+        before,
+        "refused attaches changed nothing"
+    );
+}
+
+#[test]
 fn check_of_unknown_id_and_list_of_empty_dir() {
     if !ready("check_of_unknown_id_and_list_of_empty_dir") {
         return;

@@ -895,7 +895,7 @@ fn schema_is_draft_2020_12_and_covers_attach_fields() {
     let (scanned, _) = scan_path(&pod.pod.path_str());
 
     // What attach adds, built from the crate's own types so names cannot drift.
-    use podtap::model::{Attachment, BridgeInfo, Description, TapInfo, Timings, Wiring};
+    use podtap::model::{Attachment, BridgeInfo, Description, Dns, TapInfo, Timings, Wiring};
     let mut desc: Description = serde_json::from_value(scanned.clone()).unwrap();
     let eth0 = desc
         .interfaces
@@ -918,6 +918,12 @@ fn schema_is_draft_2020_12_and_covers_attach_fields() {
         ifindex: 10,
         pod_interface_mac: "02:00:00:00:00:01".into(),
     });
+    desc.dns = Some(Dns {
+        nameservers: vec!["198.18.0.53".into(), "2001:db8::53".into()],
+        domain: Some("pod.example".into()),
+        search: vec!["ns.svc.cluster.local".into()],
+        options: vec!["ndots:5".into()],
+    });
     desc.attachment = Some(Attachment {
         id: "sandbox-1".into(),
         mode: Wiring::Bridge,
@@ -931,7 +937,11 @@ fn schema_is_draft_2020_12_and_covers_attach_fields() {
     });
     let attached = serde_json::to_value(&desc).unwrap();
     assert!(attached["interfaces"][1]["tap"].is_object());
+    assert!(attached["dns"]["nameservers"].is_array());
     assert_valid(&attached);
+    let mut sparse = attached.clone();
+    sparse["dns"] = json!({ "search": ["pod.example"] });
+    assert_valid(&sparse);
 
     // The schema has teeth: each of these is rejected.
     let mut bad = Vec::new();
@@ -950,6 +960,12 @@ fn schema_is_draft_2020_12_and_covers_attach_fields() {
     let mut v = scanned.clone();
     v["interfaces"][1]["mac"] = json!("not-a-mac");
     bad.push(("bad MAC", v));
+    let mut v = scanned.clone();
+    v["dns"] = json!({ "nameservers": [53] });
+    bad.push(("a nameserver that is not a string", v));
+    let mut v = scanned.clone();
+    v["dns"] = json!({ "servers": ["198.18.0.53"] });
+    bad.push(("an unknown dns field", v));
     let mut v = scanned;
     v["interfaces"][0]["guest_mac"] = v["interfaces"][0]["mac"].clone();
     bad.push(("guest_mac on an ineligible interface", v));

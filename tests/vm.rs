@@ -18,7 +18,8 @@
 //!
 //! One more boot goes through the CNI door: hooks/cni/bridge-podtap.conflist
 //! run plugin by plugin (the runner shared with tests/cni.rs), the guest on
-//! the TAP of podtap's CNI result, then CNI DEL.
+//! the TAP of podtap's CNI result (and its resolver config from the result's
+//! `dns`), then CNI DEL.
 
 mod common;
 
@@ -386,8 +387,10 @@ fn cni_pod_boots_in_tc_and_bridge_mode() {
 
 /// The CNI path end to end: hooks/cni/bridge-podtap.conflist (bridge with
 /// dual-stack host-local, then podtap) run plugin by plugin as libcni does,
-/// from a node netns; the guest boots on the TAP of podtap's CNI result and
-/// pings the bridge gateway; CNI DEL (reverse order) removes the TAP and the checkpoint.
+/// from a node netns; the guest boots on the TAP of podtap's CNI result,
+/// pings the bridge gateway and writes its resolv.conf from the `dns` the
+/// bridge plugin put in the result; CNI DEL (reverse order) removes the TAP
+/// and the checkpoint.
 #[test]
 fn cni_chain_tap_boots_and_pings_gateway() {
     let test = "cni_chain_tap_boots_and_pings_gateway";
@@ -419,6 +422,10 @@ fn cni_chain_tap_boots_and_pings_gateway() {
     ]);
     conf["plugins"][0]["ipam"]["routes"] =
         serde_json::json!([{ "dst": "0.0.0.0/0" }, { "dst": "::/0" }]);
+    // The bridge plugin copies its `dns` into its result: podtap's prevResult.
+    let nameserver = format!("198.18.{n}.53");
+    let dns = serde_json::json!({ "nameservers": [nameserver], "search": ["pod.example"] });
+    conf["plugins"][0]["dns"] = dns.clone();
     let chain = Chain::new(conf, Some(&node));
     let (cid, netns) = (container_id(n), pod.path_str());
     let id = format!("{cid}-eth0");
@@ -426,6 +433,10 @@ fn cni_chain_tap_boots_and_pings_gateway() {
     // ADD: bridge (+ host-local) in the node netns, then podtap with its prevResult.
     let results = chain.add(&cid, &netns, "eth0");
     let result = results.last().expect("podtap's result");
+    assert_eq!(
+        result["dns"], dns,
+        "podtap keeps the prevResult's dns: {result:#}"
+    );
     assert!(
         node.ip(&format!("link show {bridge_name}"))
             .contains("state UP"),
@@ -465,6 +476,20 @@ fn cni_chain_tap_boots_and_pings_gateway() {
         guest_args.contains(&format!("podtap.nic={mac},1500,198.18.{n}.")),
         "{guest_args}"
     );
+    assert!(
+        guest_args.contains(&format!(
+            "podtap.dns={nameserver} podtap.search=pod.example"
+        )),
+        "the description records the result's dns: {guest_args}"
+    );
+    let cloud_init = podtap_ok(state.path(), &["render", "cloud-init", "--id", &id]);
+    assert!(
+        cloud_init.contains(&format!(
+            "    nameservers:\n      addresses:\n        - \"{nameserver}\"\n      \
+             search:\n        - \"pod.example\"\n"
+        )),
+        "{cloud_init}"
+    );
     let qemu_args = podtap_ok(state.path(), &["render", "qemu", "--id", &id]);
     assert!(
         qemu_args.contains(&format!(",ifname={tap_name},")),
@@ -481,6 +506,20 @@ fn cni_chain_tap_boots_and_pings_gateway() {
     }
     assert_no_errors(&console);
     assert!(nic_line(&console, &mac).contains(" mtu=1500 "));
+    // The guest's /etc/resolv.conf, line by line.
+    let resolv: Vec<&str> = console
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("PODTAP-RESOLV "))
+        .collect();
+    assert_eq!(
+        resolv,
+        [
+            format!("PODTAP-RESOLV nameserver {nameserver}"),
+            "PODTAP-RESOLV search pod.example".to_string()
+        ],
+        "the guest's resolver config"
+    );
 
     // DEL through the chain, podtap first: the TAP and the checkpoint are gone.
     chain.del(&cid, &netns, "eth0", Some(result));

@@ -93,7 +93,7 @@ pub async fn fresh(
     // The description is recorded exactly as printed, so a repeated attach
     // prints the same bytes; the final checkpoint write is therefore not timed.
     timings.total = micros(start);
-    let described = describe::attached(desc, &plan, &created, timings);
+    let described = describe::attached(desc, &plan, &created, timings, opts.dns.clone());
     cp.phase = Phase::Complete;
     cp.created = created;
     cp.description = Some(described.clone());

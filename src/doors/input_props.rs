@@ -1,6 +1,6 @@
 //! Property tests: every parser that reads outside input (CNI config and
 //! prevResult, CNI_ARGS, OCI state and annotations, checkpoint files, door
-//! arguments) takes thousands of generated and mutated inputs without
+//! arguments, `--dns-from` resolv.conf files) takes thousands of generated and mutated inputs without
 //! panicking. (A hang would time the test run out.)
 
 use std::collections::BTreeMap;
@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 use serde_json::Value;
 
+use crate::doors::cli::resolv_conf;
 use crate::doors::cni::{config, result};
 use crate::doors::oci_hook;
 use crate::kernel::mac::MacAddr;
@@ -27,6 +28,9 @@ const CNI_CONF: &str = r#"{"cniVersion":"1.1.0","name":"net","type":"podtap","mo
 const OCI_STATE: &str = r#"{"ociVersion":"1.0.2","id":"ctr-1","status":"creating","pid":4242,
 "bundle":"/run/bundles/ctr-1","annotations":{"io.podtap.mode":"bridge","io.podtap.queues":"2",
 "io.podtap.interfaces":"eth0,net1","io.podtap.tap-owner":"1000:1000","io.podtap.output":"podtap.json"}}"#;
+
+const RESOLV_CONF: &str = "# cluster DNS\nnameserver 10.96.0.10\nnameserver fd00::53 ; v6\n\
+domain pod.example\nsearch ns.svc.cluster.local svc.cluster.local\noptions ndots:5 timeout:2\n";
 
 const CHECKPOINT: &str = r#"{"version":1,"id":"s1","netns":{"path":"/run/netns/p","inode":4026532545,"dev":4},
 "netns_cookie":77,"phase":"complete","plan":{"id":"s1","mode":"tc","group":1885601793,"nics":[{"pod":{"ifindex":2,
@@ -89,6 +93,11 @@ fn json() -> impl Strategy<Value = Value> {
         "netns",
         "phase",
         "created",
+        "dns",
+        "nameservers",
+        "domain",
+        "search",
+        "options",
     ])
     .prop_map(str::to_string);
     let leaf = prop_oneof![
@@ -119,7 +128,9 @@ fn cni_pipeline(stdin: &str, cni_args: &str) {
         let _ = conf.attach_options("eth0", cni_args);
         let _ = conf.state_dir();
         if let Some(prev) = &conf.prev_result {
+            let dns = result::dns(prev);
             if result::validate(prev).is_ok() {
+                assert!(dns.is_ok(), "validate accepts only a readable dns");
                 let _ = result::interfaces(prev);
                 let _ = result::find(prev, "eth0", "/run/netns/p");
                 let entry = result::TapEntry {
@@ -187,6 +198,21 @@ proptest! {
     }
 
     #[test]
+    fn resolv_conf_mutations_never_panic(text in mutated(RESOLV_CONF), other in ".{0,80}") {
+        for text in [text, other] {
+            if let Ok(dns) = resolv_conf::parse(&text) {
+                // What it records are plain addresses and whole words.
+                for server in &dns.nameservers {
+                    prop_assert!(server.parse::<std::net::IpAddr>().is_ok(), "{server:?}");
+                }
+                for word in dns.search.iter().chain(&dns.options).chain(&dns.domain) {
+                    prop_assert!(!word.is_empty() && !word.contains(char::is_whitespace), "{word:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn checkpoint_shapes_never_panic(v in json()) {
         let _ = serde_json::from_value::<Checkpoint>(v);
     }
@@ -210,4 +236,11 @@ fn the_samples_are_valid_to_begin_with() {
     assert!(config::parse(CNI_CONF).is_ok());
     assert!(oci_hook::parse_state(OCI_STATE).is_ok());
     assert!(serde_json::from_str::<Checkpoint>(CHECKPOINT).is_ok());
+    let prev = config::parse(CNI_CONF).unwrap().prev_result.unwrap();
+    assert!(result::dns(&prev).unwrap().is_some());
+    let dns = resolv_conf::parse(RESOLV_CONF).unwrap();
+    assert_eq!(
+        (dns.nameservers.len(), dns.search.len(), dns.options.len()),
+        (2, 2, 2)
+    );
 }

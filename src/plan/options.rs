@@ -3,7 +3,7 @@
 use std::str::FromStr;
 
 use crate::error::Error;
-use crate::model::Wiring;
+use crate::model::{Dns, Wiring};
 
 /// Most queues one TAP may have (the kernel's limit is 256).
 pub const MAX_QUEUES: u32 = 256;
@@ -23,6 +23,8 @@ pub struct AttachOptions {
     pub group: Option<u32>,
     /// Only these pod interfaces; all eligible ones when `None`.
     pub interfaces: Option<Vec<String>>,
+    /// The guest's resolver configuration, recorded as the description's `dns`.
+    pub dns: Option<Dns>,
 }
 
 impl Default for AttachOptions {
@@ -34,6 +36,7 @@ impl Default for AttachOptions {
             owner: None,
             group: None,
             interfaces: None,
+            dns: None,
         }
     }
 }

@@ -42,6 +42,7 @@ fn desc(ifaces: Vec<Interface>) -> Description {
         routes: vec![],
         neighbours: vec![],
         rules: vec![],
+        dns: None,
         attachment: None,
     }
 }

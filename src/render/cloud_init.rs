@@ -2,19 +2,34 @@
 
 use std::fmt::Write as _;
 
+use super::dns::{guest_dns, nic_towards, GuestDns};
 use super::nic::{attached_nics, Nic};
 use super::route::{guest_routes, GuestRoute};
 use super::RenderError;
 use crate::model::{Description, Rule};
 
 /// Text form: a NoCloud `network-config` file (top-level `version: 2`).
+///
+/// `nameservers` is written under one NIC only, the one the guest reaches the
+/// first name server through: netplan's nameservers are per link (systemd-resolved
+/// asks a link's servers over that link), and cloud-init's other renderers
+/// merge every NIC's nameservers into one resolv.conf, which would repeat them.
 pub(crate) fn render_cloud_init(desc: &Description) -> Result<String, RenderError> {
     let mut yaml = String::from("version: 2\nethernets:\n");
-    for (n, nic) in attached_nics(desc)?.iter().enumerate() {
+    let nics = attached_nics(desc)?;
+    let dns = guest_dns(desc)?;
+    let dns_nic = match &dns {
+        Some(dns) => Some(nic_towards(desc, &nics, dns.nameservers.first().copied())?),
+        None => None,
+    };
+    for (index, nic) in nics.iter().enumerate() {
         write_ethernet(&mut yaml, desc, nic)?;
+        if let (Some(dns), true) = (&dns, dns_nic == Some(index)) {
+            write_nameservers(&mut yaml, dns);
+        }
         // netplan keeps rules per interface but installs them for the whole
         // guest: all of them go under the first NIC.
-        if n == 0 {
+        if index == 0 {
             write_rules(&mut yaml, &desc.rules)?;
         }
     }
@@ -67,6 +82,23 @@ fn write_rules(yaml: &mut String, rules: &[Rule]) -> Result<(), RenderError> {
         }
     }
     Ok(())
+}
+
+/// `nameservers: {addresses: [...], search: [...]}`, each list only when not empty.
+fn write_nameservers(yaml: &mut String, dns: &GuestDns) {
+    push_line(yaml, 2, "nameservers:");
+    if !dns.nameservers.is_empty() {
+        push_line(yaml, 3, "addresses:");
+        for server in &dns.nameservers {
+            push_line(yaml, 4, &format!("- {}", quote(&server.to_string())));
+        }
+    }
+    if !dns.search.is_empty() {
+        push_line(yaml, 3, "search:");
+        for domain in &dns.search {
+            push_line(yaml, 4, &format!("- {}", quote(domain)));
+        }
+    }
 }
 
 fn write_ethernet(yaml: &mut String, desc: &Description, nic: &Nic<'_>) -> Result<(), RenderError> {
@@ -222,6 +254,56 @@ ethernets:
         ] {
             assert!(!yaml.contains(absent), "{absent}");
         }
+    }
+
+    #[test]
+    fn nameservers_go_under_the_nic_towards_the_first_server() {
+        use crate::model::Dns;
+        let mut desc = fixture::pod();
+        desc.dns = Some(Dns {
+            nameservers: vec!["192.168.50.53".into(), "FD00::53".into()],
+            domain: Some("pod.example".into()),
+            search: vec!["ns.svc.cluster.local".into(), "svc.cluster.local".into()],
+            options: vec!["ndots:5".into()],
+        });
+        let yaml = render_cloud_init(&desc).unwrap();
+        let block = r#"    nameservers:
+      addresses:
+        - "192.168.50.53"
+        - "fd00::53"
+      search:
+        - "ns.svc.cluster.local"
+        - "svc.cluster.local"
+"#;
+        // net1 owns 192.168.50.0/24; the block ends net1's mapping, the last one.
+        assert!(yaml.ends_with(block), "{yaml}");
+        assert_eq!(yaml.matches("nameservers:").count(), 1);
+        assert!(!yaml.contains("ndots") && !yaml.contains("pod.example"));
+        let without = render_cloud_init(&fixture::pod()).unwrap();
+        assert_eq!(yaml, without + block);
+
+        // Search only, via `domain`; the NIC falls to net0 (no server to route).
+        desc.dns = Some(Dns {
+            domain: Some("pod.example".into()),
+            ..Dns::default()
+        });
+        let yaml = render_cloud_init(&desc).unwrap();
+        let search = "    nameservers:\n      search:\n        - \"pod.example\"\n  net1:\n";
+        assert!(yaml.contains(search), "{yaml}");
+        // Nothing to carry: no block.
+        desc.dns = Some(Dns {
+            options: vec!["ndots:5".into()],
+            ..Dns::default()
+        });
+        assert!(!render_cloud_init(&desc).unwrap().contains("nameservers"));
+        desc.dns = Some(Dns {
+            nameservers: vec!["not-an-ip".into()],
+            ..Dns::default()
+        });
+        assert!(matches!(
+            render_cloud_init(&desc),
+            Err(RenderError::InvalidDns { .. })
+        ));
     }
 
     #[test]

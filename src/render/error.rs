@@ -112,6 +112,15 @@ pub enum RenderError {
         reason: String,
     },
 
+    /// A name server or search domain of the description's `dns` cannot be given to the guest.
+    #[error("dns {value:?}: {reason}")]
+    InvalidDns {
+        /// The value as found in the description.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// The number of fd lists differs from the number of attached NICs.
     #[error("got fd lists for {given} NIC(s) but the description attaches {attached}")]
     FdListCount {

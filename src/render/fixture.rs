@@ -96,6 +96,7 @@ pub(crate) fn pod() -> Description {
             neighbour("10.9.0.1", "52:54:00:00:00:09", "eth9", "reachable", true),
         ],
         rules: vec![],
+        dns: None,
         attachment: Some(Attachment {
             id: "pod-1".into(),
             mode: Wiring::Tc,

@@ -5,10 +5,13 @@
 //! - `podtap.route=DEST,GW,MAC,METRIC,ONLINK,MTU[,TABLE]` per route (leg) of a NIC
 //!   (TABLE only for another table than main);
 //! - `podtap.rule=PRIORITY,FROM,TO,FWMARK,TABLE` per policy rule (`-` for any);
-//! - `podtap.neigh=IP,LLADDR,MAC` per neighbour of a NIC.
+//! - `podtap.neigh=IP,LLADDR,MAC` per neighbour of a NIC;
+//! - `podtap.dns=IP[,IP...]` and `podtap.search=DOMAIN[,DOMAIN...]`, once each,
+//!   when the description's `dns` has name servers / a search list.
 
 use std::net::IpAddr;
 
+use super::dns::guest_dns;
 use super::nic::{attached_nics, normalize_mac, Nic};
 use super::route::{guest_routes, GuestRoute};
 use super::RenderError;
@@ -18,7 +21,7 @@ use crate::model::{Description, Neighbour, Rule};
 pub(crate) const GUEST_ARGS_LIMIT: usize = 2000;
 
 /// Text form: all entries on one line, NICs first, then routes (per NIC,
-/// gateway-less first), then neighbours, and a newline.
+/// gateway-less first), then neighbours, then DNS, and a newline.
 pub(crate) fn render_guest_args(desc: &Description) -> Result<String, RenderError> {
     let nics = attached_nics(desc)?;
     let mut entries = Vec::new();
@@ -42,6 +45,16 @@ pub(crate) fn render_guest_args(desc: &Description) -> Result<String, RenderErro
             if let Some(entry) = neighbour_entry(neighbour, nic)? {
                 entries.push(entry);
             }
+        }
+    }
+    if let Some(dns) = guest_dns(desc)? {
+        let join = |items: Vec<String>| items.join(",");
+        if !dns.nameservers.is_empty() {
+            let servers = dns.nameservers.iter().map(IpAddr::to_string).collect();
+            entries.push(format!("podtap.dns={}", join(servers)));
+        }
+        if !dns.search.is_empty() {
+            entries.push(format!("podtap.search={}", join(dns.search)));
         }
     }
     let line = entries.join(" ");
@@ -167,6 +180,68 @@ mod tests {
         pending.state = "incomplete".into();
         desc.neighbours.push(pending);
         assert!(!render_guest_args(&desc).unwrap().contains("podtap.neigh"));
+    }
+
+    #[test]
+    fn dns_and_search_come_last() {
+        use crate::model::Dns;
+        let mut desc = fixture::single_ipv4();
+        desc.dns = Some(Dns {
+            nameservers: vec!["10.0.2.3".into(), "FD00::53".into()],
+            domain: Some("ignored.example".into()),
+            search: vec!["ns.svc.cluster.local".into(), "svc.cluster.local".into()],
+            options: vec!["ndots:5".into()],
+        });
+        assert_eq!(
+            render_guest_args(&desc).unwrap(),
+            "podtap.nic=52:54:00:12:34:01,1500,10.0.2.15/24 \
+             podtap.route=0.0.0.0/0,10.0.2.2,52:54:00:12:34:01,0,0,0 \
+             podtap.dns=10.0.2.3,fd00::53 podtap.search=ns.svc.cluster.local,svc.cluster.local\n"
+        );
+        desc.dns = Some(Dns {
+            domain: Some("pod.example".into()),
+            ..Dns::default()
+        });
+        let text = render_guest_args(&desc).unwrap();
+        assert!(
+            text.ends_with(",0,0,0 podtap.search=pod.example\n"),
+            "{text}"
+        );
+        assert!(!text.contains("podtap.dns"));
+        desc.dns = Some(Dns {
+            search: vec!["a,b".into()],
+            ..Dns::default()
+        });
+        assert!(matches!(
+            render_guest_args(&desc),
+            Err(RenderError::InvalidDns { .. })
+        ));
+    }
+
+    #[test]
+    fn dns_counts_towards_the_2000_bytes() {
+        use crate::model::Dns;
+        let mut desc = fixture::single_ipv4();
+        let base = render_guest_args(&desc).unwrap().len() - 1;
+        let search = |len: usize| vec!["a".repeat(len)];
+        // " podtap.search=" is 15 bytes: exactly at the limit, then one over.
+        let fill = GUEST_ARGS_LIMIT - base - 15;
+        desc.dns = Some(Dns {
+            search: search(fill),
+            ..Dns::default()
+        });
+        assert_eq!(
+            render_guest_args(&desc).unwrap().len(),
+            GUEST_ARGS_LIMIT + 1
+        );
+        desc.dns = Some(Dns {
+            search: search(fill + 1),
+            ..Dns::default()
+        });
+        assert!(matches!(
+            render_guest_args(&desc),
+            Err(RenderError::CommandLineTooLong { limit: 2000, .. })
+        ));
     }
 
     #[test]

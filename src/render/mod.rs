@@ -7,6 +7,7 @@
 mod cloud_hypervisor;
 mod cloud_hypervisor_api;
 mod cloud_init;
+mod dns;
 mod error;
 mod fds;
 mod firecracker;

@@ -116,6 +116,7 @@ pub(crate) fn from_dump(ns: &NetNs, ipv6_enabled: bool, dump: &Dump) -> Descript
         routes: parsed.routes,
         neighbours: parsed.neighbours,
         rules: parsed.rules,
+        dns: None,
         attachment: None,
     }
 }

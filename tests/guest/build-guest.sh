@@ -19,6 +19,9 @@ SELF="$HERE/$(basename "${BASH_SOURCE[0]}")"
 CACHE_DIR=${1:-${PODTAP_GUEST_CACHE:-/var/cache/podtap-test-guest}}
 KERNEL="$CACHE_DIR/vmlinuz"
 INITRD="$CACHE_DIR/initramfs.gz"
+# "<sha256 of init + this script> <sha256 of initramfs.gz>": what the
+# initramfs was built from, and that it is still the one built from it.
+STAMP="$CACHE_DIR/inputs.sha256"
 
 # Load order matters: each module depends on the ones before it.
 MODULES=(virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev
@@ -32,12 +35,15 @@ print_result() {
     echo "INITRD=$INITRD"
 }
 
+sha() { sha256sum | cut -d' ' -f1; }
+inputs_hash() { cat "$1" "$SELF" | sha; }
+
+# Fresh when built from exactly these inputs, by content rather than mtime:
+# several checkouts may share one cache, each with its own init (and an older
+# build-guest.sh may have replaced the initramfs without writing the stamp).
 is_fresh() {
-    [[ -s "$KERNEL" && -s "$INITRD" ]] || return 1
-    local f
-    for f in "$INIT_SRC" "$SELF"; do
-        [[ "$KERNEL" -nt "$f" && "$INITRD" -nt "$f" ]] || return 1
-    done
+    [[ -s "$KERNEL" && -s "$INITRD" && -s "$STAMP" ]] || return 1
+    [[ "$(cat "$STAMP")" == "$(inputs_hash "$INIT_SRC") $(sha <"$INITRD")" ]]
 }
 
 [[ -f "$INIT_SRC" ]] || die "missing $INIT_SRC"
@@ -167,6 +173,7 @@ ldd "$full_ip" | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^\//) print $i }' |
     done
 
 install -m 0755 "$INIT_SRC" "$R/init"
+built_from=$(inputs_hash "$R/init")
 printf 'root:x:0:0:root:/:/bin/sh\n' >"$R/etc/passwd"
 
 (cd "$R" && find . -print0 | LC_ALL=C sort -z |
@@ -178,5 +185,7 @@ cp "$TMP/initramfs.gz" "$INITRD.tmp"
 mv -f "$KERNEL.tmp" "$KERNEL"
 mv -f "$INITRD.tmp" "$INITRD"
 touch "$KERNEL" "$INITRD"
+echo "$built_from $(sha <"$TMP/initramfs.gz")" >"$STAMP.tmp"
+mv -f "$STAMP.tmp" "$STAMP"
 log "initramfs $(du -h "$INITRD" | cut -f1), kernel $(du -h "$KERNEL" | cut -f1)"
 print_result

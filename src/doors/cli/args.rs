@@ -60,6 +60,9 @@ pub enum Command {
         /// Only these pod interfaces (comma-separated); default: every eligible one.
         #[arg(long, value_delimiter = ',')]
         interfaces: Option<Vec<String>>,
+        /// Record this resolv.conf (nameserver, domain, search, options) as the guest's DNS.
+        #[arg(long, value_name = "FILE")]
+        dns_from: Option<PathBuf>,
         #[command(flatten)]
         state: StateArgs,
         /// Allow attaching in the host's own netns.

@@ -1,7 +1,7 @@
 //! One handler per subcommand.
 
 use crate::error::{exit, Error, Result};
-use crate::model::{Description, Wiring};
+use crate::model::{Description, Dns, Wiring};
 use crate::plan::{AttachOptions, TapOwner};
 use crate::state::SandboxId;
 
@@ -27,6 +27,7 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
             no_vnet_hdr,
             tap_owner,
             interfaces,
+            dns_from,
             state,
             allow_host_netns,
             output,
@@ -37,6 +38,7 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
                 queues,
                 vnet_hdr: !no_vnet_hdr,
                 interfaces,
+                dns: dns_from.as_deref().map(read_resolv_conf).transpose()?,
                 ..AttachOptions::default()
             };
             if let Some(owner) = tap_owner.as_deref() {
@@ -119,6 +121,32 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
         Command::Demo { keep, boot } => crate::doors::demo::run(keep, boot)?,
     }
     Ok(exit::OK)
+}
+
+/// `--dns-from FILE`: a regular file (symlinks followed, as /etc/resolv.conf
+/// often is one) of at most 64 KiB. Unreadable, not regular, too long or
+/// malformed is invalid input (exit 13). Opened non-blocking, so a FIFO cannot hang attach.
+fn read_resolv_conf(path: &std::path::Path) -> Result<Dns> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    const LIMIT: u64 = 64 * 1024;
+    let bad = |why: String| Error::Invalid(format!("--dns-from {}: {why}", path.display()));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| bad(e.to_string()))?;
+    if !file.metadata().map_err(|e| bad(e.to_string()))?.is_file() {
+        return Err(bad("not a regular file".into()));
+    }
+    let mut text = String::new();
+    file.take(LIMIT + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| bad(e.to_string()))?;
+    if text.len() as u64 > LIMIT {
+        return Err(bad(format!("longer than {LIMIT} bytes")));
+    }
+    super::resolv_conf::parse(&text).map_err(bad)
 }
 
 fn read_description(path: &std::path::Path) -> Result<Description> {

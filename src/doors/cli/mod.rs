@@ -6,6 +6,7 @@
 mod args;
 mod commands;
 mod list;
+pub(crate) mod resolv_conf;
 
 use clap::Parser;
 

@@ -62,7 +62,8 @@ fn add(env: &Env, conf: &NetConf) -> Result<Value, CniError> {
         .details("place podtap after an interface plugin (bridge, macvlan, ptp, ...) in a conflist")
     })?;
     result::validate(prev)?;
-    let opts = conf.attach_options(ifname, &env.args)?;
+    let mut opts = conf.attach_options(ifname, &env.args)?;
+    opts.dns = result::dns(prev)?;
     let state_path = conf.state_dir();
     let state = StateDir::new(&state_path);
     let registry = Registry::new(&state_path);

@@ -176,6 +176,7 @@ impl NetConf {
             owner: o.tap_owner,
             group: o.tap_group,
             interfaces: Some(vec![ifname.to_string()]),
+            dns: None,
         })
     }
 }

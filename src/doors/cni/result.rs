@@ -6,6 +6,7 @@
 use serde_json::{json, Map, Value};
 
 use super::{code, CniError};
+use crate::model::Dns;
 
 /// The interface entry of a result, as podtap reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,7 +17,9 @@ pub struct ResultInterface {
 }
 
 /// Check the shape podtap relies on: an object whose `interfaces`, if present,
-/// is a list of objects with a string `name`.
+/// is a list of objects with a string `name`, and whose `dns`, if present, is
+/// an object of string lists (`nameservers`, `search`, `options`) and a string
+/// `domain`.
 pub fn validate(prev: &Value) -> Result<(), CniError> {
     let bad = |why: &str| {
         CniError::new(code::INVALID_CONFIG, "invalid prevResult").details(why.to_string())
@@ -43,7 +46,48 @@ pub fn validate(prev: &Value) -> Result<(), CniError> {
             return Err(bad(&format!("{key} is not a list")));
         }
     }
-    Ok(())
+    dns(prev).map(|_| ())
+}
+
+/// The `dns` of a result as the description records it: `None` when absent,
+/// `null` or empty. Lenient: unknown keys are ignored and the values are kept
+/// as given (not checked as addresses or names); only a wrong JSON type is an
+/// error (invalid config, code 7).
+pub fn dns(result: &Value) -> Result<Option<Dns>, CniError> {
+    let bad = |why: String| CniError::new(code::INVALID_CONFIG, "invalid prevResult").details(why);
+    let obj = match result.get("dns") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(obj)) => obj,
+        Some(_) => return Err(bad("dns is not an object".into())),
+    };
+    let list = |key: &str| -> Result<Vec<String>, CniError> {
+        match obj.get(key) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    v.as_str()
+                        .map(str::to_string)
+                        .ok_or_else(|| bad(format!("dns.{key}[{i}] is not a string")))
+                })
+                .collect(),
+            Some(_) => Err(bad(format!("dns.{key} is not a list of strings"))),
+        }
+    };
+    let domain = match obj.get("domain") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(d)) if d.is_empty() => None,
+        Some(Value::String(d)) => Some(d.clone()),
+        Some(_) => return Err(bad("dns.domain is not a string".into())),
+    };
+    let dns = Dns {
+        nameservers: list("nameservers")?,
+        domain,
+        search: list("search")?,
+        options: list("options")?,
+    };
+    Ok((!dns.is_empty()).then_some(dns))
 }
 
 /// The interfaces of a (validated) result.
@@ -174,5 +218,50 @@ mod tests {
         assert!(validate(&json!({"interfaces": {}})).is_err());
         assert!(validate(&json!({"interfaces": [{"mac": "x"}]})).is_err());
         assert!(validate(&json!({"ips": 3})).is_err());
+    }
+
+    #[test]
+    fn dns_is_read_leniently() {
+        assert_eq!(
+            dns(&prev()).unwrap(),
+            Some(Dns {
+                nameservers: vec!["10.1.0.1".into()],
+                ..Dns::default()
+            })
+        );
+        let full = json!({"dns": {
+            "nameservers": ["10.1.0.1", "fd00::53"],
+            "domain": "pod.example",
+            "search": ["ns.svc.cluster.local", "svc.cluster.local"],
+            "options": ["ndots:5"],
+            "unknown": 1
+        }});
+        let d = dns(&full).unwrap().unwrap();
+        assert_eq!(d.nameservers, ["10.1.0.1", "fd00::53"]);
+        assert_eq!(d.domain.as_deref(), Some("pod.example"));
+        assert_eq!(d.search, ["ns.svc.cluster.local", "svc.cluster.local"]);
+        assert_eq!(d.options, ["ndots:5"]);
+        for nothing in [
+            json!({}),
+            json!({"dns": null}),
+            json!({"dns": {}}),
+            json!({"dns": {"nameservers": [], "domain": "", "search": null}}),
+        ] {
+            assert_eq!(dns(&nothing).unwrap(), None, "{nothing}");
+            assert!(validate(&nothing).is_ok(), "{nothing}");
+        }
+        for bad in [
+            json!({"dns": []}),
+            json!({"dns": "10.1.0.1"}),
+            json!({"dns": {"nameservers": "10.1.0.1"}}),
+            json!({"dns": {"nameservers": [53]}}),
+            json!({"dns": {"search": [null]}}),
+            json!({"dns": {"options": {}}}),
+            json!({"dns": {"domain": 1}}),
+        ] {
+            let e = validate(&bad).unwrap_err();
+            assert_eq!(e.code, code::INVALID_CONFIG, "{bad}");
+            assert!(e.details.contains("dns"), "{bad}");
+        }
     }
 }
