@@ -31,6 +31,11 @@ pub fn attached(
             multi_queue: nic.tap.multi_queue,
             owner: nic.tap.owner,
             group: nic.tap.group,
+            mac: created
+                .iter()
+                .find(|c| c.name == nic.tap.name)
+                .and_then(|c| c.mac)
+                .map(|m| m.to_string()),
         });
         iface.wiring = Some(nic.wiring);
         iface.wiring_note = nic.wiring_note.clone();

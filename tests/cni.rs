@@ -147,8 +147,13 @@ fn bridge_conflist_add_check_del_gc() {
     assert_eq!(tap["sandbox"], json!(netns));
     assert_eq!(
         tap["mac"],
+        json!(pod_mac(&pod, &tap_name)),
+        "the TAP entry carries the TAP's own MAC (the CNI spec's `mac`)"
+    );
+    assert_ne!(
+        tap["mac"],
         json!(pod_mac(&pod, "eth0")),
-        "the TAP entry carries the guest MAC (eth0's)"
+        "no duplicate MAC in the result"
     );
     assert!(
         has_link(&pod, &tap_name),
@@ -396,8 +401,13 @@ fn macvlan_conflist() {
         .and_then(|l| l.last())
         .expect("tap")
         .clone();
-    assert_eq!(tap["mac"], json!(pod_mac(&pod, "net1")));
-    assert!(has_link(&pod, tap["name"].as_str().expect("name")));
+    let tap_name = tap["name"].as_str().expect("name");
+    assert_eq!(
+        tap["mac"],
+        json!(pod_mac(&pod, tap_name)),
+        "the TAP's own MAC"
+    );
+    assert!(has_link(&pod, tap_name));
     for r in chain.check(&cid, &netns, "net1", result) {
         r.expect_ok("CHECK");
     }
@@ -434,7 +444,13 @@ fn bridge_mode_result_reports_the_pod_mac_change() {
         .and_then(|l| l.last())
         .expect("tap")
         .clone();
-    assert_eq!(tap["mac"], orig, "the guest keeps eth0's original MAC");
+    let tap_name = tap["name"].as_str().expect("name");
+    assert_eq!(
+        tap["mac"],
+        json!(pod_mac(&pod, tap_name)),
+        "the TAP's own MAC"
+    );
+    assert_ne!(tap["mac"], orig);
     let eth0 = result["interfaces"]
         .as_array()
         .and_then(|l| l.iter().find(|i| i["name"] == "eth0"))

@@ -454,8 +454,18 @@ fn cni_chain_tap_boots_and_pings_gateway() {
         .unwrap_or_else(|| panic!("no TAP in podtap's result {result:#}"))
         .clone();
     let tap_name = tap["name"].as_str().expect("TAP name").to_string();
-    let mac = tap["mac"].as_str().expect("guest MAC").to_string();
     assert!(sh_ok(&format!("ip -n {} link show {tap_name}", pod.name)));
+    // The result lists the TAP with its own MAC; the guest takes eth0's.
+    let own = pod.ip_json(&format!("link show {tap_name}"))[0]["address"].clone();
+    assert_eq!(tap["mac"], own, "the TAP's own MAC in the result");
+    let mac = result["interfaces"]
+        .as_array()
+        .expect("interfaces")
+        .iter()
+        .find(|i| i["sandbox"] == netns.as_str() && i["name"] == "eth0")
+        .and_then(|i| i["mac"].as_str())
+        .expect("eth0 in the result")
+        .to_string();
     let gateways: Vec<String> = result["ips"]
         .as_array()
         .expect("ips")

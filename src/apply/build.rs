@@ -7,6 +7,7 @@ use futures::future::join_all;
 
 use super::micros;
 use crate::error::{Error, Result};
+use crate::kernel::mac::MacAddr;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
 use crate::kernel::tap::{self, TapFlags, TapSpec};
@@ -38,12 +39,14 @@ pub(super) async fn build(
             group: n.tap.group,
         })
         .collect();
-    let (tap_indexes, failed) = create_taps(ns, &specs);
-    created.extend(specs.iter().zip(&tap_indexes).map(|(s, i)| Created {
+    let (made, failed) = create_taps(ns, &specs);
+    created.extend(specs.iter().zip(&made).map(|(s, (i, mac))| Created {
         name: s.name.clone(),
         ifindex: *i,
         kind: "tap".into(),
+        mac: Some(*mac),
     }));
+    let tap_indexes: Vec<u32> = made.iter().map(|(i, _)| *i).collect();
     if let Some(e) = failed {
         return Err(e);
     }
@@ -120,23 +123,24 @@ async fn hand_over_pod(nl: &Netlink, n: &NicPlan, bp: &BridgePlan, b: &Created) 
 
 /// Create the persistent TAPs on one netns thread and learn their ifindexes.
 /// Returns the ifindexes of those made, and the error that stopped it, if any.
-fn create_taps(ns: &NetNs, specs: &[TapSpec]) -> (Vec<u32>, Option<Error>) {
+fn create_taps(ns: &NetNs, specs: &[TapSpec]) -> (Vec<(u32, MacAddr)>, Option<Error>) {
     let outcome = ns.run(|| {
-        let mut indexes = Vec::with_capacity(specs.len());
+        let mut made = Vec::with_capacity(specs.len());
         for spec in specs {
-            if let Err(e) = tap::create_persistent(spec) {
-                return Ok((indexes, Some((spec.name.clone(), e))));
-            }
+            let mac = match tap::create_persistent(spec) {
+                Ok(mac) => mac,
+                Err(e) => return Ok((made, Some((spec.name.clone(), e)))),
+            };
             // The thread is inside the netns, so this resolves the name there.
             match nix::net::if_::if_nametoindex(spec.name.as_str()) {
-                Ok(i) => indexes.push(i),
-                Err(e) => return Ok((indexes, Some((spec.name.clone(), e.into())))),
+                Ok(i) => made.push((i, mac)),
+                Err(e) => return Ok((made, Some((spec.name.clone(), e.into())))),
             }
         }
-        Ok((indexes, None))
+        Ok((made, None))
     });
     match outcome {
-        Ok((indexes, failed)) => {
+        Ok((made, failed)) => {
             let err = failed.map(|(name, e)| {
                 Error::kernel(
                     &ns.display(),
@@ -145,7 +149,7 @@ fn create_taps(ns: &NetNs, specs: &[TapSpec]) -> (Vec<u32>, Option<Error>) {
                     e,
                 )
             });
-            (indexes, err)
+            (made, err)
         }
         Err(e) => (Vec::new(), Some(e)),
     }
@@ -183,6 +187,7 @@ async fn create_bridges(nl: &Netlink, plan: &Plan) -> Result<Vec<Option<Created>
                         name: b.name.clone(),
                         ifindex: l.ifindex,
                         kind: "bridge".into(),
+                        mac: l.mac,
                     })
                 })
                 .ok_or_else(|| {

@@ -133,13 +133,23 @@ fn cni_pipeline(stdin: &str, cni_args: &str) {
                 assert!(dns.is_ok(), "validate accepts only a readable dns");
                 let _ = result::interfaces(prev);
                 let _ = result::find(prev, "eth0", "/run/netns/p");
-                let entry = result::TapEntry {
-                    tap_name: "tap_eth0",
-                    guest_mac: Some("0e:00:00:00:00:01"),
-                    sandbox: "/run/netns/p",
-                    pod_mac_now: Some(("eth0", "06:00:00:00:00:01")),
-                };
-                let _ = result::with_tap(prev, &conf.cni_version, &entry);
+                for style in [
+                    result::ResultTap::Listed,
+                    result::ResultTap::Omitted,
+                    result::ResultTap::TcRedirectTap,
+                ] {
+                    let entry = result::TapEntry {
+                        tap_name: "tap_eth0",
+                        tap_mac: Some("7e:00:00:00:00:07"),
+                        guest_mac: Some("0e:00:00:00:00:01"),
+                        sandbox: "/run/netns/p",
+                        container_id: "c1",
+                        pod_ifname: "eth0",
+                        pod_mac_now: Some(("eth0", "06:00:00:00:00:01")),
+                        style,
+                    };
+                    let _ = result::with_tap(prev, &conf.cni_version, &entry);
+                }
             }
         }
     }

@@ -10,6 +10,8 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 
+use super::mac::MacAddr;
+
 const TUN_DEVICE: &str = "/dev/net/tun";
 
 // TUNSETIFF flags as `c_short`, the width `ifreq.ifr_flags` has (libc exports
@@ -130,6 +132,20 @@ impl TapQueue {
         })
     }
 
+    /// The TAP's hardware address. The tun driver answers SIOCGIFHWADDR on
+    /// its own fd, so no socket is needed.
+    pub fn mac(&self) -> io::Result<MacAddr> {
+        let mut req = empty_ifreq();
+        // SAFETY: SIOCGIFHWADDR writes a `struct ifreq` we own.
+        cvt(unsafe { libc::ioctl(self.file.as_raw_fd(), libc::SIOCGIFHWADDR, &mut req) })?;
+        // SAFETY: SIOCGIFHWADDR filled in ifru_hwaddr; sa_data is plain bytes.
+        let data = unsafe { req.ifr_ifru.ifru_hwaddr.sa_data };
+        let bytes: Vec<u8> = data.iter().take(6).map(|b| b.to_ne_bytes()[0]).collect();
+        MacAddr::from_bytes(&bytes)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no hardware address"))
+    }
+
+    /// The fd, for handing to a VMM.
     pub fn into_fd(self) -> OwnedFd {
         self.file.into()
     }
@@ -144,11 +160,12 @@ pub struct TapSpec {
     pub group: Option<u32>,
 }
 
-/// Create a persistent TAP in the current thread's netns.
+/// Create a persistent TAP in the current thread's netns and return its
+/// hardware address (the kernel picks a random one).
 ///
 /// If a step after TUNSETIFF fails, the fd closes unpersisted and the kernel
 /// removes the half-made TAP by itself.
-pub fn create_persistent(spec: &TapSpec) -> io::Result<()> {
+pub fn create_persistent(spec: &TapSpec) -> io::Result<MacAddr> {
     // Exclusive: never take over a TAP someone else made under this name.
     let queue = TapQueue::open_bits(&spec.name, spec.flags.bits() | IFF_TUN_EXCL)?;
     if let Some(uid) = spec.owner {
@@ -157,7 +174,9 @@ pub fn create_persistent(spec: &TapSpec) -> io::Result<()> {
     if let Some(gid) = spec.group {
         queue.set_group(gid)?;
     }
-    queue.set_persist(true)
+    let mac = queue.mac()?;
+    queue.set_persist(true)?;
+    Ok(mac)
 }
 
 /// Open `queues` queues of an existing TAP (for handing fds to a VMM).

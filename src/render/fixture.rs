@@ -215,6 +215,7 @@ fn tap(name: &str, queues: u32) -> TapInfo {
         multi_queue: queues > 1,
         owner: Some(107),
         group: None,
+        mac: None,
     }
 }
 

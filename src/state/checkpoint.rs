@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::id::SandboxId;
+use crate::kernel::mac::MacAddr;
 use crate::model::{Description, NetnsRef};
 use crate::plan::Plan;
 
@@ -70,6 +71,9 @@ pub struct Created {
     pub ifindex: u32,
     /// "tap" or "bridge".
     pub kind: String,
+    /// Its hardware address when it was made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<MacAddr>,
 }
 
 /// The ifindex recorded for the link podtap created under `name` (0 when none).

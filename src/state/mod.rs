@@ -1,7 +1,7 @@
 //! The state directory: one checkpoint per sandbox id, written before every kernel change.
 //!
 //! Layout: `<state-dir>/<id>.json` (mode 0600) and `<state-dir>/<id>.lock`,
-//! in a 0700 directory. Writes are atomic (temp file, fdatasync, rename; no fsync of
+//! in a 0700 directory. Writes are atomic (temp file, rename; no fdatasync, no fsync of
 //! the directory) and never follow symlinks. The file holds the whole plan
 //! (so a crash at any instant leaves enough to undo by name, group and
 //! priority) and, once attach has finished, the kernel's ifindexes and the

@@ -79,10 +79,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&tmp)?;
         f.write_all(bytes)?;
-        // Data on disk before the rename, so the name never points at an empty
-        // file. No directory fsync: the objects a checkpoint describes do not
-        // outlive a reboot, so neither needs the rename to.
-        f.sync_data()?;
+        // No fdatasync, and no fsync of the directory: the rename alone makes
+        // the write atomic for every reader and survives the writer's kill -9
+        // (the page cache is the kernel's, not the process's). Only a reboot
+        // could lose it, and nothing a checkpoint describes (TAPs, bridges,
+        // filters, the netns itself) outlives a reboot either.
         fs::rename(&tmp, path)
     };
     if let Err(e) = write() {

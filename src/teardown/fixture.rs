@@ -92,6 +92,7 @@ pub(super) fn created(ifindex: u32, name: &str, kind: &str) -> Created {
         name: name.into(),
         ifindex,
         kind: kind.into(),
+        mac: None,
     }
 }
 

@@ -94,7 +94,7 @@ pub enum Command {
         #[command(flatten)]
         state: StateArgs,
     },
-    /// List the checkpoints in the state dir.
+    /// List the checkpoints in the state dir, and CNI registry entries (orphans too).
     List {
         #[command(flatten)]
         state: StateArgs,

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::config::{self, NetConf, LATEST_VERSION, SUPPORTED_VERSIONS};
 use super::registry::{Entry, Registry};
-use super::result::{self, TapEntry};
+use super::result::{self, ResultTap, TapEntry};
 use super::{code, CniError, Env};
 use crate::state::{SandboxId, StateDir};
 
@@ -102,9 +102,13 @@ fn add(env: &Env, conf: &NetConf) -> Result<Value, CniError> {
         .map(|b| (ifname, b.pod_interface_mac.as_str()));
     let entry = TapEntry {
         tap_name: &tap.name,
+        tap_mac: tap.mac.as_deref(),
         guest_mac: iface.and_then(|i| i.guest_mac.as_deref()),
         sandbox: netns,
+        container_id,
+        pod_ifname: ifname,
         pod_mac_now,
+        style: conf.result_tap,
     };
     Ok(result::with_tap(prev, &conf.cni_version, &entry))
 }
@@ -161,17 +165,19 @@ fn check(env: &Env, conf: &NetConf) -> Result<(), CniError> {
             "sandbox {id}: no TAP recorded for {ifname}"
         )));
     };
+    if conf.result_tap == ResultTap::Omitted {
+        return Ok(());
+    }
     let Some(listed) = result::find(prev, &tap.name, netns) else {
         return Err(failed(format!(
             "prevResult does not list TAP {} in sandbox {netns}",
             tap.name
         )));
     };
-    let guest_mac = iface.and_then(|i| i.guest_mac.as_deref());
-    if listed.mac.is_some() && guest_mac.is_some() && listed.mac.as_deref() != guest_mac {
+    if listed.mac.is_some() && tap.mac.is_some() && listed.mac != tap.mac {
         return Err(failed(format!(
-            "prevResult lists TAP {} with MAC {:?}, the guest MAC is {:?}",
-            tap.name, listed.mac, guest_mac
+            "prevResult lists TAP {} with MAC {:?}, but its own MAC is {:?}",
+            tap.name, listed.mac, tap.mac
         )));
     }
     Ok(())

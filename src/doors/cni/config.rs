@@ -40,6 +40,9 @@ pub struct NetConf {
     /// Where checkpoints live; `/run/podtap` when absent.
     #[serde(default)]
     pub state_dir: Option<PathBuf>,
+    /// How the TAP appears in the result: `listed` (default), `omitted`, `tc-redirect-tap`.
+    #[serde(default)]
+    pub result_tap: super::result::ResultTap,
     /// GC (1.1): the attachments the runtime still knows. `null` (what a Go
     /// runtime sends for a nil slice when no pod is left) is an empty list;
     /// the older key `cni.dev/attachments` is accepted too.

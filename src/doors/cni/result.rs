@@ -3,6 +3,7 @@
 //! The previous result is kept as JSON so every field podtap does not know
 //! (DNS, routes, 1.1 additions) passes through byte for byte in meaning.
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::{code, CniError};
@@ -114,19 +115,44 @@ pub fn find(result: &Value, name: &str, sandbox: &str) -> Option<ResultInterface
         .find(|i| i.name == name && i.sandbox.as_deref() == Some(sandbox))
 }
 
+/// How the TAP appears in podtap's CNI result (the `resultTap` config key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ResultTap {
+    /// Listed with its own hardware address (the spec's meaning of `mac`).
+    #[default]
+    Listed,
+    /// Left out: Multus turns every result interface with a `sandbox` into a
+    /// pod network of its own.
+    Omitted,
+    /// As tc-redirect-tap reports it, for firecracker-go-sdk: the TAP, plus
+    /// a "VM interface" of the same name in the container-id sandbox that
+    /// carries the guest MAC and the pod interface's IPs.
+    TcRedirectTap,
+}
+
 /// What podtap adds to the result for one attached interface.
 #[derive(Debug, Clone)]
 pub struct TapEntry<'a> {
     pub tap_name: &'a str,
+    /// The TAP's own hardware address.
+    pub tap_mac: Option<&'a str>,
     /// The MAC the guest NIC must use (the pod interface's own).
     pub guest_mac: Option<&'a str>,
     pub sandbox: &'a str,
+    /// The container id (the tc-redirect-tap style's VM sandbox).
+    pub container_id: &'a str,
+    /// The pod interface the TAP serves.
+    pub pod_ifname: &'a str,
     /// Pod interface whose MAC changed (bridge mode): name and its MAC now.
     pub pod_mac_now: Option<(&'a str, &'a str)>,
+    /// How to list the TAP.
+    pub style: ResultTap,
 }
 
-/// `prev` with `cniVersion` set and the TAP appended (once) to `interfaces`.
-/// IPs, routes and DNS are untouched.
+/// `prev` with `cniVersion` set and the TAP appended (once) to `interfaces`
+/// as `tap.style` says. Routes and DNS are untouched; IPs too, except that
+/// the tc-redirect-tap style adds the pod interface's IPs for the VM interface.
 pub fn with_tap(prev: &Value, version: &str, tap: &TapEntry<'_>) -> Value {
     let mut obj: Map<String, Value> = prev.as_object().cloned().unwrap_or_default();
     obj.insert("cniVersion".into(), Value::String(version.into()));
@@ -143,16 +169,43 @@ pub fn with_tap(prev: &Value, version: &str, tap: &TapEntry<'_>) -> Value {
             }
         }
     }
-    let already = list.iter().any(|i| {
-        i.get("name").and_then(Value::as_str) == Some(tap.tap_name)
-            && i.get("sandbox").and_then(Value::as_str) == Some(tap.sandbox)
-    });
-    if !already {
-        let mut entry = json!({ "name": tap.tap_name, "sandbox": tap.sandbox });
-        if let (Some(mac), Some(o)) = (tap.guest_mac, entry.as_object_mut()) {
+    let listed = |list: &[Value], sandbox: &str| {
+        list.iter().any(|i| {
+            i.get("name").and_then(Value::as_str) == Some(tap.tap_name)
+                && i.get("sandbox").and_then(Value::as_str) == Some(sandbox)
+        })
+    };
+    let entry = |sandbox: &str, mac: Option<&str>| {
+        let mut e = json!({ "name": tap.tap_name, "sandbox": sandbox });
+        if let (Some(mac), Some(o)) = (mac, e.as_object_mut()) {
             o.insert("mac".into(), Value::String(mac.into()));
         }
-        list.push(entry);
+        e
+    };
+    if tap.style != ResultTap::Omitted && !listed(&list, tap.sandbox) {
+        list.push(entry(tap.sandbox, tap.tap_mac));
+    }
+    if tap.style == ResultTap::TcRedirectTap && !listed(&list, tap.container_id) {
+        let pod_index = list.iter().position(|i| {
+            i.get("name").and_then(Value::as_str) == Some(tap.pod_ifname)
+                && i.get("sandbox").and_then(Value::as_str) == Some(tap.sandbox)
+        });
+        list.push(entry(tap.container_id, tap.guest_mac));
+        let vm_index = list.len() - 1;
+        if let (Some(pod_index), Some(Value::Array(ips))) = (pod_index, obj.get_mut("ips")) {
+            let copies: Vec<Value> = ips
+                .iter()
+                .filter(|ip| ip.get("interface").and_then(Value::as_u64) == Some(pod_index as u64))
+                .cloned()
+                .map(|mut ip| {
+                    if let Some(o) = ip.as_object_mut() {
+                        o.insert("interface".into(), json!(vm_index));
+                    }
+                    ip
+                })
+                .collect();
+            ips.extend(copies);
+        }
     }
     obj.insert("interfaces".into(), Value::Array(list));
     Value::Object(obj)
@@ -175,19 +228,30 @@ mod tests {
         })
     }
 
-    #[test]
-    fn appends_tap_once_and_keeps_the_rest() {
-        let tap = TapEntry {
+    fn entry(style: ResultTap) -> TapEntry<'static> {
+        TapEntry {
             tap_name: "tap0",
+            tap_mac: Some("7e:00:00:00:00:07"),
             guest_mac: Some("02:00:00:00:00:01"),
             sandbox: "/run/netns/p",
+            container_id: "c1",
+            pod_ifname: "eth0",
             pod_mac_now: None,
-        };
+            style,
+        }
+    }
+
+    #[test]
+    fn appends_tap_once_with_its_own_mac_and_keeps_the_rest() {
+        let tap = entry(ResultTap::Listed);
         let r = with_tap(&prev(), "1.1.0", &tap);
         assert_eq!(r["cniVersion"], "1.1.0");
         assert_eq!(r["interfaces"].as_array().unwrap().len(), 3);
         assert_eq!(r["interfaces"][2]["name"], "tap0");
-        assert_eq!(r["interfaces"][2]["mac"], "02:00:00:00:00:01");
+        assert_eq!(
+            r["interfaces"][2]["mac"], "7e:00:00:00:00:07",
+            "the TAP's own MAC"
+        );
         assert_eq!(r["ips"], prev()["ips"]);
         assert_eq!(r["routes"], prev()["routes"]);
         assert_eq!(r["dns"], prev()["dns"]);
@@ -198,12 +262,36 @@ mod tests {
     }
 
     #[test]
+    fn omitted_and_tc_redirect_tap_styles() {
+        let r = with_tap(&prev(), "1.1.0", &entry(ResultTap::Omitted));
+        assert_eq!(
+            r["interfaces"],
+            prev()["interfaces"],
+            "Multus sees no extra network"
+        );
+        let r = with_tap(&prev(), "1.1.0", &entry(ResultTap::TcRedirectTap));
+        let list = r["interfaces"].as_array().unwrap();
+        assert_eq!(list.len(), 4);
+        assert_eq!(list[2]["sandbox"], "/run/netns/p");
+        assert_eq!(list[2]["mac"], "7e:00:00:00:00:07");
+        assert_eq!(list[3]["name"], "tap0");
+        assert_eq!(
+            list[3]["sandbox"], "c1",
+            "the VM interface lives in the container-id sandbox"
+        );
+        assert_eq!(list[3]["mac"], "02:00:00:00:00:01");
+        let ips = r["ips"].as_array().unwrap();
+        assert_eq!(ips.len(), 2);
+        assert_eq!(ips[1]["interface"], 3);
+        assert_eq!(ips[1]["address"], "10.1.0.2/24");
+        assert_eq!(with_tap(&r, "1.1.0", &entry(ResultTap::TcRedirectTap)), r);
+    }
+
+    #[test]
     fn bridge_mode_updates_pod_mac() {
         let tap = TapEntry {
-            tap_name: "tap0",
-            guest_mac: Some("02:00:00:00:00:01"),
-            sandbox: "/run/netns/p",
             pod_mac_now: Some(("eth0", "0a:00:00:00:00:09")),
+            ..entry(ResultTap::Listed)
         };
         let r = with_tap(&prev(), "1.0.0", &tap);
         assert_eq!(r["interfaces"][1]["mac"], "0a:00:00:00:00:09");

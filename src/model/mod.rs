@@ -4,7 +4,11 @@
 //! renderer, the CNI result and the OCI hook read it. Field names are the
 //! contract documented in `docs/description.md` and `docs/description.schema.json`.
 
+mod attached;
+
 use serde::{Deserialize, Serialize};
+
+pub use attached::{Attachment, BridgeInfo, TapInfo, Timings, Wiring};
 
 /// The value of the `schema` field.
 pub const SCHEMA: &str = "podtap/v2";
@@ -345,84 +349,6 @@ impl Dns {
             self.search.iter().map(String::as_str).collect()
         }
     }
-}
-
-/// Wiring between a pod interface and its TAP.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Wiring {
-    /// A tc ingress redirect in both directions between pod interface and TAP.
-    Tc,
-    /// A Linux bridge with the pod interface and the TAP as ports.
-    Bridge,
-}
-
-impl Wiring {
-    /// The name used in JSON: `tc` or `bridge`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Wiring::Tc => "tc",
-            Wiring::Bridge => "bridge",
-        }
-    }
-}
-
-/// The TAP podtap built for one pod interface.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TapInfo {
-    /// TAP name inside the pod netns.
-    pub name: String,
-    /// The TAP's interface index.
-    pub ifindex: u32,
-    /// Number of queues, 1-256.
-    pub queues: u32,
-    /// Created with `IFF_VNET_HDR`; the VMM must open it the same way.
-    pub vnet_hdr: bool,
-    /// Created with `IFF_MULTI_QUEUE`; true exactly when `queues > 1`.
-    pub multi_queue: bool,
-    /// uid that may open the TAP (`TUNSETOWNER`); `None` when no owner was set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<u32>,
-    /// gid that may open the TAP (`TUNSETGROUP`); `None` when no group was set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub group: Option<u32>,
-}
-
-/// The bridge built in bridge mode.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BridgeInfo {
-    /// Name of the bridge podtap created in the pod netns.
-    pub name: String,
-    /// The bridge's interface index.
-    pub ifindex: u32,
-    /// The generated MAC the pod interface carries while it is bridged.
-    pub pod_interface_mac: String,
-}
-
-/// What `attach` adds at the top level.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Attachment {
-    /// The sandbox id given to `attach`.
-    pub id: String,
-    /// The wiring mode requested; an interface's `wiring` may differ (see `wiring_note`).
-    pub mode: Wiring,
-    /// Per-phase wall time of the attach that built this, in microseconds.
-    pub timings_us: Timings,
-}
-
-/// Per-phase timings in microseconds.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Timings {
-    /// Dumping and scanning the netns and planning, in microseconds.
-    pub scan: u64,
-    /// Creating and configuring the TAPs (and bridges, in bridge mode), in microseconds.
-    pub tap: u64,
-    /// Installing the tc qdiscs and redirects of tc-wired NICs, in microseconds.
-    pub wiring: u64,
-    /// Writing the state checkpoint, in microseconds (the final write is not timed).
-    pub checkpoint: u64,
-    /// The whole attach up to the final checkpoint write, in microseconds.
-    pub total: u64,
 }
 
 impl Description {
