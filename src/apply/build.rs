@@ -62,11 +62,17 @@ pub(super) async fn build(
     let configured = join_all(plan.nics.iter().zip(&tap_indexes).zip(&bridges).map(
         |((n, tap), br)| async move {
             let controller = br.as_ref().map(|b| b.ifindex);
-            links::configure_tap(&nl.handle, *tap, n.tap.mtu, plan.group, marker, controller)
-                .await
-                .map_err(|e| nl.err("configure TAP", &n.tap.name, e))?;
+            // A tc-wired TAP goes up only once its qdisc and filter exist:
+            // adding an ingress qdisc to a link that is up costs the kernel
+            // another RCU grace period, per TAP.
+            let up = n.tc.is_none();
+            links::configure_tap(
+                &nl.handle, *tap, n.tap.mtu, plan.group, marker, controller, up,
+            )
+            .await
+            .map_err(|e| nl.err("configure TAP", &n.tap.name, e))?;
             if let (Some(b), Some(bp)) = (br, &n.bridge) {
-                bridge::set_up(&nl.handle, b.ifindex)
+                links::set_up(&nl.handle, b.ifindex)
                     .await
                     .map_err(|e| nl.err("bring bridge up", &b.name, e))?;
                 hand_over_pod(nl, n, bp, b).await?;
@@ -80,6 +86,19 @@ pub(super) async fn build(
 
     let t = Instant::now();
     wire_tc(nl, plan, &tap_indexes).await?;
+    let up = join_all(
+        plan.nics
+            .iter()
+            .zip(&tap_indexes)
+            .filter(|(n, _)| n.tc.is_some())
+            .map(|(n, tap)| async move {
+                links::set_up(&nl.handle, *tap)
+                    .await
+                    .map_err(|e| nl.err("bring TAP up", &n.tap.name, e))
+            }),
+    )
+    .await;
+    up.into_iter().collect::<Result<Vec<()>>>()?;
     timings.wiring = micros(t);
     Ok(())
 }

@@ -53,9 +53,3 @@ pub async fn release(handle: &Handle, pod: u32, mac: MacAddr) -> Result<(), Kern
         .build();
     Ok(handle.link().set(msg).execute().await?)
 }
-
-/// Bring a link up.
-pub async fn set_up(handle: &Handle, ifindex: u32) -> Result<(), KernelError> {
-    let msg = LinkUnspec::new_with_index(ifindex).up().build();
-    Ok(handle.link().set(msg).execute().await?)
-}

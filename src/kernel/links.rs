@@ -84,7 +84,8 @@ pub fn link_state(msg: &LinkMessage) -> LinkState {
     s
 }
 
-/// MTU, group, marker and up for a freshly made TAP, plus its bridge when bridged.
+/// MTU, group and marker for a freshly made TAP, plus its bridge when
+/// bridged, and up when `up`.
 pub async fn configure_tap(
     handle: &Handle,
     ifindex: u32,
@@ -92,16 +93,25 @@ pub async fn configure_tap(
     group: u32,
     alias: &str,
     controller: Option<u32>,
+    up: bool,
 ) -> Result<(), KernelError> {
     let mut b = LinkUnspec::new_with_index(ifindex)
         .mtu(mtu)
         .link_group(group)
-        .alias(alias)
-        .up();
+        .alias(alias);
+    if up {
+        b = b.up();
+    }
     if let Some(c) = controller {
         b = b.controller(c);
     }
     Ok(handle.link().set(b.build()).execute().await?)
+}
+
+/// Bring a link up.
+pub async fn set_up(handle: &Handle, ifindex: u32) -> Result<(), KernelError> {
+    let msg = LinkUnspec::new_with_index(ifindex).up().build();
+    Ok(handle.link().set(msg).execute().await?)
 }
 
 /// Put back a link's transmit queue length.
