@@ -3,7 +3,10 @@
 use std::collections::BTreeMap;
 
 use futures::TryStreamExt;
-use rtnetlink::packet_route::link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
+use rtnetlink::packet_route::link::{
+    InfoKind, LinkAttribute, LinkExtentMask, LinkFlags, LinkInfo, LinkMessage,
+};
+use rtnetlink::packet_route::AddressFamily;
 use rtnetlink::{Handle, LinkUnspec};
 
 use super::mac::MacAddr;
@@ -48,7 +51,14 @@ impl LinkState {
 
 /// All links of the netns by ifindex.
 pub async fn list(handle: &Handle) -> Result<BTreeMap<u32, LinkState>, KernelError> {
-    let msgs: Vec<LinkMessage> = handle.link().get().execute().try_collect().await?;
+    // No per-link statistics: nothing here reads them.
+    let msgs: Vec<LinkMessage> = handle
+        .link()
+        .get()
+        .set_filter_mask(AddressFamily::Unspec, vec![LinkExtentMask::SkipStats])
+        .execute()
+        .try_collect()
+        .await?;
     Ok(msgs
         .iter()
         .map(link_state)

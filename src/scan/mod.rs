@@ -13,7 +13,9 @@ mod routes;
 use std::path::Path;
 
 use futures::TryStreamExt;
+use rtnetlink::packet_route::link::LinkExtentMask;
 use rtnetlink::packet_route::route::RouteMessage;
+use rtnetlink::packet_route::AddressFamily;
 use rtnetlink::IpVersion;
 
 use crate::error::Result;
@@ -47,9 +49,11 @@ pub(crate) fn scan_ns(ns: &NetNs) -> Result<Description> {
 /// The dumps run one after another: the kernel allows one dump in flight per socket.
 pub(crate) async fn dump(nl: &Netlink) -> Result<Dump> {
     let h = &nl.handle;
+    // No per-link statistics: nothing reads them, and they are most of a dump.
     let links = h
         .link()
         .get()
+        .set_filter_mask(AddressFamily::Unspec, vec![LinkExtentMask::SkipStats])
         .execute()
         .try_collect()
         .await
