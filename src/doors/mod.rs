@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod cni;
+pub mod cni_install;
 pub mod demo;
 pub mod exec;
 pub mod oci_hook;

@@ -153,6 +153,25 @@ pub enum Command {
         #[command(flatten)]
         args: crate::doors::oci_hook::OciHookArgs,
     },
+    /// Install podtap on a node: copy this binary into the CNI bin dir and chain podtap into
+    /// the runtime's network configuration (idempotent); --uninstall takes both out again.
+    CniInstall {
+        /// The CNI configuration dir the runtime reads.
+        #[arg(long, default_value = "/etc/cni/net.d")]
+        conf_dir: PathBuf,
+        /// The CNI plugin dir the runtime runs plugins from.
+        #[arg(long, default_value = "/opt/cni/bin")]
+        bin_dir: PathBuf,
+        /// Wiring for pods on this node (pod annotations io.podtap.mode override it).
+        #[arg(long, default_value = "tc", value_parser = ["tc", "bridge"])]
+        mode: String,
+        /// The state dir written into podtap's plugin entry.
+        #[arg(long, default_value = crate::state::DEFAULT_STATE_DIR)]
+        plugin_state_dir: String,
+        /// Undo the install: restore the configuration byte for byte and remove the binary.
+        #[arg(long)]
+        uninstall: bool,
+    },
     /// Build a throwaway pod netns, run podtap on it, print the result, and remove everything.
     Demo {
         /// Keep the demo namespaces and print how to remove them (for poking around).
