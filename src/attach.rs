@@ -50,7 +50,7 @@ pub fn attach(
     opts: &AttachOptions,
     state: &StateDir,
 ) -> Result<Description> {
-    attach_in(netns, false, id, opts, state).map(|a| a.description)
+    attach_in(netns, id, opts, state).map(|a| a.description)
 }
 
 /// What [`attach_in`] did.
@@ -62,15 +62,16 @@ pub(crate) struct Attached {
     pub fresh: bool,
 }
 
-/// [`attach`], optionally allowing the host's own netns (`--allow-host-netns`).
+/// [`attach`], also saying whether this call built the attachment. The host's
+/// own netns is always refused: detach could not tell its objects from the
+/// host's, and a redirect there would cut the node off.
 pub(crate) fn attach_in(
     netns: &Path,
-    allow_host: bool,
     id: &SandboxId,
     opts: &AttachOptions,
     state: &StateDir,
 ) -> Result<Attached> {
-    let ns = NetNs::open(netns, allow_host)?;
+    let ns = NetNs::open(netns, false)?;
     state.locked(id, || {
         let netns_lock = state.lock_netns(ns.identity(), LOCK_TIMEOUT)?;
         let result = attach_locked(&ns, id, opts, state);

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
+use crate::kernel::netns_search;
 use crate::kernel::runtime::block_on;
 use crate::state::{Phase, SandboxId, StateDir};
 use crate::teardown::{self, Proof};
@@ -69,8 +70,8 @@ fn cannot_write(e: &Error) -> bool {
 }
 
 /// Detach, and when the checkpoint is corrupt, clean up by podtap's own
-/// markers (TAP/bridge ifalias, link group) in `netns` (or the netns path
-/// still readable in the file), then remove the file.
+/// markers (TAP/bridge ifalias, link group) in `netns` (or the netns the file
+/// still names), then remove the file.
 pub fn force_detach(
     id: &SandboxId,
     state: &StateDir,
@@ -78,13 +79,18 @@ pub fn force_detach(
 ) -> Result<DetachReport> {
     locked(id, state, || match detach_locked(id, state, netns) {
         Err(e @ Error::CorruptState { .. }) => {
-            let path = netns_to_clean(state, id, netns);
-            let Some(path) = path else {
-                return Err(Error::Invalid(format!(
-                    "{e}; pass --netns PATH so --force knows where to clean up"
-                )));
+            let mut report = match netns_to_clean(state, id, netns)? {
+                Where::In(ns) => cleanup_by_markers(id, &ns)?,
+                Where::Gone(why) => DetachReport {
+                    found: true,
+                    warnings: vec![why],
+                },
+                Where::Unknown => {
+                    return Err(Error::Invalid(format!(
+                    "{e}; pass --netns PATH of the pod's netns so --force knows where to clean up"
+                )))
+                }
             };
-            let mut report = cleanup_by_markers(id, &path)?;
             report.warnings.insert(
                 0,
                 format!("removed corrupt checkpoint {}", state.file(id).display()),
@@ -101,7 +107,8 @@ pub fn force_detach(
 /// A corrupt checkpoint is cleaned up by podtap's markers in `netns` (or the
 /// netns still named in the file), then moved aside as
 /// `<id>.json.corrupt-<time>`: kept for inspection, never deleted, and the
-/// detach succeeds with a warning.
+/// detach succeeds with a warning. A cleanup that fails is a warning too:
+/// only a state dir where the file cannot be moved aside fails the call.
 pub fn detach_for_teardown(
     id: &SandboxId,
     state: &StateDir,
@@ -109,14 +116,24 @@ pub fn detach_for_teardown(
 ) -> Result<DetachReport> {
     locked(id, state, || match detach_locked(id, state, netns) {
         Err(Error::CorruptState { .. }) => {
-            let path = netns_to_clean(state, id, netns);
-            let mut report = match path {
-                Some(path) => cleanup_by_markers(id, &path)?,
-                None => DetachReport {
+            let cleaned = netns_to_clean(state, id, netns).and_then(|found| match found {
+                Where::In(ns) => cleanup_by_markers(id, &ns),
+                Where::Gone(why) => Ok(DetachReport {
+                    found: true,
+                    warnings: vec![why],
+                }),
+                Where::Unknown => Ok(DetachReport {
                     found: true,
                     warnings: vec![
                         "the checkpoint names no netns and none was given; cleaned nothing".into(),
                     ],
+                }),
+            });
+            let mut report = match cleaned {
+                Ok(report) => report,
+                Err(e) => DetachReport {
+                    found: true,
+                    warnings: vec![format!("cleanup by markers failed: {e}")],
                 },
             };
             let kept = state.quarantine(id)?;
@@ -166,39 +183,73 @@ fn detach_locked(id: &SandboxId, state: &StateDir, netns: Option<&Path>) -> Resu
     Ok(report)
 }
 
-/// Where to clean up after a corrupt checkpoint: the netns the caller
-/// names, else the one the file still names.
-fn netns_to_clean(state: &StateDir, id: &SandboxId, given: Option<&Path>) -> Option<PathBuf> {
-    given
-        .map(Path::to_path_buf)
-        .or_else(|| salvage_netns_path(&state.file(id)))
+/// Where to clean up after a corrupt checkpoint.
+enum Where {
+    /// In this live netns.
+    In(NetNs),
+    /// Nowhere: the netns is gone (why), and its virtual links with it.
+    Gone(String),
+    /// The file names no netns and the caller gave none.
+    Unknown,
 }
 
-/// Pull `netns.path` out of a checkpoint that no longer parses as a whole.
-fn salvage_netns_path(file: &Path) -> Option<PathBuf> {
-    // The file may be anything (that is why it is corrupt): never follow or block.
-    let text = crate::state::read_entry(file).ok()??;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    v.get("netns")?.get("path")?.as_str().map(PathBuf::from)
-}
-
-/// Without a checkpoint: undo what podtap's markers for `id` show in the netns at `path`.
-fn cleanup_by_markers(id: &SandboxId, path: &Path) -> Result<DetachReport> {
-    let ns = match NetNs::open(path, false) {
-        Ok(ns) => ns,
-        Err(Error::NetnsMissing { .. }) | Err(Error::NotNetns { .. }) => {
-            return Ok(DetachReport {
-                found: true,
-                warnings: vec![format!(
-                    "netns {} is gone; its virtual links went with it",
-                    path.display()
-                )],
-            })
-        }
-        Err(e) => return Err(e),
+/// The netns whose identity the file still holds, found by identity (the
+/// caller's path first), else the netns the caller or the file names. Never
+/// the host's.
+fn netns_to_clean(state: &StateDir, id: &SandboxId, given: Option<&Path>) -> Result<Where> {
+    let (salvaged_path, identity) = salvage_netns(&state.file(id));
+    let gone = |path: &Path| {
+        Where::Gone(format!(
+            "netns {} is gone; its virtual links went with it",
+            path.display()
+        ))
     };
+    // A file that names the host's netns says nothing trustworthy about where.
+    let identity = identity.filter(|i| !crate::kernel::netns::is_host_identity(*i).unwrap_or(true));
+    if let Some(identity) = identity {
+        let mut hints: Vec<&Path> = given.into_iter().collect();
+        hints.extend(salvaged_path.as_deref());
+        if let Some(ns) = netns_search::find(identity, &hints) {
+            return Ok(Where::In(ns));
+        }
+        if given.is_none() {
+            // Nothing holds the recorded netns.
+            let path = salvaged_path.unwrap_or_default();
+            return Ok(gone(&path));
+        }
+    }
+    let Some(path) = given.or(salvaged_path.as_deref()) else {
+        return Ok(Where::Unknown);
+    };
+    match NetNs::open(path, false) {
+        Ok(ns) => Ok(Where::In(ns)),
+        Err(Error::NetnsMissing { .. } | Error::NotNetns { .. }) => Ok(gone(path)),
+        Err(Error::HostNetns { .. }) => Ok(Where::Gone(format!(
+            "netns {} is the host's own; left it untouched",
+            path.display()
+        ))),
+        Err(e) => Err(e),
+    }
+}
+
+/// Pull `netns.path` and `(dev, inode)` out of a checkpoint that no longer
+/// parses as a whole; the identity only when both numbers are there.
+fn salvage_netns(file: &Path) -> (Option<PathBuf>, Option<(u64, u64)>) {
+    // The file may be anything (that is why it is corrupt): never follow or block.
+    let Some(text) = crate::state::read_entry(file).ok().flatten() else {
+        return (None, None);
+    };
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    let netns = &v["netns"];
+    let path = netns["path"].as_str().map(PathBuf::from);
+    let identity = netns["dev"].as_u64().zip(netns["inode"].as_u64());
+    (path, identity)
+}
+
+/// Without a checkpoint: undo what podtap's markers for `id` show in `ns`.
+fn cleanup_by_markers(id: &SandboxId, ns: &NetNs) -> Result<DetachReport> {
     let warnings = block_on(async {
-        let nl = Netlink::connect(&ns)?;
+        let nl = Netlink::connect(ns)?;
         teardown::undo_by_markers(&nl, id).await?.into_result()
     })?;
     Ok(DetachReport {

@@ -62,7 +62,7 @@ pub enum Error {
         what: String,
     },
     /// The path is the host's own netns (exit 5).
-    #[error("netns {path}: this is the host's own network namespace; refusing without --allow-host-netns")]
+    #[error("netns {path}: this is the host's own network namespace; refusing (only podtap scan --allow-host-netns reads it)")]
     HostNetns {
         /// The path given.
         path: PathBuf,

@@ -1077,6 +1077,41 @@ fn host_netns_exits_5() {
     assert!(common::stderr(&out).contains("--allow-host-netns"));
 }
 
+/// The host netns is never attached: detach could not tell podtap's objects
+/// from the host's, and a redirect on a host NIC cuts the node off.
+#[test]
+fn attach_refuses_the_host_netns_always() {
+    if !common::root_or_skip("attach_refuses_the_host_netns_always") {
+        return;
+    }
+    let state = common::StateDir::new();
+    let path = "/proc/self/ns/net";
+    let out = common::podtap_state(state.path(), &["attach", "--netns", path, "--id", "host"]);
+    assert_error(&out, 5, path);
+    let out = common::podtap_state(
+        state.path(),
+        &[
+            "attach",
+            "--netns",
+            path,
+            "--id",
+            "host",
+            "--allow-host-netns",
+        ],
+    );
+    assert_eq!(common::exit_code(&out), 2, "{}", common::stderr(&out));
+    let left: Vec<_> = std::fs::read_dir(state.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        left.iter()
+            .all(|n| !n.to_string_lossy().starts_with("host")),
+        "{left:?}"
+    );
+}
+
 /// An unprivileged user cannot scan: a pinned netns file is world-readable,
 /// so open succeeds and setns(2) fails with EPERM (needs CAP_SYS_ADMIN); a
 /// root process's `/proc/PID/ns/net` fails at open with EACCES. Both exit 6.

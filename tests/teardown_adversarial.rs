@@ -367,6 +367,50 @@ fn a_checkpoint_that_names_the_host_netns_is_corrupt() {
     assert!(taps(&pod.pod).is_empty());
 }
 
+/// CNI DEL may not fail whatever a corrupt checkpoint names: the host's
+/// netns, a path that is no netns, or a netns that cannot be entered.
+#[test]
+fn del_succeeds_whatever_a_corrupt_checkpoint_names() {
+    if !ready("del_succeeds_whatever_a_corrupt_checkpoint_names") {
+        return;
+    }
+    let state = StateDir::new();
+    ensure_dir(&state);
+    let host_dev = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata("/proc/self/ns/net").unwrap().dev()
+    };
+    let bodies = [
+        r#"{"netns":{"path":"/proc/1/ns/net"}}"#.to_string(),
+        r#"{"netns":{"path":"/proc/self/ns/net"},"phase":7}"#.to_string(),
+        format!(
+            r#"{{"netns":{{"path":"/proc/self/ns/net","dev":{host_dev},"inode":4026531840}}}}"#
+        ),
+        r#"{"netns":{"path":"/etc/passwd"}}"#.to_string(),
+        r#"{"netns":{"path":"/proc/self/ns/uts"}}"#.to_string(),
+    ];
+    for (n, body) in bodies.iter().enumerate() {
+        let cid = format!("hc{n}");
+        let file = state.0.join(format!("{cid}-eth0.json"));
+        std::fs::write(&file, body).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let before = sh("ip -o link show");
+        let out = cni(&state.0, "DEL", &cid, "", "");
+        assert_eq!(
+            code(&out),
+            0,
+            "{body}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(!file.exists(), "{body}: moved aside");
+        assert_eq!(
+            sh("ip -o link show"),
+            before,
+            "{body}: the host was touched"
+        );
+    }
+}
+
 #[test]
 fn teardown_proves_ownership_before_it_touches_anything() {
     if !ready("teardown_proves_ownership_before_it_touches_anything") {

@@ -95,7 +95,7 @@ fn attach(state: &State, flag_output: Option<&Path>, dir: &StateDir) -> Result<i
         std::fs::create_dir_all(parent)
             .map_err(|e| Error::io("create description dir", parent, e))?;
     }
-    let attached = crate::attach::attach_in(&netns, false, &state.id, &opts, dir)?;
+    let attached = crate::attach::attach_in(&netns, &state.id, &opts, dir)?;
     crate::doors::output::emit_attached(&attached, Some(&output), &state.id, dir)?;
     Ok(exit::OK)
 }

@@ -65,9 +65,6 @@ pub enum Command {
         dns_from: Option<PathBuf>,
         #[command(flatten)]
         state: StateArgs,
-        /// Allow attaching in the host's own netns.
-        #[arg(long)]
-        allow_host_netns: bool,
         /// Write the JSON here instead of stdout.
         #[arg(long, short)]
         output: Option<PathBuf>,

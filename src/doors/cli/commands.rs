@@ -29,7 +29,6 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
             interfaces,
             dns_from,
             state,
-            allow_host_netns,
             output,
         } => {
             let id: SandboxId = id.parse()?;
@@ -51,7 +50,7 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
                 check_output(path)?;
             }
             let state = state.dir();
-            let attached = crate::attach::attach_in(&netns, allow_host_netns, &id, &opts, &state)?;
+            let attached = crate::attach::attach_in(&netns, &id, &opts, &state)?;
             emit_attached(&attached, output.as_deref(), &id, &state)?;
         }
         Command::Detach {
