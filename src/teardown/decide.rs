@@ -205,16 +205,21 @@ pub fn undo_recorded(plan: &Plan, created: &[Created], now: &Observed, proof: Pr
     undo
 }
 
-/// Whether `live` is still the pod interface `nic` recorded: same kind, and
-/// its own MAC or the one podtap gave it while bridged. (Its name may change.)
+/// Whether `live` is still the pod interface `nic` recorded: same kind and,
+/// in bridge mode (where podtap restores the MAC), its own MAC or the one
+/// podtap gave it. In tc mode the MAC proves nothing (someone may change it
+/// while attached); podtap's filter is proven by its redirect target, so a
+/// changed MAC must not leave a dead redirect behind. (Its name may change.)
 fn is_recorded_pod(nic: &NicPlan, live: &LinkState) -> bool {
     let kind_ok = match nic.pod.kind {
         LinkKind::Physical => live.kind.is_none(),
         LinkKind::Other => true,
         k => live.kind.as_deref() == Some(k.as_str()),
     };
-    let bridged = nic.bridge.as_ref().map(|b| b.pod_mac);
-    let mac_ok = nic.pod.mac.is_none() || live.mac == nic.pod.mac || live.mac == bridged;
+    let mac_ok = match &nic.bridge {
+        Some(b) => nic.pod.mac.is_none() || live.mac == nic.pod.mac || live.mac == Some(b.pod_mac),
+        None => true,
+    };
     kind_ok && mac_ok
 }
 
@@ -237,6 +242,8 @@ fn restore_pod(
 ) -> Vec<Action> {
     let pod = &nic.pod;
     let mut steps = Vec::new();
+    // Whether podtap's tc objects were found here (or none were planned).
+    let mut tc_ours = nic.tc.is_none();
     if let Some(tcp) = &nic.tc {
         let filters = now.filters_of(pod.ifindex);
         let at_prio: Vec<&FilterInfo> = filters.iter().filter(|f| f.prio == tcp.prio).collect();
@@ -245,6 +252,7 @@ fn restore_pod(
             f.redirect_to
                 .is_some_and(|t| t == 0 || ctx.targets.contains(&t))
         });
+        tc_ours = ours;
         if ours {
             steps.push(Action::DeleteFilter {
                 ifindex: pod.ifindex,
@@ -263,6 +271,7 @@ fn restore_pod(
                 .filter(|f| !(ours && f.prio == tcp.prio))
                 .count();
             if foreign == 0 {
+                tc_ours = true;
                 steps.push(Action::DeleteIngressQdisc {
                     ifindex: pod.ifindex,
                     name: live.name.clone(),
@@ -277,8 +286,8 @@ fn restore_pod(
     }
     // Adding an ingress qdisc to a link with txqueuelen 0 (as CNI plugins make
     // veths) makes the kernel raise it to 1000, and deleting the qdisc does not
-    // lower it again: put the recorded value back.
-    if let Some(q) = pod.txqlen.filter(|q| live.txqlen != Some(*q)) {
+    // lower it again: put the recorded value back (only where podtap's tc was).
+    if let Some(q) = pod.txqlen.filter(|q| tc_ours && live.txqlen != Some(*q)) {
         steps.push(Action::SetTxqlen {
             ifindex: pod.ifindex,
             name: live.name.clone(),

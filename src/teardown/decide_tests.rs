@@ -240,10 +240,8 @@ fn a_stranger_at_a_recorded_ifindex_is_left_alone() {
 #[test]
 fn a_replaced_pod_interface_is_not_restored() {
     let plan = the_plan(vec![nic(2, "tap_eth2", Wiring::Tc)]);
-    let other = LinkState {
-        mac: Some(MacAddr([0x02, 9, 9, 9, 9, 9])),
-        ..link(2, "eth2", Some("veth"))
-    };
+    // Another kind of link now sits at the recorded ifindex.
+    let other = link(2, "eth2", Some("macvlan"));
     let now = observed(
         vec![other, tap(5, "tap_eth2")],
         vec![(2, vec![ours_filter(5)])],
@@ -259,6 +257,56 @@ fn a_replaced_pod_interface_is_not_restored() {
         .warnings
         .iter()
         .any(|w| w.contains("not the recorded pod interface")));
+}
+
+#[test]
+fn tc_mode_removes_the_redirect_even_when_the_pod_mac_changed() {
+    let plan = the_plan(vec![nic(2, "tap_eth2", Wiring::Tc)]);
+    let changed = LinkState {
+        mac: Some(MacAddr([0x02, 9, 9, 9, 9, 9])),
+        ..link(2, "eth2", Some("veth"))
+    };
+    let now = observed(
+        vec![changed, tap(5, "tap_eth2")],
+        vec![(2, vec![ours_filter(5)])],
+    );
+    let undo = undo_recorded(
+        &plan,
+        &[created(5, "tap_eth2", "tap")],
+        &now,
+        Proof::Recorded,
+    );
+    // The TAP goes, so a filter left behind would redirect into nothing.
+    assert!(undo.pod_side[0]
+        .iter()
+        .any(|a| matches!(a, Action::DeleteFilter { ifindex: 2, .. })));
+    assert_eq!(undo.links, vec![Action::DeleteGroup { group: GROUP }]);
+}
+
+#[test]
+fn txqlen_is_restored_only_where_podtaps_tc_was() {
+    let plan = the_plan(vec![nic(2, "tap_eth2", Wiring::Tc)]);
+    // No filter of ours, and a foreign one keeps the qdisc: podtap did not
+    // leave its mark here, so it leaves txqueuelen alone.
+    let foreign = FilterInfo {
+        prio: 1,
+        redirect_to: None,
+    };
+    let now = observed(
+        vec![link(2, "eth2", Some("veth")), tap(5, "tap_eth2")],
+        vec![(2, vec![foreign])],
+    );
+    let undo = undo_recorded(
+        &plan,
+        &[created(5, "tap_eth2", "tap")],
+        &now,
+        Proof::Recorded,
+    );
+    assert!(!undo
+        .pod_side
+        .iter()
+        .flatten()
+        .any(|a| matches!(a, Action::SetTxqlen { .. })));
 }
 
 #[test]
