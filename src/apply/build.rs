@@ -146,14 +146,9 @@ fn create_taps(ns: &NetNs, specs: &[TapSpec]) -> (Vec<(u32, MacAddr)>, Option<Er
     let outcome = ns.run(|| {
         let mut made = Vec::with_capacity(specs.len());
         for spec in specs {
-            let mac = match tap::create_persistent(spec) {
-                Ok(mac) => mac,
+            match tap::create_persistent(spec) {
+                Ok(made_one) => made.push(made_one),
                 Err(e) => return Ok((made, Some((spec.name.clone(), e)))),
-            };
-            // The thread is inside the netns, so this resolves the name there.
-            match nix::net::if_::if_nametoindex(spec.name.as_str()) {
-                Ok(i) => made.push((i, mac)),
-                Err(e) => return Ok((made, Some((spec.name.clone(), e.into())))),
             }
         }
         Ok((made, None))

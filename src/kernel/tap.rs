@@ -161,11 +161,11 @@ pub struct TapSpec {
 }
 
 /// Create a persistent TAP in the current thread's netns and return its
-/// hardware address (the kernel picks a random one).
+/// ifindex and hardware address (the kernel picks a random one).
 ///
 /// If a step after TUNSETIFF fails, the fd closes unpersisted and the kernel
 /// removes the half-made TAP by itself.
-pub fn create_persistent(spec: &TapSpec) -> io::Result<MacAddr> {
+pub fn create_persistent(spec: &TapSpec) -> io::Result<(u32, MacAddr)> {
     // Exclusive: never take over a TAP someone else made under this name.
     let queue = TapQueue::open_bits(&spec.name, spec.flags.bits() | IFF_TUN_EXCL)?;
     if let Some(uid) = spec.owner {
@@ -175,8 +175,12 @@ pub fn create_persistent(spec: &TapSpec) -> io::Result<MacAddr> {
         queue.set_group(gid)?;
     }
     let mac = queue.mac()?;
+    // Learn the ifindex while the fd still owns the TAP: once persistent, a
+    // TAP whose ifindex we failed to learn would be one nobody records.
+    // The calling thread is inside the netns, so the name resolves there.
+    let ifindex = nix::net::if_::if_nametoindex(spec.name.as_str())?;
     queue.set_persist(true)?;
-    Ok(mac)
+    Ok((ifindex, mac))
 }
 
 /// Open `queues` queues of an existing TAP (for handing fds to a VMM).

@@ -50,11 +50,9 @@ impl StateDir {
     }
 
     /// Create the directory (0700) if needed; refuse a symlink in its place
-    /// or a directory that fails the trust rule. Sweeps temp files that
-    /// killed writers left behind.
+    /// or a directory that fails the trust rule.
     pub(crate) fn ensure(&self) -> Result<()> {
         if self.check()? {
-            write::sweep_temp_files(&self.dir);
             return Ok(());
         }
         fs::DirBuilder::new()
@@ -108,9 +106,11 @@ impl StateDir {
     }
 
     /// Run `work` under the lock for `id`. If no checkpoint is left afterwards
-    /// (detached, failed, unknown), the lock file goes too.
+    /// (detached, failed, unknown), the lock file goes too. Temp files that a
+    /// killed writer of this id left are swept first.
     pub(crate) fn locked<T>(&self, id: &SandboxId, work: impl FnOnce() -> Result<T>) -> Result<T> {
         let lock = self.lock(id, LOCK_TIMEOUT)?;
+        write::sweep_temp_files_of(&self.file(id));
         let result = work();
         if !self.file(id).exists() {
             lock.release();

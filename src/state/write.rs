@@ -29,23 +29,23 @@ pub fn read_entry(path: &Path) -> Result<Option<String>> {
     }
 }
 
-/// Remove temp files whose writer is dead (killed between create and rename).
-pub fn sweep_temp_files(dir: &Path) {
+/// Remove the temp files of `path` that writers killed between create and
+/// rename left behind. Call it only under the lock that every writer of
+/// `path` holds: then no such writer is alive, whatever PID namespace it ran
+/// in (a pid in the name proves nothing across PID namespaces).
+pub fn sweep_temp_files_of(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+        return;
+    };
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
+    let prefix = format!(".{name}{TMP_MARK}");
     for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let Some((_, rest)) = name.strip_prefix('.').and_then(|n| n.split_once(TMP_MARK)) else {
-            continue;
-        };
-        let pid = rest.split('.').next().and_then(|p| p.parse::<i32>().ok());
-        let dead = pid.is_some_and(|p| {
-            nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None)
-                == Err(nix::errno::Errno::ESRCH)
-        });
-        if dead {
+        if e.file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(&prefix))
+        {
             let _ = fs::remove_file(e.path());
         }
     }
@@ -62,7 +62,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     // Unique per write: a killed writer's leftover never blocks a later one
-    // with the same pid (see `sweep_temp_files`).
+    // with the same pid (see `sweep_temp_files_of`).
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
@@ -115,17 +115,16 @@ mod tests {
     }
 
     #[test]
-    fn dead_writers_leftovers_are_swept_live_ones_kept() {
+    fn only_the_locked_files_leftovers_are_swept() {
         let dir = std::env::temp_dir().join(format!("podtap-sweep-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
-        // pid 0x7fff_fff0 is above pid_max: never a live process.
-        let dead = dir.join(".a.json.tmp.2147483632.1.0");
-        let live = dir.join(format!(".a.json.tmp.{}.1.0", std::process::id()));
-        fs::write(&dead, b"x").unwrap();
-        fs::write(&live, b"x").unwrap();
-        sweep_temp_files(&dir);
-        assert!(!dead.exists());
-        assert!(live.exists());
+        let ours = dir.join(".a.json.tmp.2147483632.1.0");
+        let other = dir.join(format!(".ab.json.tmp.{}.1.0", std::process::id()));
+        fs::write(&ours, b"x").unwrap();
+        fs::write(&other, b"x").unwrap();
+        sweep_temp_files_of(&dir.join("a.json"));
+        assert!(!ours.exists());
+        assert!(other.exists());
         fs::remove_dir_all(&dir).unwrap();
     }
 }

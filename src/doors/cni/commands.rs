@@ -67,19 +67,15 @@ fn add(env: &Env, conf: &NetConf) -> Result<Value, CniError> {
     let state_path = conf.state_dir();
     let state = StateDir::new(&state_path);
     let registry = Registry::new(&state_path);
-    // Keep an existing entry: a repeated ADD, or one refused as a conflict, must not
-    // repoint the record of an attachment that already exists.
-    if registry.get(&id).is_none() {
-        registry.record(
-            &id,
-            &Entry {
-                network: network_name(conf),
-                container_id: container_id.to_string(),
-                ifname: ifname.to_string(),
-                netns: Some(netns.to_string()),
-            },
-        )?;
-    }
+    registry.record_if_absent(
+        &id,
+        &Entry {
+            network: network_name(conf),
+            container_id: container_id.to_string(),
+            ifname: ifname.to_string(),
+            netns: Some(netns.to_string()),
+        },
+    )?;
     let desc = match crate::attach::attach(Path::new(netns), &id, &opts, &state) {
         Ok(desc) => desc,
         Err(e) => {

@@ -35,11 +35,19 @@ impl Registry {
         }
     }
 
-    pub fn record(&self, id: &SandboxId, entry: &Entry) -> Result<()> {
-        self.dir.ensure()?;
-        let text = serde_json::to_vec(entry)
-            .map_err(|e| Error::Invalid(format!("serialize CNI registry entry: {e}")))?;
-        write_atomic(&self.dir.file(id), &text, 0o600)
+    /// Record `entry` for `id` unless an entry exists: a repeated ADD, or one
+    /// refused as a conflict, must not repoint the record of an attachment
+    /// that already exists. Under the entry's own lock, so two doors never
+    /// interleave their check and write.
+    pub fn record_if_absent(&self, id: &SandboxId, entry: &Entry) -> Result<()> {
+        self.dir.locked(id, || {
+            if self.get(id).is_some() {
+                return Ok(());
+            }
+            let text = serde_json::to_vec(entry)
+                .map_err(|e| Error::Invalid(format!("serialize CNI registry entry: {e}")))?;
+            write_atomic(&self.dir.file(id), &text, 0o600)
+        })
     }
 
     /// The entry for `id`; `None` when absent or unreadable (a hint, never fatal).
@@ -48,8 +56,12 @@ impl Registry {
         serde_json::from_str(&text).ok()
     }
 
+    /// Drop the entry for `id` (nothing to do, and no lock taken, when there is none).
     pub fn forget(&self, id: &SandboxId) -> Result<()> {
-        self.dir.remove(id)
+        if std::fs::symlink_metadata(self.dir.file(id)).is_err() {
+            return Ok(());
+        }
+        self.dir.locked(id, || self.dir.remove(id))
     }
 
     pub fn ids(&self) -> Result<Vec<SandboxId>> {
