@@ -30,7 +30,8 @@ fn check_locked(id: &SandboxId, state: &StateDir) -> Result<()> {
     let ns = match teardown::open_recorded(&cp, &state.file(id), &[]) {
         Ok(Ok(ns)) => ns,
         Ok(Err(why)) => return Err(fail(vec![why])),
-        Err(e) => return Err(fail(vec![format!("netns {}: {e}", cp.netns.path)])),
+        // Cannot look (permission, fd limit, ...): that error's own exit code.
+        Err(e) => return Err(e),
     };
     let problems = block_on(async {
         let nl = Netlink::connect(&ns)?;

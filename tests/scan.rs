@@ -1086,10 +1086,10 @@ fn attach_refuses_the_host_netns_always() {
     }
     let state = common::StateDir::new();
     let path = "/proc/self/ns/net";
-    let out = common::podtap_state(state.path(), &["attach", "--netns", path, "--id", "host"]);
+    let out = common::podtap_state(&state.0, &["attach", "--netns", path, "--id", "host"]);
     assert_error(&out, 5, path);
     let out = common::podtap_state(
-        state.path(),
+        &state.0,
         &[
             "attach",
             "--netns",
@@ -1100,8 +1100,9 @@ fn attach_refuses_the_host_netns_always() {
         ],
     );
     assert_eq!(common::exit_code(&out), 2, "{}", common::stderr(&out));
-    let left: Vec<_> = std::fs::read_dir(state.path())
-        .unwrap()
+    let left: Vec<_> = std::fs::read_dir(&state.0)
+        .into_iter()
+        .flatten()
         .flatten()
         .map(|e| e.file_name())
         .collect();

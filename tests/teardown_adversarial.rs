@@ -277,7 +277,9 @@ fn killed_writers_leave_nothing_that_blocks_or_accumulates() {
     // What a writer killed between create and rename leaves. Its pid says
     // nothing (a writer in another PID namespace has another pid; here it is
     // a live one): holding the id's lock proves every writer of k1 is done.
-    let leftover = state.0.join(format!(".k1.json.tmp.{}.5.0", std::process::id()));
+    let leftover = state
+        .0
+        .join(format!(".k1.json.tmp.{}.5.0", std::process::id()));
     std::fs::write(&leftover, b"{").unwrap();
     // Another id's temp file is not k1's to sweep.
     let other = state.0.join(".k10.json.tmp.1.5.0");

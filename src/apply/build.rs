@@ -205,7 +205,11 @@ async fn create_bridges(nl: &Netlink, plan: &Plan) -> Result<Vec<Option<Created>
                     })
                 })
                 .ok_or_else(|| {
-                    Error::Invalid(format!("bridge {} vanished right after creation", b.name))
+                    nl.err(
+                        "find bridge right after creating it",
+                        &b.name,
+                        nix::errno::Errno::ENODEV,
+                    )
                 }),
         })
         .collect()

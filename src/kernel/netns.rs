@@ -151,10 +151,11 @@ impl NetNs {
                 },
                 _ => Error::kernel(&self.display(), "enter netns / open", "", e),
             }),
-            Ok(Err(_)) => Err(Error::Invalid(format!(
-                "netns {}: worker thread panicked",
-                self.display()
-            ))),
+            Ok(Err(_)) => Err(Error::io(
+                "run netns worker for",
+                self.path.clone(),
+                io::Error::other("worker thread panicked"),
+            )),
             Err(e) => Err(Error::io("spawn netns thread for", self.path.clone(), e)),
         }
     }

@@ -198,12 +198,15 @@ fn gc(conf: &NetConf) -> Result<(), CniError> {
         if keep.contains(&id) {
             continue;
         }
-        let entry = registry.get(&id);
-        if entry.as_ref().is_some_and(|e| e.network != network) {
+        let Some(entry) = registry.get(&id) else {
+            // Unreadable: it may belong to another network; never GC what may not be ours.
+            tracing::warn!("GC: registry entry for {id} is unreadable; left it for DEL");
+            continue;
+        };
+        if entry.network != network {
             continue;
         }
-        let netns = entry.and_then(|e| e.netns);
-        match detach(&id, &state, netns.as_deref()) {
+        match detach(&id, &state, entry.netns.as_deref()) {
             Ok(()) => {
                 tracing::info!("GC: detached {id}");
                 if let Err(e) = registry.forget(&id) {
