@@ -1080,3 +1080,31 @@ fn a_tap_the_user_recreates_under_the_planned_name_survives_detach() {
         "podtap's own qdisc is gone"
     );
 }
+
+/// detach returns once the kernel has unlisted podtap's links, and leaves the
+/// kernel's own cleanup (an RCU barrier, the last references) to a child. When
+/// it returns: no TAP or bridge is listed, the pod side is restored, and the
+/// same id, names and interfaces can be attached again at once.
+#[test]
+fn detach_returns_with_everything_unlisted_and_an_immediate_reattach_works() {
+    if !ready("detach_returns_with_everything_unlisted_and_an_immediate_reattach_works") {
+        return;
+    }
+    for mode in ["tc", "bridge"] {
+        let pod = pod();
+        pod.add_veth("eth1", "veth1", pod.net + 1, false);
+        let state = StateDir::new();
+        let id = common::unique("early");
+        let before = snapshot(&pod.pod);
+        for round in 0..10 {
+            json_ok(&attach(&state, &pod, &id, &["--mode", mode]));
+            // Output() reads stdout and stderr to EOF: the child holds neither.
+            let d = detach(&state, &id);
+            assert_eq!(code(&d), 0, "{mode} round {round}: {}", stderr(&d));
+            let links = pod.pod.ip("-o link show");
+            assert!(taps(&pod.pod).is_empty(), "{mode} round {round}: {links}");
+            assert!(!links.contains("bridge"), "{mode} round {round}: {links}");
+            assert_eq!(snapshot(&pod.pod), before, "{mode} round {round}");
+        }
+    }
+}

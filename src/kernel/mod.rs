@@ -14,3 +14,4 @@ pub mod runtime;
 pub mod sysctl;
 pub mod tap;
 pub mod tc;
+pub mod unlist;

@@ -21,6 +21,8 @@ pub struct Netlink {
     /// The netns cookie (see [`super::netns::NetnsLink::cookie`]).
     pub cookie: Option<u64>,
     netns: String,
+    /// The netns itself, for work that needs its own thread in it.
+    netns_fd: std::os::fd::OwnedFd,
 }
 
 impl Netlink {
@@ -34,7 +36,14 @@ impl Netlink {
             ipv6_enabled: link.ipv6_enabled,
             cookie: link.cookie,
             netns: ns.display(),
+            netns_fd: ns.fd_clone()?,
         })
+    }
+
+    /// The netns this session talks to.
+    pub fn netns_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.netns_fd.as_fd()
     }
 
     /// Wrap a kernel failure with this netns and the operation.

@@ -126,6 +126,14 @@ impl NetNs {
         is_host_identity(self.identity())
     }
 
+    /// A second fd on this netns.
+    pub fn fd_clone(&self) -> Result<OwnedFd> {
+        self.file
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| Error::io("dup netns fd of", self.path.clone(), e))
+    }
+
     /// Run `work` on a fresh thread inside this netns and return its result.
     pub fn run<T, F>(&self, work: F) -> Result<T>
     where

@@ -88,6 +88,8 @@ pub enum Action {
     DeleteGroup {
         /// The link group.
         group: u32,
+        /// The ifindexes of its members that are left when it runs.
+        members: Vec<u32>,
     },
     /// Delete one link.
     DeleteLink {
@@ -112,7 +114,7 @@ impl fmt::Display for Action {
                 write!(f, "{name} from its bridge (MAC {mac})")
             }
             Action::Restore { name, what, .. } => write!(f, "a recorded {what} of {name}"),
-            Action::DeleteGroup { group } => write!(f, "link group {group}"),
+            Action::DeleteGroup { group, .. } => write!(f, "link group {group}"),
             Action::DeleteLink { name, kind, .. } => write!(f, "{kind} {name}"),
         }
     }
@@ -405,7 +407,17 @@ fn delete_links<'a>(
     let by_group = !foreign_in_group && ours.iter().any(|l| l.group == group);
     let mut actions = Vec::new();
     if by_group {
-        actions.push(Action::DeleteGroup { group });
+        // Each bridge costs an rcu_barrier() under RTNL (br_multicast_dev_del):
+        // one request per bridge, so RTNL is never held across all of them.
+        let (bridges, rest): (Vec<&&LinkState>, Vec<&&LinkState>) = ours
+            .iter()
+            .filter(|l| l.group == group)
+            .partition(|l| l.kind.as_deref() == Some("bridge"));
+        actions.extend(bridges.into_iter().map(|l| delete_link(l)));
+        actions.push(Action::DeleteGroup {
+            group,
+            members: rest.iter().map(|l| l.ifindex).collect(),
+        });
     }
     actions.extend(
         ours.iter()

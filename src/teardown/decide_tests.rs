@@ -40,7 +40,13 @@ fn tc_undo_removes_filter_qdisc_and_restores_txqlen_then_deletes_the_group() {
             },
         ]]
     );
-    assert_eq!(undo.links, vec![Action::DeleteGroup { group: GROUP }]);
+    assert_eq!(
+        undo.links,
+        vec![Action::DeleteGroup {
+            group: GROUP,
+            members: vec![5]
+        }]
+    );
     assert!(undo.warnings.is_empty(), "{:?}", undo.warnings);
 }
 
@@ -173,7 +179,21 @@ fn bridge_undo_releases_the_pod_interface_with_its_own_mac() {
         name: "eth2".into(),
         mac: mac(2)
     }));
-    assert_eq!(undo.links, vec![Action::DeleteGroup { group: GROUP }]);
+    // The bridge alone first (its rcu_barrier runs under RTNL), then the group.
+    assert_eq!(
+        undo.links,
+        vec![
+            Action::DeleteLink {
+                ifindex: 6,
+                name: our_bridge(6).name,
+                kind: "bridge".into()
+            },
+            Action::DeleteGroup {
+                group: GROUP,
+                members: vec![5]
+            }
+        ]
+    );
 }
 
 #[test]
@@ -280,7 +300,13 @@ fn tc_mode_removes_the_redirect_even_when_the_pod_mac_changed() {
     assert!(undo.pod_side[0]
         .iter()
         .any(|a| matches!(a, Action::DeleteFilter { ifindex: 2, .. })));
-    assert_eq!(undo.links, vec![Action::DeleteGroup { group: GROUP }]);
+    assert_eq!(
+        undo.links,
+        vec![Action::DeleteGroup {
+            group: GROUP,
+            members: vec![5]
+        }]
+    );
 }
 
 #[test]

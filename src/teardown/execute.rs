@@ -1,13 +1,15 @@
 //! The thin executor of teardown: read what the kernel holds, carry out the
 //! decided actions, collect what went wrong.
 
+use std::collections::BTreeSet;
+
 use futures::future::join_all;
 
 use super::decide::{Action, Observed, Undo};
 use crate::error::{Error, Result};
 use crate::kernel::mac::MacAddr;
 use crate::kernel::netlink::{is_gone, Netlink};
-use crate::kernel::{bridge, links, replay, tc};
+use crate::kernel::{bridge, links, replay, tc, unlist};
 
 /// What teardown did not do cleanly.
 #[derive(Debug, Default)]
@@ -111,16 +113,7 @@ pub async fn execute(nl: &Netlink, undo: Undo, announce: bool) -> UndoReport {
     }))
     .await;
     let mut outcomes: Vec<(&Action, Result<()>)> = sides.into_iter().flatten().collect();
-    // A group deletion first (one RCU grace period for all its members), then the rest.
-    let (groups, singles): (Vec<&Action>, Vec<&Action>) = undo
-        .links
-        .iter()
-        .partition(|a| matches!(a, Action::DeleteGroup { .. }));
-    for g in groups {
-        outcomes.push((g, run(nl, g).await));
-    }
-    let results = join_all(singles.iter().map(|a| run(nl, a))).await;
-    outcomes.extend(singles.into_iter().zip(results));
+    outcomes.extend(unlist_links(nl, &undo.links));
     for (action, outcome) in outcomes {
         match outcome {
             Ok(()) if announce => report.warnings.push(format!("removed {action}")),
@@ -132,6 +125,52 @@ pub async fn execute(nl: &Netlink, undo: Undo, announce: bool) -> UndoReport {
         }
     }
     report
+}
+
+/// Delete podtap's links in order, and return once the kernel has unlisted
+/// them all: the rest of the kernel's work (an rcu_barrier() and the wait
+/// for the last references) finishes in a child, out of the caller's way
+/// (see `kernel::unlist`).
+fn unlist_links<'a>(nl: &Netlink, links: &'a [Action]) -> Vec<(&'a Action, Result<()>)> {
+    let mut deletes = Vec::new();
+    let mut expect = BTreeSet::new();
+    let mut actions = Vec::new();
+    for a in links {
+        match a {
+            Action::DeleteGroup { group, members } => {
+                deletes.push(unlist::Delete::Group(*group));
+                expect.extend(members.iter().copied());
+            }
+            Action::DeleteLink { ifindex, .. } => {
+                deletes.push(unlist::Delete::Link(*ifindex));
+                expect.insert(*ifindex);
+            }
+            // Only link deletions come here (see `decide::Undo::links`).
+            _ => continue,
+        }
+        actions.push(a);
+    }
+    match unlist::delete(nl.netns_fd(), &deletes, &expect) {
+        Ok(results) => actions
+            .into_iter()
+            .zip(results)
+            .map(|(a, r)| {
+                let outcome = match r {
+                    Ok(()) => Ok(()),
+                    Err(e) if is_gone(&e.into()) => Ok(()),
+                    Err(e) => Err(nl.err("delete", a.to_string(), e)),
+                };
+                (a, outcome)
+            })
+            .collect(),
+        Err(e) => {
+            let errno = nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO));
+            actions
+                .into_iter()
+                .map(|a| (a, Err(nl.err("delete", a.to_string(), errno))))
+                .collect()
+        }
+    }
 }
 
 /// One action. Deleting what is already gone counts as done.
@@ -176,7 +215,7 @@ async fn run(nl: &Netlink, action: &Action) -> Result<()> {
             replay::restore(h, record).await,
             false,
         ),
-        Action::DeleteGroup { group } => (
+        Action::DeleteGroup { group, .. } => (
             "delete link group",
             group.to_string(),
             links::delete_group(h, *group).await,

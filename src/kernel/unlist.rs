@@ -1,0 +1,300 @@
+//! Delete links, and return as soon as the kernel has unlisted them.
+//!
+//! An rtnetlink request runs inside the sender's `sendmsg(2)`. A link
+//! deletion unlists the link and announces it (`RTM_DELLINK`) under RTNL,
+//! then drops RTNL and, still inside that `sendmsg`, waits in
+//! `netdev_run_todo` for an `rcu_barrier()` and for the last references
+//! (10-15 ms, whatever the number of links). By then the name, the ifindex
+//! and the link's tc objects are gone from the netns, and RTNL is free.
+//!
+//! So a forked child sends the requests, one at a time, and waits out their
+//! acks, while the caller returns once it has seen an `RTM_DELLINK` for every
+//! link it expects (or the child has finished). The child does nothing but
+//! raw system calls (no allocation, no locks: the parent may have other
+//! threads), points its stdin/stdout/stderr at /dev/null so a runtime reading
+//! our output sees EOF when we exit, and is reaped by a detached thread (or,
+//! once this process has exited, by whoever inherits it).
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sched::{setns, CloneFlags};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{fork, pipe, ForkResult};
+use rtnetlink::constants::RTMGRP_LINK;
+use rtnetlink::packet_core::{NetlinkMessage, NLM_F_ACK, NLM_F_REQUEST};
+use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
+use rtnetlink::packet_route::RouteNetlinkMessage;
+use rtnetlink::sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+
+/// One link deletion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delete {
+    /// Every link in this group (one request: one grace period for all).
+    Group(u32),
+    /// One link.
+    Link(u32),
+}
+
+/// How long to wait for the announcements before waiting for the child itself.
+const ANNOUNCE_TIMEOUT: Duration = Duration::from_secs(10);
+const NLMSG_ERROR: u16 = 2;
+const RTM_DELLINK: u16 = 17;
+/// `sizeof(struct nlmsghdr)`.
+const NLMSG_HDRLEN: usize = 16;
+
+/// Carry out `deletes` in order in the netns `netns` and return when every
+/// link in `expect` has been unlisted (or every request has been answered).
+/// One result per request: `Ok` when it succeeded or is still running after
+/// its links were unlisted, else its errno.
+pub fn delete(
+    netns: BorrowedFd<'_>,
+    deletes: &[Delete],
+    expect: &BTreeSet<u32>,
+) -> std::io::Result<Vec<Result<(), Errno>>> {
+    if deletes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let requests: Vec<Vec<u8>> = deletes
+        .iter()
+        .enumerate()
+        .map(|(i, d)| serialize(*d, seq_of(i)))
+        .collect();
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("podtap-unlist".into())
+            .spawn_scoped(s, || -> std::io::Result<_> {
+                // The sockets must be made inside the netns (they keep it).
+                setns(netns, CloneFlags::CLONE_NEWNET)?;
+                run(&requests, expect.clone())
+            })?
+            .join()
+            .map_err(|_| std::io::Error::other("unlist thread panicked"))?
+    })
+}
+
+fn seq_of(i: usize) -> u32 {
+    u32::try_from(i).map_or(u32::MAX, |i| i.saturating_add(1))
+}
+
+fn serialize(d: Delete, seq: u32) -> Vec<u8> {
+    let mut link = LinkMessage::default();
+    match d {
+        Delete::Group(g) => link.attributes.push(LinkAttribute::Group(g)),
+        Delete::Link(i) => link.header.index = i,
+    }
+    let mut msg = NetlinkMessage::from(RouteNetlinkMessage::DelLink(link));
+    msg.header.flags = NLM_F_REQUEST | NLM_F_ACK;
+    msg.header.sequence_number = seq;
+    msg.finalize();
+    let mut buf = vec![0u8; msg.buffer_len()];
+    msg.serialize(&mut buf);
+    buf
+}
+
+fn run(requests: &[Vec<u8>], mut expect: BTreeSet<u32>) -> std::io::Result<Vec<Result<(), Errno>>> {
+    let mut watch = Socket::new(NETLINK_ROUTE)?;
+    watch.bind(&SocketAddr::new(0, RTMGRP_LINK))?;
+    watch.set_non_blocking(true)?;
+    let mut sender = Socket::new(NETLINK_ROUTE)?;
+    sender.bind_auto()?;
+    let devnull = File::options().read(true).write(true).open("/dev/null")?;
+    let (report_r, report_w) = pipe()?;
+    // SAFETY: the child runs only async-signal-safe system calls on memory
+    // made before the fork (see `child`), then _exits.
+    let child = match unsafe { fork() }? {
+        ForkResult::Child => child(requests, &sender, &devnull, &report_w),
+        ForkResult::Parent { child } => child,
+    };
+    drop(report_w);
+    drop(sender);
+    let mut results = vec![Ok(()); requests.len()];
+    let deadline = Instant::now() + ANNOUNCE_TIMEOUT;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        if expect.is_empty() {
+            // Every link is unlisted: the rest is the kernel's own cleanup.
+            std::thread::spawn(move || waitpid(child, None));
+            return Ok(results);
+        }
+        match waitpid(child, Some(WaitPidFlag::WNOHANG))? {
+            WaitStatus::StillAlive => {}
+            _ => {
+                read_failures(&report_r, &mut results);
+                return Ok(results);
+            }
+        }
+        if Instant::now() > deadline {
+            waitpid(child, None)?;
+            read_failures(&report_r, &mut results);
+            return Ok(results);
+        }
+        wait_readable(&watch, Duration::from_millis(5));
+        loop {
+            match watch.recv(&mut &mut buf[..], 0) {
+                Ok(n) => unlisted(&buf[..n.min(buf.len())], &mut expect),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                // ENOBUFS: announcements were dropped; only the child can tell now.
+                Err(_) => {
+                    waitpid(child, None)?;
+                    read_failures(&report_r, &mut results);
+                    return Ok(results);
+                }
+            }
+        }
+    }
+}
+
+fn wait_readable(socket: &Socket, timeout: Duration) {
+    let mut pfd = libc::pollfd {
+        fd: socket.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(5);
+    // SAFETY: one valid pollfd for the duration of the call.
+    unsafe { libc::poll(&mut pfd, 1, ms) };
+}
+
+/// Remove from `expect` every ifindex an `RTM_DELLINK` in `buf` announces.
+fn unlisted(buf: &[u8], expect: &mut BTreeSet<u32>) {
+    for (kind, _, body) in messages(buf) {
+        // struct ifinfomsg: family(1) pad(1) type(2) index(4) ...
+        // A port leaving a bridge is also announced as RTM_DELLINK, with
+        // family AF_BRIDGE: only AF_UNSPEC means the link itself is gone.
+        if kind == RTM_DELLINK && body.len() >= 8 && body[0] == 0 {
+            let idx = u32::from_ne_bytes([body[4], body[5], body[6], body[7]]);
+            expect.remove(&idx);
+        }
+    }
+}
+
+/// `(type, seq, payload)` of each netlink message in `buf`.
+fn messages(buf: &[u8]) -> impl Iterator<Item = (u16, u32, &[u8])> {
+    let mut rest = buf;
+    std::iter::from_fn(move || {
+        if rest.len() < NLMSG_HDRLEN {
+            return None;
+        }
+        let len = u32::from_ne_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        if len < NLMSG_HDRLEN || len > rest.len() {
+            return None;
+        }
+        let kind = u16::from_ne_bytes([rest[4], rest[5]]);
+        let seq = u32::from_ne_bytes([rest[8], rest[9], rest[10], rest[11]]);
+        let body = &rest[NLMSG_HDRLEN..len];
+        rest = &rest[((len + 3) & !3usize).min(rest.len())..];
+        Some((kind, seq, body))
+    })
+}
+
+/// Each failure the child reported: request index and errno.
+fn read_failures(pipe: &OwnedFd, results: &mut [Result<(), Errno>]) {
+    let mut record = [0u8; 8];
+    // SAFETY: reads into a local buffer of the given size.
+    while unsafe { libc::read(pipe.as_raw_fd(), record.as_mut_ptr().cast(), record.len()) } == 8 {
+        let i = u32::from_ne_bytes([record[0], record[1], record[2], record[3]]) as usize;
+        let errno = i32::from_ne_bytes([record[4], record[5], record[6], record[7]]);
+        if let Some(slot) = results.get_mut(i) {
+            *slot = Err(Errno::from_raw(errno));
+        }
+    }
+}
+
+/// The child: send each request, wait for its ack, report failures, exit.
+/// Only raw system calls on memory allocated before the fork.
+fn child(requests: &[Vec<u8>], sender: &Socket, devnull: &File, report: &OwnedFd) -> ! {
+    let fd = sender.as_raw_fd();
+    let mut buf = [0u8; 8192];
+    // SAFETY: async-signal-safe calls only (dup2, send, recv, write, _exit),
+    // on fds and buffers that are valid for the child's lifetime.
+    unsafe {
+        for target in 0..3 {
+            libc::dup2(devnull.as_raw_fd(), target);
+        }
+        for (i, req) in requests.iter().enumerate() {
+            let seq = seq_of(i);
+            let errno = if libc::send(fd, req.as_ptr().cast(), req.len(), 0) < 0 {
+                *libc::__errno_location()
+            } else {
+                ack(fd, seq, &mut buf)
+            };
+            if errno != 0 {
+                let mut record = [0u8; 8];
+                record[..4].copy_from_slice(&u32::try_from(i).unwrap_or(u32::MAX).to_ne_bytes());
+                record[4..].copy_from_slice(&errno.to_ne_bytes());
+                libc::write(report.as_raw_fd(), record.as_ptr().cast(), record.len());
+            }
+        }
+        libc::_exit(0)
+    }
+}
+
+/// Wait for the ack of `seq` on `fd`: 0, or the errno it carries.
+///
+/// # Safety
+/// `fd` must be an open netlink socket.
+unsafe fn ack(fd: i32, seq: u32, buf: &mut [u8]) -> i32 {
+    loop {
+        // SAFETY: buf is valid for writes of its length.
+        let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 0 {
+            // SAFETY: errno of this thread.
+            let e = unsafe { *libc::__errno_location() };
+            if e == libc::EINTR {
+                continue;
+            }
+            return e;
+        }
+        let n = usize::try_from(n).unwrap_or(0);
+        let mut at = 0;
+        // Walk the messages by hand: the iterator above allocates nothing
+        // either, but keeping the child's code flat keeps it obviously safe.
+        while at + NLMSG_HDRLEN <= n {
+            let h = &buf[at..];
+            let len = u32::from_ne_bytes([h[0], h[1], h[2], h[3]]) as usize;
+            if len < NLMSG_HDRLEN || at + len > n {
+                break;
+            }
+            let kind = u16::from_ne_bytes([h[4], h[5]]);
+            let got = u32::from_ne_bytes([h[8], h[9], h[10], h[11]]);
+            if kind == NLMSG_ERROR && got == seq && len >= NLMSG_HDRLEN + 4 {
+                let e = i32::from_ne_bytes([h[16], h[17], h[18], h[19]]);
+                return -e;
+            }
+            at += (len + 3) & !3usize;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delete_request_carries_ack_and_its_sequence_number() {
+        let bytes = serialize(Delete::Group(7), 3);
+        let (kind, seq, body) = messages(&bytes).next().unwrap();
+        assert_eq!(kind, RTM_DELLINK);
+        assert_eq!(seq, 3);
+        assert!(body.len() >= 16);
+        let flags = u16::from_ne_bytes([bytes[6], bytes[7]]);
+        assert_eq!(flags, NLM_F_REQUEST | NLM_F_ACK);
+    }
+
+    #[test]
+    fn dellink_announcements_remove_their_ifindex() {
+        let mut announce = serialize(Delete::Link(42), 0);
+        let mut other = serialize(Delete::Link(43), 0);
+        announce.append(&mut other);
+        let mut port_left = serialize(Delete::Link(44), 0);
+        port_left[NLMSG_HDRLEN] = 7; // AF_BRIDGE
+        announce.append(&mut port_left);
+        let mut expect: BTreeSet<u32> = [42, 43, 44].into();
+        unlisted(&announce, &mut expect);
+        assert_eq!(expect, [44].into());
+    }
+}
