@@ -995,6 +995,24 @@ fn exec_reports_failures_with_documented_codes() {
         .expect("run podtap");
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("eth0:"), "{}", stdout(&out));
+    // A TAP replaced by another of the same name is not handed over.
+    let desc: serde_json::Value = serde_json::from_str(&podtap_ok(
+        &state.0,
+        &["attach", "--netns", &pod.pod.path_str(), "--id", &id],
+    ))
+    .expect("description");
+    let tap = desc["interfaces"]
+        .as_array()
+        .and_then(|a| a.iter().find_map(|i| i["tap"]["name"].as_str()))
+        .expect("a TAP")
+        .to_string();
+    pod.pod.ip(&format!("link del {tap}"));
+    pod.pod
+        .ip(&format!("tuntap add dev {tap} mode tap vnet_hdr"));
+    let (c, err) = code(&["exec", "--id", &id, "--vmm", "qemu", "--", "true"]);
+    assert_eq!(c, Some(12), "{err}");
+    assert!(err.contains("replaced"), "{err}");
+    pod.pod.ip(&format!("link del {tap}"));
     // A pod netns replaced under the same path is refused.
     sh(&format!(
         "ip netns del {0} && ip netns add {0}",

@@ -107,7 +107,7 @@ pub fn open_handover(id: &str, desc: &Description, vmm: Vmm, vhost: bool) -> Res
         ));
     }
     let ns = open_recorded_netns(id, desc)?;
-    let taps = open_tap_fds(&ns, desc)?;
+    let taps = open_tap_fds(id, &ns, desc)?;
     let vhosts = if vhost {
         open_vhost_fds(&taps)?
     } else {
@@ -174,8 +174,8 @@ fn check_identity(id: &str, desc: &Description, (dev, inode): (u64, u64)) -> Res
 }
 
 /// One list of open queue fds per attached interface, in description order.
-fn open_tap_fds(ns: &NetNs, desc: &Description) -> Result<Vec<Vec<OwnedFd>>> {
-    let taps: Vec<(String, TapFlags, u32)> = desc
+fn open_tap_fds(id: &str, ns: &NetNs, desc: &Description) -> Result<Vec<Vec<OwnedFd>>> {
+    let taps: Vec<(String, TapFlags, u32, u32)> = desc
         .attached()
         .map(|(_, tap)| {
             (
@@ -185,6 +185,7 @@ fn open_tap_fds(ns: &NetNs, desc: &Description) -> Result<Vec<Vec<OwnedFd>>> {
                     multi_queue: tap.multi_queue,
                 },
                 tap.queues,
+                tap.ifindex,
             )
         })
         .collect();
@@ -197,22 +198,44 @@ fn open_tap_fds(ns: &NetNs, desc: &Description) -> Result<Vec<Vec<OwnedFd>>> {
     // The netns thread reports which TAP failed next to the errno.
     let opened = ns.run(|| {
         let mut all = Vec::with_capacity(taps.len());
-        for (name, flags, queues) in &taps {
+        for (name, flags, queues, ifindex) in &taps {
             match open_queues(name, *flags, *queues) {
-                Ok(fds) => all.push(fds),
-                Err(e) => return Ok(Err((name.clone(), *queues, e))),
+                Ok(fds) => {
+                    // A TAP of that name made by someone else since attach is not ours.
+                    let now = nix::net::if_::if_nametoindex(name.as_str()).ok();
+                    if now != Some(*ifindex) {
+                        return Ok(Err(Opened::Replaced(name.clone(), *ifindex, now)));
+                    }
+                    all.push(fds);
+                }
+                Err(e) => return Ok(Err(Opened::Failed(name.clone(), *queues, e))),
             }
         }
         Ok(Ok(all))
     })?;
-    opened.map_err(|(name, queues, e)| {
-        Error::kernel(
+    opened.map_err(|failure| match failure {
+        Opened::Failed(name, queues, e) => Error::kernel(
             &ns.display(),
             format!("open {queues} queue(s) of TAP"),
             format!("{name} (is a VMM already holding it?)"),
             e,
-        )
+        ),
+        Opened::Replaced(name, recorded, now) => Error::CheckFailed {
+            id: id.into(),
+            problems: format!(
+                "TAP {name} is now ifindex {}, but attach recorded {recorded} (it was replaced; detach and attach again)",
+                now.map_or_else(|| "none".into(), |i| i.to_string())
+            ),
+        },
     })
+}
+
+/// Why a TAP could not be handed over.
+enum Opened {
+    /// Opening its queues failed.
+    Failed(String, u32, std::io::Error),
+    /// The name now belongs to another link than the recorded TAP.
+    Replaced(String, u32, Option<u32>),
 }
 
 /// One `/dev/vhost-net` fd per TAP queue.
