@@ -49,7 +49,7 @@ if [ -n "${PODTAP_BIN:-}" ]; then
     bin=$PODTAP_BIN
 else
     (cd "$repo" && cargo build --release --quiet --bin podtap)
-    bin=$repo/target/release/podtap
+    bin=${CARGO_TARGET_DIR:-$repo/target}/release/podtap
 fi
 [ -x "$bin" ] || { echo "run.sh: no podtap binary at $bin" >&2; exit 2; }
 

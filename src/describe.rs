@@ -36,6 +36,7 @@ pub fn attached(
                 .find(|c| c.name == nic.tap.name)
                 .and_then(|c| c.mac)
                 .map(|m| m.to_string()),
+            device: nic.macvtap.as_ref().map(|m| m.device.clone()),
         });
         iface.wiring = Some(nic.wiring);
         iface.wiring_note = nic.wiring_note.clone();

@@ -15,6 +15,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::kernel::macvtap;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
 use crate::kernel::netns_search;
@@ -49,12 +50,25 @@ fn locked(
     state: &StateDir,
     work: impl FnOnce() -> Result<DetachReport>,
 ) -> Result<DetachReport> {
-    match state.locked(id, work) {
+    match state.locked(id, || work().map(|r| without_nodes(id, r))) {
         Err(e) if cannot_write(&e) && matches!(state.load(id), Ok(None)) => {
             Ok(DetachReport::default())
         }
         other => other,
     }
+}
+
+/// Remove the id's macvtap device nodes once its links are undone (they
+/// live in the host's /dev, not in the netns, so nothing else removes them;
+/// a stale node could later reach another pod's macvtap with the same minor).
+fn without_nodes(id: &SandboxId, mut report: DetachReport) -> DetachReport {
+    if let Err(e) = macvtap::remove_nodes(id.as_str()) {
+        report.warnings.push(format!(
+            "could not remove macvtap device nodes in {}: {e}",
+            macvtap::node_path(id.as_str(), "").display()
+        ));
+    }
+    report
 }
 
 /// Whether `e` says the state dir cannot be written (read-only, full, no permission).

@@ -1108,3 +1108,89 @@ fn detach_returns_with_everything_unlisted_and_an_immediate_reattach_works() {
         }
     }
 }
+
+#[test]
+fn macvtap_attach_makes_an_owned_node_falls_back_for_macvlan_and_detach_restores() {
+    let test = "macvtap_attach_makes_an_owned_node_falls_back_for_macvlan_and_detach_restores";
+    if !ready(test) {
+        return;
+    }
+    let pod = pod_with_macvlan();
+    let state = StateDir::new();
+    let id = common::unique("mvt");
+    let before = snapshot(&pod.pod);
+    let orig = link(&pod.pod, "eth0");
+
+    let desc = json_ok(&attach(
+        &state,
+        &pod,
+        &id,
+        &["--mode", "macvtap", "--tap-owner", "4242:4343"],
+    ));
+    assert_eq!(desc["attachment"]["mode"], "macvtap");
+    let eth0 = iface(&desc, "eth0");
+    assert_eq!(eth0["wiring"], "macvtap");
+    let name = eth0["tap"]["name"].as_str().unwrap();
+    let mv = link(&pod.pod, name);
+    assert_eq!(mv["linkinfo"]["info_kind"], "macvtap");
+    assert_eq!(mv["linkinfo"]["info_data"]["mode"], "passthru");
+    assert_eq!(mv["link"], "eth0", "the macvtap sits on eth0");
+    assert_eq!(mv["ifindex"], eth0["tap"]["ifindex"]);
+    // Passthru: the guest keeps the pod's MAC, and the MTU is carried.
+    assert_eq!(mv["address"], orig["address"]);
+    assert_eq!(eth0["guest_mac"], orig["address"]);
+    assert_eq!(mv["mtu"], 1450);
+    assert!(mv["flags"].to_string().contains("UP"), "{mv}");
+    assert_eq!(link(&pod.pod, "eth0")["promiscuity"], 1);
+    // podtap's own node, owned as asked, with the device number of this macvtap.
+    let node = eth0["tap"]["device"].as_str().unwrap();
+    assert_eq!(node, format!("/dev/podtap/{id}/{name}"));
+    let stat = sh(&format!("stat -c '%F %u %g %a %t:%T' {node}"));
+    let ifindex = mv["ifindex"].as_u64().unwrap();
+    let sysfs = pod.pod.exec(&format!(
+        "cat /sys/class/net/{name}/macvtap/tap{ifindex}/dev"
+    ));
+    let (major, minor) = sysfs.trim().split_once(':').unwrap();
+    let hex = |n: &str| format!("{:x}", n.parse::<u64>().unwrap());
+    assert_eq!(
+        stat.trim(),
+        format!(
+            "character special file 4242 4343 660 {}:{}",
+            hex(major),
+            hex(minor)
+        )
+    );
+    // A macvlan cannot carry a passthru macvtap: tc, with a note.
+    let net1 = iface(&desc, "net1");
+    assert_eq!(net1["wiring"], "tc");
+    assert!(net1["wiring_note"]
+        .as_str()
+        .unwrap()
+        .contains("tc redirect instead"));
+    assert!(check(&state, &id).status.success());
+    // Formats that open TAPs by name refuse it, naming what works.
+    let r = podtap_state(&state.0, &["render", "qemu", "--id", &id]);
+    assert_eq!(code(&r), 15, "{}", stderr(&r));
+    assert!(
+        stderr(&r).contains("podtap exec --vmm qemu"),
+        "{}",
+        stderr(&r)
+    );
+    // A scan now shows the macvtap as podtap's, not as a pod interface.
+    let scan = json_ok(&podtap_state(
+        &state.0,
+        &["scan", "--netns", &pod.pod.path_str()],
+    ));
+    assert_eq!(iface(&scan, name)["eligible"], false);
+
+    // check notices a missing node.
+    std::fs::remove_file(node).unwrap();
+    let c = check(&state, &id);
+    assert!(!c.status.success());
+    assert!(stderr(&c).contains("device node"), "{}", stderr(&c));
+
+    assert!(detach(&state, &id).status.success());
+    assert_eq!(before, snapshot(&pod.pod), "detach must restore the netns");
+    assert_eq!(link(&pod.pod, "eth0")["promiscuity"], 0);
+    assert!(!std::path::Path::new(&format!("/dev/podtap/{id}")).exists());
+}

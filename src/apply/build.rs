@@ -11,10 +11,10 @@ use crate::kernel::mac::MacAddr;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
 use crate::kernel::tap::{self, TapFlags, TapSpec};
-use crate::kernel::{bridge, links, replay, sysctl, tc};
+use crate::kernel::{bridge, links, macvtap, replay, sysctl, tc};
 use crate::model::Timings;
 use crate::plan::{self, BridgePlan, NicPlan, Plan};
-use crate::state::Created;
+use crate::state::{created_ifindex, Created};
 
 /// Build every TAP, bridge and filter of `plan`, adding each link made to
 /// `created` as soon as it exists (so a failure can undo exactly those).
@@ -29,6 +29,7 @@ pub(super) async fn build(
     let specs: Vec<TapSpec> = plan
         .nics
         .iter()
+        .filter(|n| n.macvtap.is_none())
         .map(|n| TapSpec {
             name: n.tap.name.clone(),
             flags: TapFlags {
@@ -46,10 +47,15 @@ pub(super) async fn build(
         kind: "tap".into(),
         mac: Some(*mac),
     }));
-    let tap_indexes: Vec<u32> = made.iter().map(|(i, _)| *i).collect();
     if let Some(e) = failed {
         return Err(e);
     }
+    create_macvtaps(ns, nl, plan, created).await?;
+    let tap_indexes: Vec<u32> = plan
+        .nics
+        .iter()
+        .map(|n| created_ifindex(created, &n.tap.name))
+        .collect();
     timings.tap = micros(t);
 
     let t = Instant::now();
@@ -167,6 +173,75 @@ fn create_taps(ns: &NetNs, specs: &[TapSpec]) -> (Vec<(u32, MacAddr)>, Option<Er
         }
         Err(e) => (Vec::new(), Some(e)),
     }
+}
+
+/// Create the macvtaps of `plan`, record each (kind "macvtap", the pod's
+/// MAC, which passthru takes), then make their device nodes.
+async fn create_macvtaps(
+    ns: &NetNs,
+    nl: &Netlink,
+    plan: &Plan,
+    created: &mut Vec<Created>,
+) -> Result<()> {
+    let nics: Vec<&NicPlan> = plan.nics.iter().filter(|n| n.macvtap.is_some()).collect();
+    if nics.is_empty() {
+        return Ok(());
+    }
+    let made = join_all(nics.iter().map(|n| async move {
+        macvtap::create(
+            &nl.handle,
+            &n.tap.name,
+            n.pod.ifindex,
+            n.tap.mtu,
+            plan.group,
+        )
+        .await
+        .map_err(|e| {
+            nl.err(
+                "create macvtap (passthru)",
+                format!("{} on {}", n.tap.name, n.pod.name),
+                e,
+            )
+        })
+    }))
+    .await;
+    // Learn every macvtap that exists before reporting a failure, so the
+    // rollback finds them by ifindex.
+    let live = links::list(&nl.handle)
+        .await
+        .map_err(|e| nl.err("dump links", "", e))?;
+    for n in &nics {
+        if let Some(l) = live.values().find(|l| {
+            l.name == n.tap.name && l.group == plan.group && l.kind.as_deref() == Some("macvtap")
+        }) {
+            created.push(Created {
+                name: n.tap.name.clone(),
+                ifindex: l.ifindex,
+                kind: "macvtap".into(),
+                mac: l.mac,
+            });
+        }
+    }
+    made.into_iter().collect::<Result<Vec<()>>>()?;
+    let links: Vec<(String, u32)> = nics
+        .iter()
+        .map(|n| (n.tap.name.clone(), created_ifindex(created, &n.tap.name)))
+        .collect();
+    // The thread's own errors (mount, sysfs) come back inside: they name their step.
+    let numbers = ns
+        .run(|| Ok(macvtap::device_numbers(&links)))?
+        .map_err(|e| Error::kernel(&ns.display(), "find macvtap character devices", "", e))?;
+    for (n, dev) in nics.iter().zip(numbers) {
+        let Some(mp) = &n.macvtap else { continue };
+        macvtap::make_node(
+            std::path::Path::new(&mp.device),
+            dev,
+            n.tap.owner,
+            n.tap.group,
+        )
+        .map_err(|e| Error::io("make macvtap device node", mp.device.clone(), e))?;
+    }
+    Ok(())
 }
 
 async fn create_bridges(nl: &Netlink, plan: &Plan) -> Result<Vec<Option<Created>>> {

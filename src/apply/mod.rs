@@ -113,7 +113,12 @@ async fn rollback(
     created: &[Created],
     failure: Error,
 ) -> Error {
-    let report = teardown::undo_recorded(nl, plan, created, Proof::MadeNow).await;
+    let mut report = teardown::undo_recorded(nl, plan, created, Proof::MadeNow).await;
+    if let Err(e) = crate::kernel::macvtap::remove_nodes(plan.id.as_str()) {
+        report
+            .warnings
+            .push(format!("could not remove macvtap device nodes: {e}"));
+    }
     for w in &report.warnings {
         tracing::warn!("rollback: {w}");
     }

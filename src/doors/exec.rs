@@ -31,6 +31,7 @@ use nix::fcntl::{fcntl, FcntlArg, FdFlag};
 use nix::sched::{setns, CloneFlags};
 
 use crate::error::{Error, Result};
+use crate::kernel::macvtap;
 use crate::kernel::netns::NetNs;
 use crate::kernel::tap::{open_queues, TapFlags};
 use crate::model::Description;
@@ -175,18 +176,17 @@ fn check_identity(id: &str, desc: &Description, (dev, inode): (u64, u64)) -> Res
 
 /// One list of open queue fds per attached interface, in description order.
 fn open_tap_fds(id: &str, ns: &NetNs, desc: &Description) -> Result<Vec<Vec<OwnedFd>>> {
-    let taps: Vec<(String, TapFlags, u32, u32)> = desc
+    let taps: Vec<Queues> = desc
         .attached()
-        .map(|(_, tap)| {
-            (
-                tap.name.clone(),
-                TapFlags {
-                    vnet_hdr: tap.vnet_hdr,
-                    multi_queue: tap.multi_queue,
-                },
-                tap.queues,
-                tap.ifindex,
-            )
+        .map(|(_, tap)| Queues {
+            name: tap.name.clone(),
+            flags: TapFlags {
+                vnet_hdr: tap.vnet_hdr,
+                multi_queue: tap.multi_queue,
+            },
+            queues: tap.queues,
+            ifindex: tap.ifindex,
+            device: tap.device.clone(),
         })
         .collect();
     if taps.is_empty() {
@@ -198,17 +198,17 @@ fn open_tap_fds(id: &str, ns: &NetNs, desc: &Description) -> Result<Vec<Vec<Owne
     // The netns thread reports which TAP failed next to the errno.
     let opened = ns.run(|| {
         let mut all = Vec::with_capacity(taps.len());
-        for (name, flags, queues, ifindex) in &taps {
-            match open_queues(name, *flags, *queues) {
-                Ok(fds) => {
-                    // A TAP of that name made by someone else since attach is not ours.
-                    let now = nix::net::if_::if_nametoindex(name.as_str()).ok();
-                    if now != Some(*ifindex) {
-                        return Ok(Err(Opened::Replaced(name.clone(), *ifindex, now)));
+        for q in &taps {
+            match q.open() {
+                Ok((fds, owner)) => {
+                    // A link of that name made by someone else since attach is not ours.
+                    let now = nix::net::if_::if_nametoindex(owner.as_str()).ok();
+                    if owner != q.name || now != Some(q.ifindex) {
+                        return Ok(Err(Opened::Replaced(q.name.clone(), q.ifindex, now)));
                     }
                     all.push(fds);
                 }
-                Err(e) => return Ok(Err(Opened::Failed(name.clone(), *queues, e))),
+                Err(e) => return Ok(Err(Opened::Failed(q.name.clone(), q.queues, e))),
             }
         }
         Ok(Ok(all))
@@ -228,6 +228,28 @@ fn open_tap_fds(id: &str, ns: &NetNs, desc: &Description) -> Result<Vec<Vec<Owne
             ),
         },
     })
+}
+
+/// The queues to open of one attached interface's TAP or macvtap.
+struct Queues {
+    name: String,
+    flags: TapFlags,
+    queues: u32,
+    ifindex: u32,
+    /// A macvtap's device node; `None` for a TAP (opened by name).
+    device: Option<String>,
+}
+
+impl Queues {
+    /// Open every queue; also return the link name the kernel says they belong to.
+    fn open(&self) -> std::io::Result<(Vec<OwnedFd>, String)> {
+        match &self.device {
+            Some(node) => macvtap::open_queues(Path::new(node), self.flags, self.queues),
+            None => {
+                open_queues(&self.name, self.flags, self.queues).map(|f| (f, self.name.clone()))
+            }
+        }
+    }
 }
 
 /// Why a TAP could not be handed over.

@@ -278,7 +278,7 @@ mod tests {
         assert_eq!((o.owner, o.group), (Some(1000), Some(100)));
         assert_eq!(options(&ann(&[])).unwrap(), AttachOptions::default());
         for bad in [
-            (annotation::MODE, "macvtap"),
+            (annotation::MODE, "vepa"),
             (annotation::QUEUES, "0"),
             (annotation::QUEUES, "x"),
             (annotation::INTERFACES, " , "),

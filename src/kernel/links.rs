@@ -25,6 +25,9 @@ pub struct LinkState {
     pub group: u32,
     /// The bridge (or other controller) the link is a port of.
     pub controller: Option<u32>,
+    /// `IFLA_LINK` in this netns: the lower of a macvtap/macvlan/vlan (a
+    /// veth's peer too, when it is in the same netns).
+    pub lower: Option<u32>,
     /// The hardware address, when it is an Ethernet one.
     pub mac: Option<MacAddr>,
     /// MTU in bytes.
@@ -38,9 +41,11 @@ pub struct LinkState {
 }
 
 impl LinkState {
-    /// Whether the link is a TAP (kind "tun") or a bridge: the kinds podtap creates.
-    pub fn is_tap_or_bridge(&self) -> bool {
-        self.is_kind(InfoKind::Tun) || self.is_kind(InfoKind::Bridge)
+    /// Whether the link is a TAP (kind "tun"), a bridge or a macvtap: the kinds podtap creates.
+    pub fn is_podtap_kind(&self) -> bool {
+        self.is_kind(InfoKind::Tun)
+            || self.is_kind(InfoKind::Bridge)
+            || self.is_kind(InfoKind::MacVtap)
     }
 
     /// Whether the link's kind is `kind`.
@@ -78,6 +83,7 @@ pub fn link_state(msg: &LinkMessage) -> LinkState {
             LinkAttribute::IfName(n) => s.name = n.clone(),
             LinkAttribute::Group(g) => s.group = *g,
             LinkAttribute::Controller(c) => s.controller = Some(*c),
+            LinkAttribute::Link(l) => s.lower = Some(*l),
             LinkAttribute::Mtu(m) => s.mtu = *m,
             LinkAttribute::TxQueueLen(q) => s.txqlen = Some(*q),
             LinkAttribute::IfAlias(a) => s.alias = Some(a.clone()),

@@ -6,6 +6,7 @@
 pub mod bridge;
 pub mod links;
 pub mod mac;
+pub mod macvtap;
 pub mod netlink;
 pub mod netns;
 pub mod netns_search;

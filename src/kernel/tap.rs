@@ -183,6 +183,30 @@ pub fn create_persistent(spec: &TapSpec) -> io::Result<(u32, MacAddr)> {
     Ok((ifindex, mac))
 }
 
+/// Set the queue flags of an open macvtap queue (`TUNSETIFF`; a macvtap
+/// ignores the name and accepts only `IFF_TAP | IFF_NO_PI` plus vnet_hdr
+/// and multi-queue).
+pub fn set_flags(fd: std::os::fd::RawFd, flags: TapFlags) -> io::Result<()> {
+    let mut req = empty_ifreq();
+    req.ifr_ifru.ifru_flags = flags.bits();
+    // SAFETY: TUNSETIFF reads and writes a `struct ifreq` we own for the call's duration.
+    cvt(unsafe { libc::ioctl(fd, libc::TUNSETIFF, &mut req) })
+}
+
+/// The name of the link an open TAP or macvtap queue belongs to (`TUNGETIFF`).
+pub fn name_of(fd: std::os::fd::RawFd) -> io::Result<String> {
+    let mut req = empty_ifreq();
+    // SAFETY: TUNGETIFF writes a `struct ifreq` we own.
+    cvt(unsafe { libc::ioctl(fd, libc::TUNGETIFF, &mut req) })?;
+    let bytes: Vec<u8> = req
+        .ifr_name
+        .iter()
+        .map(|c| c.to_ne_bytes()[0])
+        .take_while(|b| *b != 0)
+        .collect();
+    String::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
 /// Open `queues` queues of an existing TAP (for handing fds to a VMM).
 pub fn open_queues(name: &str, flags: TapFlags, queues: u32) -> io::Result<Vec<OwnedFd>> {
     (0..queues)

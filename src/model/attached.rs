@@ -10,14 +10,18 @@ pub enum Wiring {
     Tc,
     /// A Linux bridge with the pod interface and the TAP as ports.
     Bridge,
+    /// A macvtap in passthru mode on top of the pod interface: the VMM opens
+    /// its character device (`tap.device`) instead of a TAP.
+    Macvtap,
 }
 
 impl Wiring {
-    /// The name used in JSON: `tc` or `bridge`.
+    /// The name used in JSON: `tc`, `bridge` or `macvtap`.
     pub fn as_str(self) -> &'static str {
         match self {
             Wiring::Tc => "tc",
             Wiring::Bridge => "bridge",
+            Wiring::Macvtap => "macvtap",
         }
     }
 }
@@ -45,6 +49,10 @@ pub struct TapInfo {
     /// `guest_mac`). Absent in descriptions recorded before podtap read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
+    /// macvtap only: podtap's own character device node of the macvtap
+    /// (`/dev/podtap/ID.NAME`), which the VMM opens once per queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
 }
 
 /// The bridge built in bridge mode.

@@ -92,6 +92,17 @@ pub struct NicPlan {
     pub tc: Option<TcPlan>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bridge: Option<BridgePlan>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub macvtap: Option<MacvtapPlan>,
+}
+
+/// A macvtap (passthru) on the pod interface; `tap` names and sizes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MacvtapPlan {
+    /// podtap's own node for its character device. The kernel's
+    /// `/dev/tapN` is named by ifindex, which is per netns: two pods with a
+    /// macvtap at the same ifindex would share one name in the host's /dev.
+    pub device: String,
 }
 
 /// The pod interface as it was before attach (what detach restores).
@@ -205,6 +216,13 @@ pub fn plan(
                         .into(),
                 ),
             ),
+            Wiring::Macvtap => match macvtap_refusal(iface, mac, inv) {
+                Some(why) => (
+                    Wiring::Tc,
+                    Some(format!("{why}; wired with tc redirect instead")),
+                ),
+                None => (Wiring::Macvtap, None),
+            },
             mode => (mode, None),
         };
         let ingress = inv.ingress.get(&iface.ifindex).cloned().unwrap_or_default();
@@ -230,12 +248,17 @@ pub fn plan(
                 create_pod_qdisc: ingress.qdisc.is_none(),
                 existing_pod_qdisc: ingress.qdisc.clone(),
             }),
-            Wiring::Bridge => None,
+            Wiring::Bridge | Wiring::Macvtap => None,
         };
         let bridge = (wiring == Wiring::Bridge).then(|| BridgePlan {
             name: unique_name("br", iface, &mut taken),
             pod_mac: bridged_mac(mac, id),
             restore: inv.restore.get(&iface.ifindex).cloned().unwrap_or_default(),
+        });
+        let macvtap = (wiring == Wiring::Macvtap).then(|| MacvtapPlan {
+            device: crate::kernel::macvtap::node_path(id.as_str(), &tap_name)
+                .display()
+                .to_string(),
         });
         let neighbours = desc
             .neighbours
@@ -269,6 +292,7 @@ pub fn plan(
             wiring_note,
             tc,
             bridge,
+            macvtap,
         });
     }
     Ok(Plan {
@@ -277,6 +301,29 @@ pub fn plan(
         group: link_group(id, &inv.groups),
         nics,
     })
+}
+
+/// Why `iface` cannot carry a passthru macvtap, if it cannot.
+fn macvtap_refusal(iface: &Interface, mac: Option<MacAddr>, inv: &Inventory) -> Option<String> {
+    if !matches!(iface.kind, LinkKind::Veth | LinkKind::Physical) {
+        return Some(format!(
+            "a macvtap cannot sit on a {} link",
+            iface.kind.as_str()
+        ));
+    }
+    if mac.is_none() {
+        return Some("a link without an Ethernet address cannot carry a macvtap".into());
+    }
+    if inv.lower_of_stacked.contains(&iface.ifindex) {
+        return Some(
+            "a macvlan/ipvlan/vlan already sits on this link, and a passthru macvtap must be its only upper"
+                .into(),
+        );
+    }
+    if let Some(c) = &iface.controller {
+        return Some(format!("the link is a port of {c}"));
+    }
+    None
 }
 
 fn choose_interfaces<'a>(

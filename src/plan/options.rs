@@ -107,8 +107,9 @@ impl FromStr for Wiring {
         match s {
             "tc" => Ok(Wiring::Tc),
             "bridge" => Ok(Wiring::Bridge),
+            "macvtap" => Ok(Wiring::Macvtap),
             other => Err(Error::Invalid(format!(
-                "unknown mode {other:?}: expected \"tc\" or \"bridge\""
+                "unknown mode {other:?}: expected \"tc\", \"bridge\" or \"macvtap\""
             ))),
         }
     }
@@ -134,7 +135,8 @@ mod tests {
     fn modes_and_queues_parse() {
         assert_eq!("tc".parse::<Wiring>().unwrap(), Wiring::Tc);
         assert_eq!("bridge".parse::<Wiring>().unwrap(), Wiring::Bridge);
-        assert!("macvtap".parse::<Wiring>().is_err());
+        assert_eq!("macvtap".parse::<Wiring>().unwrap(), Wiring::Macvtap);
+        assert!("vepa".parse::<Wiring>().is_err());
         assert_eq!(parse_queues(" 4 ").unwrap(), 4);
         for bad in ["0", "257", "x", ""] {
             assert!(parse_queues(bad).is_err(), "{bad:?}");

@@ -269,3 +269,34 @@ fn a_full_priority_range_is_refused_not_shared() {
     let p = plan(&d, &inv, &AttachOptions::default(), &sid("s")).unwrap();
     assert_eq!(p.nics[0].tc.as_ref().unwrap().prio, TC_PRIO_BASE + 7);
 }
+
+#[test]
+fn macvtap_mode_plans_a_node_per_nic_and_falls_back_where_it_cannot_sit() {
+    let d = desc(vec![
+        iface("eth0", 2, LinkKind::Veth),
+        iface("mv0", 3, LinkKind::Macvlan),
+        iface("eth1", 4, LinkKind::Veth),
+    ]);
+    let inv = Inventory {
+        lower_of_stacked: [4].into_iter().collect(),
+        ..Default::default()
+    };
+    let opts = AttachOptions {
+        mode: Wiring::Macvtap,
+        ..Default::default()
+    };
+    let p = plan(&d, &inv, &opts, &sid("s")).unwrap();
+    let n = &p.nics[0];
+    assert_eq!(n.wiring, Wiring::Macvtap);
+    assert!(n.tc.is_none() && n.bridge.is_none());
+    assert_eq!(
+        n.macvtap.as_ref().unwrap().device,
+        format!("/dev/podtap/s/{}", n.tap.name)
+    );
+    for (nic, why) in [(&p.nics[1], "macvlan"), (&p.nics[2], "only upper")] {
+        assert_eq!(nic.wiring, Wiring::Tc, "{}", nic.pod.name);
+        assert!(nic.macvtap.is_none() && nic.tc.is_some());
+        let note = nic.wiring_note.as_deref().unwrap();
+        assert!(note.contains(why) && note.contains("tc redirect"), "{note}");
+    }
+}

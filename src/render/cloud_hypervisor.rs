@@ -24,7 +24,16 @@ pub fn cloud_hypervisor_net_args(
         check_cloud_hypervisor_nic(nic)?;
     }
     match fds {
-        None => Ok(nics.iter().map(net_arg_by_name).collect()),
+        None => nics
+            .iter()
+            .map(|nic| {
+                nic.opened_by_name(
+                    "Cloud Hypervisor's --net tap=",
+                    "run `podtap exec --vmm cloud-hypervisor`, which opens its queues and passes fd=",
+                )?;
+                Ok(net_arg_by_name(nic))
+            })
+            .collect(),
         Some(fds) => {
             check_tap_fd_lists(&nics, fds)?;
             check_usable_and_distinct(fds.iter().flatten())?;

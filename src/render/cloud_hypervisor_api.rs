@@ -29,6 +29,10 @@ pub fn cloud_hypervisor_net_configs(
     attached_nics(desc)?
         .iter()
         .map(|nic| {
+            nic.opened_by_name(
+                "a Cloud Hypervisor NetConfig with tap=",
+                "open the macvtap's device node (tap.device) once per queue and send the fds with the request",
+            )?;
             check_cloud_hypervisor_nic(nic)?;
             Ok(CloudHypervisorNetConfig {
                 tap: nic.tap.name.clone(),

@@ -168,6 +168,20 @@ pub enum RenderError {
         fd: i32,
     },
 
+    /// A format that opens TAPs by name was asked for a macvtap, which has no
+    /// name to open: its character device must be opened and the fds handed over.
+    #[error("interface {interface} is wired with macvtap {tap}, which {format} cannot open by name; {remedy}")]
+    MacvtapByName {
+        /// The pod interface's name.
+        interface: String,
+        /// The macvtap's name.
+        tap: String,
+        /// The format or VMM.
+        format: &'static str,
+        /// What to do instead.
+        remedy: &'static str,
+    },
+
     /// An interface's MTU is below the 1280 bytes Cloud Hypervisor accepts.
     #[error("Cloud Hypervisor requires mtu >= {minimum}, but interface {interface} has MTU {mtu}")]
     MtuBelowCloudHypervisorMinimum {

@@ -37,6 +37,10 @@ pub fn firecracker_interfaces(
     attached_nics(desc)?
         .iter()
         .map(|nic| {
+            nic.opened_by_name(
+                "Firecracker (host_dev_name, opened through /dev/net/tun)",
+                "Firecracker cannot use a macvtap: attach with --mode tc or --mode bridge",
+            )?;
             check_single_queue(nic)?;
             Ok(FirecrackerInterface {
                 iface_id: nic.id.clone(),

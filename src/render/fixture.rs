@@ -216,6 +216,7 @@ fn tap(name: &str, queues: u32) -> TapInfo {
         owner: Some(107),
         group: None,
         mac: None,
+        device: None,
     }
 }
 

@@ -9,6 +9,10 @@ use crate::model::Description;
 pub(crate) fn render_libvirt(desc: &Description) -> Result<String, RenderError> {
     let mut text = String::new();
     for nic in attached_nics(desc)? {
+        nic.opened_by_name(
+            "libvirt's <target dev= managed='no'/>",
+            "libvirt opens an unmanaged macvtap as /dev/tap<ifindex> of its own netns, which is not the pod's: attach with --mode tc or --mode bridge",
+        )?;
         nic.check_multi_queue_agreement()?;
         text.push_str(&interface_element(&nic));
         text.push('\n');

@@ -100,6 +100,46 @@ mod tests {
     }
 
     #[test]
+    fn formats_that_open_taps_by_name_refuse_a_macvtap_and_the_rest_render_it() {
+        for format in Format::ALL
+            .into_iter()
+            .filter(|f| *f != Format::KernelCmdline)
+        {
+            let mut desc = pod_for(format);
+            for tap in desc.interfaces.iter_mut().filter_map(|i| i.tap.as_mut()) {
+                tap.device = Some(format!("/dev/podtap/s/{}", tap.name));
+            }
+            let by_name = matches!(
+                format,
+                Format::Qemu
+                    | Format::CloudHypervisor
+                    | Format::CloudHypervisorApi
+                    | Format::Firecracker
+                    | Format::Libvirt
+            );
+            match render(format, &desc) {
+                Err(RenderError::MacvtapByName { .. }) if by_name => {}
+                Ok(_) if !by_name => {}
+                other => panic!("{format}: {other:?}"),
+            }
+        }
+        // With fds, QEMU and Cloud Hypervisor take the macvtap queues.
+        let mut desc = single_queue_pod();
+        for tap in desc.interfaces.iter_mut().filter_map(|i| i.tap.as_mut()) {
+            tap.device = Some(format!("/dev/podtap/s/{}", tap.name));
+        }
+        let fds: Vec<Vec<i32>> = (0..desc.attached().count())
+            .map(|n| vec![10 + i32::try_from(n).unwrap()])
+            .collect();
+        let source = QemuTapSource::Fds {
+            taps: fds.clone(),
+            vhost: vec![],
+        };
+        assert!(qemu_args(&desc, &source).is_ok());
+        assert!(cloud_hypervisor_net_args(&desc, Some(&fds)).is_ok());
+    }
+
+    #[test]
     fn unattached_interfaces_never_appear() {
         for format in Format::ALL
             .into_iter()

@@ -42,6 +42,24 @@ impl Nic<'_> {
         })
     }
 
+    /// Refuse a macvtap for `format`, which opens its backend by TAP name;
+    /// `remedy` says what works instead.
+    pub fn opened_by_name(
+        &self,
+        format: &'static str,
+        remedy: &'static str,
+    ) -> Result<(), RenderError> {
+        if self.tap.device.is_none() {
+            return Ok(());
+        }
+        Err(RenderError::MacvtapByName {
+            interface: self.interface.name.clone(),
+            tap: self.tap.name.clone(),
+            format,
+            remedy,
+        })
+    }
+
     /// Addresses the guest should carry, in kernel order: every address but
     /// IPv6 link-local ones (the guest makes its own).
     pub fn guest_addresses(&self) -> Result<Vec<IpNetwork>, RenderError> {

@@ -47,6 +47,7 @@ pub fn parse(dump: &Dump) -> Parsed {
         .map(|i| (i.ifindex, i.name.clone()))
         .collect();
     resolve_controllers(&mut interfaces, &dump.links, &names);
+    mark_podtap_links(&mut interfaces, &dump.links);
 
     for msg in &dump.addresses {
         if let Some(iface) = interfaces
@@ -196,6 +197,18 @@ fn podtap_owner(links: &[LinkMessage], idx: u32) -> Option<String> {
             .map(str::to_string),
         _ => None,
     })
+}
+
+/// podtap's own links (its macvtaps; TAPs and bridges are never eligible)
+/// are not pod interfaces.
+fn mark_podtap_links(interfaces: &mut [Interface], links: &[LinkMessage]) {
+    for iface in interfaces.iter_mut().filter(|i| i.eligible) {
+        if let Some(id) = podtap_owner(links, iface.ifindex) {
+            iface.eligible = false;
+            iface.guest_mac = None;
+            iface.ineligible_reason = Some(format!("podtap's own link for sandbox {id}"));
+        }
+    }
 }
 
 /// Bridge ports are the bridge's, not the pod's: name the controller and mark them ineligible.

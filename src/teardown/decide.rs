@@ -97,7 +97,7 @@ pub enum Action {
         ifindex: u32,
         /// Its name now.
         name: String,
-        /// Its kind ("tun", "bridge").
+        /// Its kind ("tun", "bridge", "macvtap").
         kind: String,
     },
 }
@@ -244,8 +244,8 @@ fn restore_pod(
 ) -> Vec<Action> {
     let pod = &nic.pod;
     let mut steps = Vec::new();
-    // Whether podtap's tc objects were found here (or none were planned).
-    let mut tc_ours = nic.tc.is_none();
+    // Whether podtap's tc objects were found here (only tc mode adds any).
+    let mut tc_ours = false;
     if let Some(tcp) = &nic.tc {
         let filters = now.filters_of(pod.ifindex);
         let at_prio: Vec<&FilterInfo> = filters.iter().filter(|f| f.prio == tcp.prio).collect();
@@ -374,6 +374,7 @@ pub fn our_links<'a>(
                 && match c.kind.as_str() {
                     "tap" => l.is_kind(InfoKind::Tun),
                     "bridge" => l.is_kind(InfoKind::Bridge),
+                    "macvtap" => l.is_kind(InfoKind::MacVtap),
                     _ => false,
                 }
         })
@@ -386,7 +387,7 @@ pub fn our_links<'a>(
         })
         .collect();
     let pods: BTreeSet<u32> = plan.nics.iter().map(|n| n.pod.ifindex).collect();
-    live.filter(|l| l.is_tap_or_bridge() && !pods.contains(&l.ifindex))
+    live.filter(|l| l.is_podtap_kind() && !pods.contains(&l.ifindex))
         .filter(|l| {
             (recorded_kind(l) && (proof == Proof::MadeNow || marked(l)))
                 || (l.group == plan.group && marked(l))

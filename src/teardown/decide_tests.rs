@@ -356,3 +356,35 @@ fn a_filter_at_our_priority_that_is_not_ours_stays() {
         .iter()
         .any(|a| matches!(a, Action::DeleteIngressQdisc { .. })));
 }
+
+#[test]
+fn macvtap_undo_leaves_the_pod_alone_and_deletes_only_a_marked_macvtap() {
+    let plan = the_plan(vec![nic(2, "tap_eth2", Wiring::Macvtap)]);
+    let macvtap = LinkState {
+        kind: Some("macvtap".into()),
+        lower: Some(2),
+        ..tap(5, "tap_eth2")
+    };
+    let now = observed(vec![link(2, "eth2", Some("veth")), macvtap.clone()], vec![]);
+    let made = [created(5, "tap_eth2", "macvtap")];
+    let undo = undo_recorded(&plan, &made, &now, Proof::Recorded);
+    // Deleting the macvtap is what gives the pod interface back its promiscuity.
+    assert_eq!(undo.pod_side, vec![Vec::<Action>::new()]);
+    assert_eq!(
+        undo.links,
+        vec![Action::DeleteGroup {
+            group: GROUP,
+            members: vec![5]
+        }]
+    );
+    // A macvtap at the recorded ifindex that is not marked as ours stays.
+    let stranger = LinkState {
+        alias: Some("someone else".into()),
+        group: 0,
+        ..macvtap
+    };
+    let now = observed(vec![link(2, "eth2", Some("veth")), stranger], vec![]);
+    let undo = undo_recorded(&plan, &made, &now, Proof::Recorded);
+    assert!(undo.links.is_empty(), "{:?}", undo.links);
+    assert_eq!(undo.warnings.len(), 1, "{:?}", undo.warnings);
+}

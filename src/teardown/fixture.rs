@@ -75,6 +75,9 @@ pub(super) fn nic(pod: u32, tap: &str, wiring: Wiring) -> NicPlan {
             pod_mac: MacAddr([0x06, 1, 2, 3, 4, u8::try_from(pod).unwrap()]),
             restore: Default::default(),
         }),
+        macvtap: (wiring == Wiring::Macvtap).then(|| crate::plan::MacvtapPlan {
+            device: format!("/dev/podtap/pod-1/{tap}"),
+        }),
     }
 }
 

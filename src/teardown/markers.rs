@@ -17,7 +17,7 @@ pub fn undo_by_markers(id: &SandboxId, now: &Observed) -> Undo {
     let ours: Vec<&LinkState> = now
         .links
         .values()
-        .filter(|l| l.is_tap_or_bridge())
+        .filter(|l| l.is_podtap_kind())
         .filter(|l| {
             // The marker decides. The group alone could be another id's (a
             // colliding id moves to the next free group), so it counts

@@ -87,3 +87,37 @@ fn missing_lists_every_problem() {
     let gone = observed(vec![link(2, "eth2", Some("veth"))], vec![]);
     assert_eq!(missing(&plan, &c, &gone).len(), 1);
 }
+
+#[test]
+fn missing_checks_a_macvtap_by_kind_and_lower() {
+    let plan = the_plan(vec![nic(2, "tap_eth2", Wiring::Macvtap)]);
+    let c = [created(5, "tap_eth2", "macvtap")];
+    let macvtap = LinkState {
+        kind: Some("macvtap".into()),
+        lower: Some(2),
+        ..tap(5, "tap_eth2")
+    };
+    let healthy = observed(vec![link(2, "eth2", Some("veth")), macvtap.clone()], vec![]);
+    assert!(missing(&plan, &c, &healthy).is_empty());
+    let moved = observed(
+        vec![
+            link(2, "eth2", Some("veth")),
+            LinkState {
+                lower: Some(9),
+                ..macvtap
+            },
+        ],
+        vec![],
+    );
+    let problems = missing(&plan, &c, &moved);
+    assert!(
+        problems.iter().any(|p| p.contains("does not sit on")),
+        "{problems:?}"
+    );
+    // A TAP where a macvtap was recorded is not it.
+    let tap_instead = observed(
+        vec![link(2, "eth2", Some("veth")), tap(5, "tap_eth2")],
+        vec![],
+    );
+    assert!(missing(&plan, &c, &tap_instead)[0].contains("macvtap tap_eth2"));
+}

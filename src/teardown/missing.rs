@@ -25,22 +25,32 @@ fn missing_nic(nic: &NicPlan, created: &[Created], now: &Observed, problems: &mu
         return;
     };
     let tap_idx = created_ifindex(created, &nic.tap.name);
-    let Some(tap) = now.links.get(&tap_idx).filter(|l| l.is_kind(InfoKind::Tun)) else {
+    let (kind, what) = match nic.macvtap {
+        Some(_) => (InfoKind::MacVtap, "macvtap"),
+        None => (InfoKind::Tun, "TAP"),
+    };
+    let Some(tap) = now.links.get(&tap_idx).filter(|l| l.is_kind(kind)) else {
         problems.push(format!(
-            "TAP {} (ifindex {tap_idx}) is missing",
+            "{what} {} (ifindex {tap_idx}) is missing",
             nic.tap.name
         ));
         return;
     };
+    if nic.macvtap.is_some() && tap.lower != Some(pod.ifindex) {
+        problems.push(format!(
+            "macvtap {} does not sit on pod interface {}",
+            tap.name, pod.name
+        ));
+    }
     if !tap.up {
-        problems.push(format!("TAP {} is down", tap.name));
+        problems.push(format!("{what} {} is down", tap.name));
     }
     if !pod.up {
         problems.push(format!("pod interface {} is down", pod.name));
     }
     if pod.mtu != tap.mtu {
         problems.push(format!(
-            "pod interface {} has MTU {} but its TAP {} has {}: the guest would send frames the pod cannot carry",
+            "pod interface {} has MTU {} but its {what} {} has {}: the guest would send frames the pod cannot carry",
             pod.name, pod.mtu, tap.name, tap.mtu
         ));
     }
@@ -58,7 +68,7 @@ fn missing_nic(nic: &NicPlan, created: &[Created], now: &Observed, problems: &mu
     }
     if tap.mtu != nic.tap.mtu {
         problems.push(format!(
-            "TAP {} has MTU {} instead of {}",
+            "{what} {} has MTU {} instead of {}",
             tap.name, tap.mtu, nic.tap.mtu
         ));
     }

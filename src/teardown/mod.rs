@@ -60,7 +60,7 @@ pub async fn undo_recorded(
 pub async fn undo_by_markers(nl: &Netlink, id: &SandboxId) -> Result<UndoReport> {
     // Filters sit on the pod interfaces, which carry no marker: read them all,
     // except on podtap's own TAPs and bridges (their filters go with them).
-    let now = execute::observe(nl, |l| !l.is_tap_or_bridge()).await?;
+    let now = execute::observe(nl, |l| !l.is_podtap_kind()).await?;
     let undo = markers::undo_by_markers(id, &now);
     Ok(execute::execute(nl, undo, true).await)
 }
@@ -82,7 +82,16 @@ pub async fn missing(nl: &Netlink, plan: &Plan, created: &[Created]) -> Result<V
     if plan.nics.iter().any(|n| !n.pod.neighbours.is_empty()) {
         now.neighbours = execute::permanent_neighbours(nl).await?;
     }
-    Ok(missing::missing(plan, created, &now))
+    let mut problems = missing::missing(plan, created, &now);
+    for m in plan.nics.iter().filter_map(|n| n.macvtap.as_ref()) {
+        if !crate::kernel::macvtap::is_node(Path::new(&m.device)) {
+            problems.push(format!(
+                "macvtap device node {} is missing (or not a character device)",
+                m.device
+            ));
+        }
+    }
+    Ok(problems)
 }
 
 /// Open the netns a checkpoint recorded, found by identity (`Ok(Ok(ns))`),

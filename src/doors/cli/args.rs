@@ -46,7 +46,7 @@ pub enum Command {
         #[arg(long)]
         id: String,
         /// Wiring between each pod interface and its TAP.
-        #[arg(long, default_value = "tc", value_parser = ["tc", "bridge"])]
+        #[arg(long, default_value = "tc", value_parser = ["tc", "bridge", "macvtap"])]
         mode: String,
         /// Queues per TAP (1-256); more than 1 makes a multi-queue TAP.
         #[arg(long, default_value_t = 1)]

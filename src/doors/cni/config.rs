@@ -331,7 +331,7 @@ mod tests {
                 .code,
             code::INVALID_CONFIG
         );
-        let e = conf(r#","mode":"macvtap""#)
+        let e = conf(r#","mode":"vepa""#)
             .attach_options("eth0", "")
             .unwrap_err();
         assert_eq!(e.code, code::INVALID_CONFIG);
