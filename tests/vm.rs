@@ -1023,3 +1023,84 @@ fn exec_reports_failures_with_documented_codes() {
     assert!(err.contains("replaced"), "{err}");
     let _ = podtap_cmd(&state.0).args(["detach", "--id", &id]).output();
 }
+
+/// macvtap mode end to end: a dual-stack pod with MTU 9000; `podtap exec
+/// --vmm qemu` hands the macvtap's queues to the guest (1 and 2 queues); the
+/// guest pings out (IPv4, IPv6, 8000-byte frames) and the node reaches in on
+/// both families, answered from the guest's MAC; detach restores the netns.
+#[test]
+fn macvtap_guest_gets_its_queues_through_exec_both_ways_with_mtu_9000() {
+    let test = "macvtap_guest_gets_its_queues_through_exec_both_ways_with_mtu_9000";
+    if !vm_prerequisites(test) {
+        return;
+    }
+    let node = Netns::new("vmn");
+    let pod = Netns::new("vmp");
+    let state = StateDir::new();
+    let (p, q) = (&pod.name, &node.name);
+    let s = std::process::id() % 200 + 20;
+    for ns in [&pod, &node] {
+        ns.exec("sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0");
+    }
+    sh(&format!(
+        "ip -n {q} link add jumbo mtu 9000 type veth peer name eth0 mtu 9000 netns {p}"
+    ));
+    node.ip("link set jumbo up");
+    pod.ip("link set eth0 up");
+    let (peer4, peer6) = (format!("198.18.{s}.1"), format!("2001:db8:6:{s:x}::1"));
+    node.ip(&format!("addr add {peer4}/24 dev jumbo"));
+    node.ip(&format!("addr add {peer6}/64 dev jumbo nodad"));
+    pod.ip(&format!("addr add 198.18.{s}.2/24 dev eth0"));
+    pod.ip(&format!("addr add 2001:db8:6:{s:x}::2/64 dev eth0 nodad"));
+    settle(&pod);
+    settle(&node);
+
+    let append = format!("podtap.ping={peer4},{peer6} podtap.pingbig=8000:{peer4} podtap.hold=12");
+    for queues in ["1", "2"] {
+        let id = unique("vmmvt");
+        let before = pod_snapshot(&pod);
+        let desc: serde_json::Value = serde_json::from_str(&podtap_ok(
+            &state.0,
+            &[
+                "attach",
+                "--netns",
+                &pod.path_str(),
+                "--id",
+                &id,
+                "--mode",
+                "macvtap",
+                "--queues",
+                queues,
+            ],
+        ))
+        .expect("attach prints JSON");
+        assert_eq!(iface(&desc, "eth0")["wiring"], "macvtap");
+        let mac = mac_of(&desc, "eth0");
+        let inbound = [
+            address_of(&desc, "eth0", "inet"),
+            address_of(&desc, "eth0", "inet6"),
+        ];
+        // qemu-fds.sh runs `podtap exec --vmm qemu`, which opens the macvtap's node.
+        let console = boot_reachable(&example("qemu-fds.sh"), &state.0, &id, &append, || {
+            for ip in &inbound {
+                reach_in(&node, ip, &mac);
+            }
+        });
+        for target in [&peer4, &peer6] {
+            assert_line(&console, &format!("PODTAP-PING OK {target}"));
+        }
+        assert_line(&console, &format!("PODTAP-PINGBIG OK 8000 {peer4}"));
+        assert_no_errors(&console);
+        let line = nic_line(&console, &mac);
+        assert!(
+            line.ends_with(&format!(" mtu=9000 queues={queues}")),
+            "{line}"
+        );
+        podtap_ok(&state.0, &["detach", "--id", &id]);
+        assert_eq!(
+            before,
+            pod_snapshot(&pod),
+            "macvtap ({queues} queue(s)): detach left the pod netns changed"
+        );
+    }
+}

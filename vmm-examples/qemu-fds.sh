@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# QEMU with TAP fd handover: `podtap exec` opens every TAP queue inside the pod
+# QEMU with TAP fd handover: `podtap exec` opens every TAP (or macvtap) queue inside the pod
 # netns and execs QEMU with `-netdev tap,fds=...` appended. QEMU runs in the
 # caller's netns and never opens /dev/net/tun itself.
 #
 # usage: qemu-fds.sh ID KERNEL INITRD [EXTRA_QEMU_ARGS...]
 # env:   PODTAP (podtap binary), QEMU (qemu-system-x86_64), ACCEL (tcg),
 #        MEM (256), VHOST=1 (also hand over /dev/vhost-net fds),
-#        GUEST_APPEND (more kernel arguments).
+#        GUEST_APPEND (more kernel arguments). needs: jq
 set -euo pipefail
 
 if [ $# -lt 3 ]; then
@@ -25,8 +25,8 @@ guest_net=$("$podtap" render guest-args --id "$id")
 
 # virtio-net uses min(queues, vCPUs) queue pairs: give QEMU as many vCPUs as
 # the largest TAP has queues.
-smp=$("$podtap" render qemu --id "$id" | sed -n 's/.*,queues=\([0-9]*\).*/\1/p' | sort -n | tail -n 1)
-smp=${smp:-1}
+# One vCPU per queue of the widest NIC (a guest uses min(queues, vCPUs) queue pairs).
+smp=$("$podtap" list --json | jq -er --arg id "$id" '.[] | select(.id == $id) | .queues // 1')
 
 vhost=()
 [ "${VHOST:-0}" = 1 ] && vhost=(--vhost)

@@ -23,6 +23,9 @@ struct Row {
     #[serde(skip_serializing_if = "Option::is_none")]
     mode: Option<String>,
     taps: Vec<String>,
+    /// The most queues any of its TAPs (or macvtaps) has: a VMM's vCPU count for multiqueue.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    queues: Option<u32>,
     /// The CNI attachment that made it, when it came through the CNI door.
     #[serde(skip_serializing_if = "Option::is_none")]
     cni: Option<Entry>,
@@ -69,6 +72,7 @@ fn row(state: &StateDir, registry: &Registry, id: SandboxId) -> Row {
         inode: None,
         mode: None,
         taps: Vec::new(),
+        queues: None,
         cni,
         error: None,
     };
@@ -78,6 +82,7 @@ fn row(state: &StateDir, registry: &Registry, id: SandboxId) -> Row {
             row.netns = Some(cp.netns.path);
             row.inode = Some(cp.netns.inode);
             row.mode = Some(serde_plain(&cp.plan.mode));
+            row.queues = cp.plan.nics.iter().map(|n| n.tap.queues).max();
             row.taps = cp.plan.nics.into_iter().map(|n| n.tap.name).collect();
         }
         Ok(None) => row.phase = "orphan".into(),
