@@ -1,0 +1,92 @@
+//! Real container runtimes driving podtap as a chained CNI plugin (issue 15).
+//!
+//! Each runtime runs inside a node netns of the test's own and a private mount
+//! namespace (see `tests/runtimes/*.sh`); the machine's root netns is checked
+//! to be unchanged afterwards.
+mod common;
+
+use common::*;
+use std::process::Command;
+
+/// The root netns's identity and link list (names + ifindex), to prove a test left it alone.
+fn root_netns_fingerprint() -> String {
+    let ino = std::fs::metadata("/proc/self/ns/net")
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+        .expect("stat /proc/self/ns/net");
+    let links: serde_json::Value =
+        serde_json::from_str(&sh("ip -j link show")).expect("ip -j output is JSON");
+    let mut names: Vec<String> = links
+        .as_array()
+        .expect("links")
+        .iter()
+        .map(|l| format!("{}:{}", l["ifindex"], l["ifname"]))
+        .collect();
+    names.sort();
+    format!("{ino} {}", names.join(","))
+}
+
+fn script(name: &str) -> String {
+    format!("{}/tests/runtimes/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Files left under the podtap state dir (checkpoints, registry entries, locks are dirs or files).
+fn leftover_files(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(leftover_files(&p));
+        } else {
+            out.push(p.display().to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn podman_cni_backend_attaches_and_cleans_up() {
+    let test = "podman_cni_backend_attaches_and_cleans_up";
+    if !root_or_skip(test) || !tool_or_skip(test, "podman") || !tool_or_skip(test, "runc") {
+        return;
+    }
+    let before = root_netns_fingerprint();
+    let node = Netns::new("podtap-rt-");
+    let work = TempDir::new();
+    let out = Command::new("bash")
+        .arg(script("podman-cni.sh"))
+        .arg(work.path())
+        .arg(&node.name)
+        .arg(env!("CARGO_BIN_EXE_podtap"))
+        .arg("198.18.200.0/24")
+        .output()
+        .expect("run podman");
+    let text = stdout(&out);
+    assert!(
+        out.status.success(),
+        "podman run failed:\nstdout: {text}\nstderr: {}",
+        stderr(&out)
+    );
+    // Inside the container: eth0 (from the bridge plugin) and podtap's TAP beside it.
+    assert!(text.contains("LINK eth0"), "no eth0 in the pod: {text}");
+    assert!(
+        text.contains("TAP "),
+        "no TAP next to eth0 in the pod: {text}"
+    );
+    // `run --rm` tore the pod down: CNI DEL ran, nothing of podtap's remains.
+    let left = leftover_files(&work.path().join("state"));
+    assert!(
+        left.iter().all(|f| !f.ends_with(".json")),
+        "podtap state left behind: {left:?}"
+    );
+    let tuns = node.ip_json("link show type tun");
+    assert_eq!(
+        tuns.as_array().map(Vec::len),
+        Some(0),
+        "TAP left in node netns"
+    );
+    drop(node);
+    assert_eq!(before, root_netns_fingerprint(), "root netns changed");
+}
