@@ -46,13 +46,9 @@ fn leftover_files(dir: &std::path::Path) -> Vec<String> {
     out
 }
 
-#[test]
-fn podman_cni_backend_attaches_and_cleans_up() {
-    let test = "podman_cni_backend_attaches_and_cleans_up";
-    if !root_or_skip(test) || !tool_or_skip(test, "podman") || !tool_or_skip(test, "runc") {
-        return;
-    }
-    let before = root_netns_fingerprint();
+/// Run `tests/runtimes/podman-cni.sh` in a fresh node netns; returns its output, the
+/// work dir and the node (both still alive for the caller's checks).
+fn podman_cni(subnet: &str, mode: &str) -> (std::process::Output, TempDir, Netns) {
     let node = Netns::new("podtap-rt-");
     let work = TempDir::new();
     let out = Command::new("bash")
@@ -60,9 +56,36 @@ fn podman_cni_backend_attaches_and_cleans_up() {
         .arg(work.path())
         .arg(&node.name)
         .arg(env!("CARGO_BIN_EXE_podtap"))
-        .arg("198.18.200.0/24")
+        .arg(subnet)
+        .arg(mode)
         .output()
         .expect("run podman");
+    (out, work, node)
+}
+
+/// Nothing of podtap's remains: no checkpoint in the state dir, no TAP in the node netns.
+fn assert_nothing_left(work: &TempDir, node: &Netns) {
+    let left = leftover_files(&work.path().join("state"));
+    assert!(
+        left.iter().all(|f| !f.ends_with(".json")),
+        "podtap state left behind: {left:?}"
+    );
+    let tuns = node.ip_json("link show type tun");
+    assert_eq!(
+        tuns.as_array().map(Vec::len),
+        Some(0),
+        "TAP left in node netns"
+    );
+}
+
+#[test]
+fn podman_cni_backend_attaches_and_cleans_up() {
+    let test = "podman_cni_backend_attaches_and_cleans_up";
+    if !root_or_skip(test) || !tool_or_skip(test, "podman") || !tool_or_skip(test, "runc") {
+        return;
+    }
+    let before = root_netns_fingerprint();
+    let (out, work, node) = podman_cni("198.18.200.0/24", "tc");
     let text = stdout(&out);
     assert!(
         out.status.success(),
@@ -76,16 +99,46 @@ fn podman_cni_backend_attaches_and_cleans_up() {
         "no TAP next to eth0 in the pod: {text}"
     );
     // `run --rm` tore the pod down: CNI DEL ran, nothing of podtap's remains.
-    let left = leftover_files(&work.path().join("state"));
+    assert_nothing_left(&work, &node);
+    drop(node);
+    assert_eq!(before, root_netns_fingerprint(), "root netns changed");
+}
+
+#[test]
+fn podman_cni_backend_failed_add_rolls_back() {
+    let test = "podman_cni_backend_failed_add_rolls_back";
+    if !root_or_skip(test) || !tool_or_skip(test, "podman") || !tool_or_skip(test, "runc") {
+        return;
+    }
+    let before = root_netns_fingerprint();
+    // An invalid podtap "mode": the chained ADD fails after bridge succeeded.
+    let (out, work, node) = podman_cni("198.18.201.0/24", "no-such-mode");
     assert!(
-        left.iter().all(|f| !f.ends_with(".json")),
-        "podtap state left behind: {left:?}"
+        !out.status.success(),
+        "podman run succeeded with an invalid podtap config: {}",
+        stdout(&out)
     );
-    let tuns = node.ip_json("link show type tun");
-    assert_eq!(
-        tuns.as_array().map(Vec::len),
-        Some(0),
-        "TAP left in node netns"
+    assert!(
+        !stdout(&out).contains("TAP "),
+        "container ran despite the failed ADD: {}",
+        stdout(&out)
+    );
+    assert!(
+        stderr(&out).contains("plugin type=\"podtap\" failed (add)"),
+        "podman did not report podtap's ADD failure: {}",
+        stderr(&out)
+    );
+    assert_nothing_left(&work, &node);
+    // The runtime's rollback DEL also released the bridge plugin's address.
+    let reserved: Vec<_> = std::fs::read_dir(work.path().join("ipam/ptrt"))
+        .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        reserved.iter().all(|n| {
+            let n = n.to_string_lossy();
+            n == "lock" || n.starts_with("last_reserved_ip")
+        }),
+        "address still reserved after the failed ADD: {reserved:?}"
     );
     drop(node);
     assert_eq!(before, root_netns_fingerprint(), "root netns changed");

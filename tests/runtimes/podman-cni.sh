@@ -2,9 +2,9 @@
 # Run one container with podman 4.3 (CNI backend, runc) inside the node netns
 # NODE, in a private mount namespace, with every path private to WORK.
 # The container prints its links and which of them are TAPs.
-# usage: podman-cni.sh WORK NODE PODTAP SUBNET
+# usage: podman-cni.sh WORK NODE PODTAP SUBNET [MODE]  (MODE: podtap "mode", default tc)
 set -euo pipefail
-W=$1; NODE=$2; PODTAP=$3; SUBNET=$4
+W=$1; NODE=$2; PODTAP=$3; SUBNET=$4; MODE=${5:-tc}
 mkdir -p "$W"/rootfs/bin "$W"/bin "$W"/net.d "$W"/state "$W"/ipam "$W"/root "$W"/runroot "$W"/tmp
 cp /bin/busybox "$W"/rootfs/bin/busybox
 for a in sh ip cat ls sleep; do ln -sf busybox "$W"/rootfs/bin/$a; done
@@ -14,7 +14,7 @@ cat > "$W"/net.d/podtap.conflist <<J
 {"cniVersion":"1.0.0","name":"ptrt","plugins":[
  {"type":"bridge","bridge":"ptrtbr0","isGateway":true,"ipMasq":false,
   "ipam":{"type":"host-local","dataDir":"$W/ipam","ranges":[[{"subnet":"$SUBNET"}]]}},
- {"type":"podtap","mode":"tc","queues":1,"stateDir":"$W/state"}]}
+ {"type":"podtap","mode":"$MODE","queues":1,"stateDir":"$W/state"}]}
 J
 cat > "$W"/containers.conf <<J
 [containers]
