@@ -143,3 +143,30 @@ fn podman_cni_backend_failed_add_rolls_back() {
     drop(node);
     assert_eq!(before, root_netns_fingerprint(), "root netns changed");
 }
+
+#[test]
+fn podman_hooks_dir_attaches_and_poststop_cleans_up() {
+    let test = "podman_hooks_dir_attaches_and_poststop_cleans_up";
+    if !root_or_skip(test) || !tool_or_skip(test, "podman") || !tool_or_skip(test, "runc") {
+        return;
+    }
+    let before = root_netns_fingerprint();
+    // The conflist is bridge alone; podtap runs from copies of hooks/oci/*.json
+    // (path and state dir substituted) given to `podman --hooks-dir`.
+    let (out, work, node) = podman_cni("198.18.202.0/24", "hooks");
+    let text = stdout(&out);
+    assert!(
+        out.status.success(),
+        "podman run failed:\nstdout: {text}\nstderr: {}",
+        stderr(&out)
+    );
+    assert!(text.contains("LINK eth0"), "no eth0 in the pod: {text}");
+    assert!(
+        text.contains("TAP "),
+        "createRuntime hook made no TAP next to eth0: {text}"
+    );
+    // poststop detached: no checkpoint, no TAP.
+    assert_nothing_left(&work, &node);
+    drop(node);
+    assert_eq!(before, root_netns_fingerprint(), "root netns changed");
+}
