@@ -170,3 +170,38 @@ fn podman_hooks_dir_attaches_and_poststop_cleans_up() {
     drop(node);
     assert_eq!(before, root_netns_fingerprint(), "root netns changed");
 }
+
+#[test]
+fn ctr_run_cni_attaches_and_cleans_up() {
+    let test = "ctr_run_cni_attaches_and_cleans_up";
+    if !root_or_skip(test) || !tool_or_skip(test, "containerd") || !tool_or_skip(test, "ctr") {
+        return;
+    }
+    let before = root_netns_fingerprint();
+    let node = Netns::new("podtap-rt-");
+    let work = TempDir::new();
+    // A private containerd (root, state, socket in `work`, CRI off), a busybox OCI
+    // tarball imported with `ctr image import`, then `ctr run --rm --cni`.
+    let out = Command::new("bash")
+        .arg(script("ctr-cni.sh"))
+        .arg(work.path())
+        .arg(&node.name)
+        .arg(env!("CARGO_BIN_EXE_podtap"))
+        .arg("198.18.203.0/24")
+        .output()
+        .expect("run ctr");
+    let text = stdout(&out);
+    assert!(
+        out.status.success(),
+        "ctr run --cni failed:\nstdout: {text}\nstderr: {}",
+        stderr(&out)
+    );
+    assert!(
+        text.contains("LINK eth0"),
+        "no eth0 in the container: {text}"
+    );
+    assert!(text.contains("TAP "), "no TAP next to eth0: {text}");
+    assert_nothing_left(&work, &node);
+    drop(node);
+    assert_eq!(before, root_netns_fingerprint(), "root netns changed");
+}
