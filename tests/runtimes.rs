@@ -147,7 +147,11 @@ fn podman_cni_backend_failed_add_rolls_back() {
 #[test]
 fn podman_hooks_dir_attaches_and_poststop_cleans_up() {
     let test = "podman_hooks_dir_attaches_and_poststop_cleans_up";
-    if !root_or_skip(test) || !tool_or_skip(test, "podman") || !tool_or_skip(test, "runc") {
+    if !root_or_skip(test)
+        || !tool_or_skip(test, "podman")
+        || !tool_or_skip(test, "runc")
+        || !tool_or_skip(test, "jq")
+    {
         return;
     }
     let before = root_netns_fingerprint();
