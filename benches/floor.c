@@ -1,0 +1,253 @@
+// benches/floor.c: the floor for podtap's kernel work, one process, pipelined netlink.
+//
+// Built by benches/run.sh (gcc -O2). Every request carries NLM_F_ACK; at most WINDOW
+// are in flight, acks are read as they come (an unbounded burst hits ENOBUFS).
+//
+//   floor attach-tc NETNS N     for the first N non-loopback links of NETNS: a persistent
+//                               TAP (TUNSETIFF+TUNSETPERSIST+owner), link group + alias,
+//                               MTU, ingress qdisc on both, u32 match-all + mirred egress
+//                               redirect each way, TAP up after tc
+//   floor detach NETNS          pod ingress qdiscs deleted, group delete, waits for the ack
+//   floor detach-early NETNS    as detach, but a forked child sends the group delete; we
+//                               return once RTM_DELLINK was seen for every TAP ifindex
+//
+// Status: attach-bridge / detach-bridge-early are not written yet (see docs/benchmarks.md).
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/if_ether.h>
+#include <fcntl.h>
+#include <linux/if.h>
+#include <linux/if_tun.h>
+#include <linux/netlink.h>
+#include <linux/pkt_cls.h>
+#include <linux/pkt_sched.h>
+#include <linux/rtnetlink.h>
+#include <linux/tc_act/tc_mirred.h>
+#include <linux/if_arp.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern unsigned int if_nametoindex(const char *ifname);  // <net/if.h> clashes with <linux/if.h>
+#define WINDOW 32
+#define GROUP 4177
+#define ALIAS "podtap-floor"
+#define MAXIF 512
+
+static int nl;
+static unsigned seq, inflight;
+
+static void die(const char *m) { perror(m); exit(1); }
+
+struct req { struct nlmsghdr h; char buf[1024]; };
+
+static struct rtattr *addattr(struct nlmsghdr *h, int type, const void *d, int len) {
+    struct rtattr *a = (struct rtattr *)((char *)h + NLMSG_ALIGN(h->nlmsg_len));
+    a->rta_type = type; a->rta_len = RTA_LENGTH(len);
+    if (len) memcpy(RTA_DATA(a), d, len);
+    h->nlmsg_len = NLMSG_ALIGN(h->nlmsg_len) + RTA_ALIGN(a->rta_len);
+    return a;
+}
+static struct rtattr *nest(struct nlmsghdr *h, int type) { return addattr(h, type | NLA_F_NESTED, NULL, 0); }
+static void endnest(struct nlmsghdr *h, struct rtattr *a) { a->rta_len = (char *)h + h->nlmsg_len - (char *)a; }
+
+static void read_acks(int min_left) {
+    char buf[65536];
+    while (inflight > (unsigned)min_left) {
+        ssize_t n = recv(nl, buf, sizeof buf, 0);
+        if (n < 0) { if (errno == EINTR) continue; die("recv"); }
+        for (struct nlmsghdr *h = (void *)buf; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
+            if (h->nlmsg_type == NLMSG_ERROR) {
+                struct nlmsgerr *e = NLMSG_DATA(h);
+                if (e->error && e->error != -ENOENT) { errno = -e->error; die("netlink"); }
+                inflight--;
+            }
+        }
+    }
+}
+static void sendreq(struct nlmsghdr *h) {
+    if (inflight >= WINDOW) read_acks(WINDOW - 1);
+    h->nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
+    h->nlmsg_seq = ++seq;
+    if (send(nl, h, h->nlmsg_len, 0) < 0) die("send");
+    inflight++;
+}
+
+static void enter(const char *ns) {
+    char p[256];
+    snprintf(p, sizeof p, "/run/netns/%s", ns);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) die(p);
+    close(fd);
+}
+static int nlopen(unsigned groups) {
+    int s = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    struct sockaddr_nl sa = { .nl_family = AF_NETLINK, .nl_groups = groups };
+    if (s < 0 || bind(s, (void *)&sa, sizeof sa) < 0) die("netlink socket");
+    int big = 1 << 20;
+    setsockopt(s, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+    return s;
+}
+
+struct link { int idx, mtu, group, lo; char name[IFNAMSIZ]; };
+static struct link links[MAXIF];
+static int nlinks;
+
+static void dump_links(void) {
+    struct req r = { .h = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg)), .nlmsg_type = RTM_GETLINK,
+                            .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = ++seq } };
+    if (send(nl, &r, r.h.nlmsg_len, 0) < 0) die("send dump");
+    char buf[65536];
+    nlinks = 0;
+    for (;;) {
+        ssize_t n = recv(nl, buf, sizeof buf, 0);
+        if (n < 0) die("recv dump");
+        for (struct nlmsghdr *h = (void *)buf; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
+            if (h->nlmsg_type == NLMSG_DONE) return;
+            if (h->nlmsg_type != RTM_NEWLINK || nlinks >= MAXIF) continue;
+            struct ifinfomsg *i = NLMSG_DATA(h);
+            struct link *l = &links[nlinks++];
+            memset(l, 0, sizeof *l);
+            l->idx = i->ifi_index; l->lo = i->ifi_type == ARPHRD_LOOPBACK;
+            int len = IFLA_PAYLOAD(h);
+            for (struct rtattr *a = IFLA_RTA(i); RTA_OK(a, len); a = RTA_NEXT(a, len)) {
+                if (a->rta_type == IFLA_MTU) l->mtu = *(int *)RTA_DATA(a);
+                if (a->rta_type == IFLA_GROUP) l->group = *(int *)RTA_DATA(a);
+                if (a->rta_type == IFLA_IFNAME) snprintf(l->name, IFNAMSIZ, "%s", (char *)RTA_DATA(a));
+            }
+        }
+    }
+}
+
+static void qdisc(int type, int idx) {
+    struct req r = { .h = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct tcmsg)), .nlmsg_type = type,
+                            .nlmsg_flags = type == RTM_NEWQDISC ? NLM_F_CREATE | NLM_F_EXCL : 0 } };
+    struct tcmsg *t = NLMSG_DATA(&r.h);
+    t->tcm_family = AF_UNSPEC; t->tcm_ifindex = idx;
+    t->tcm_handle = TC_H_MAKE(TC_H_INGRESS, 0); t->tcm_parent = TC_H_INGRESS;
+    addattr(&r.h, TCA_KIND, "ingress", 8);
+    sendreq(&r.h);
+}
+static void redirect(int from, int to) {
+    struct req r = { .h = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct tcmsg)), .nlmsg_type = RTM_NEWTFILTER,
+                            .nlmsg_flags = NLM_F_CREATE | NLM_F_EXCL } };
+    struct tcmsg *t = NLMSG_DATA(&r.h);
+    t->tcm_family = AF_UNSPEC; t->tcm_ifindex = from;
+    t->tcm_parent = TC_H_MAKE(TC_H_INGRESS, 0);
+    t->tcm_info = TC_H_MAKE(1u << 16, htons(ETH_P_ALL));
+    addattr(&r.h, TCA_KIND, "u32", 4);
+    struct rtattr *o = nest(&r.h, TCA_OPTIONS);
+    char sel[sizeof(struct tc_u32_sel) + sizeof(struct tc_u32_key)] = { 0 };
+    ((struct tc_u32_sel *)sel)->flags = TC_U32_TERMINAL;
+    ((struct tc_u32_sel *)sel)->nkeys = 1;
+    addattr(&r.h, TCA_U32_SEL, sel, sizeof sel);
+    struct rtattr *acts = nest(&r.h, TCA_U32_ACT);
+    struct rtattr *a1 = nest(&r.h, 1);
+    addattr(&r.h, TCA_ACT_KIND, "mirred", 7);
+    struct rtattr *ao = nest(&r.h, TCA_ACT_OPTIONS);
+    struct tc_mirred m = { .action = TC_ACT_STOLEN, .eaction = TCA_EGRESS_REDIR, .ifindex = to };
+    addattr(&r.h, TCA_MIRRED_PARMS, &m, sizeof m);
+    endnest(&r.h, ao); endnest(&r.h, a1); endnest(&r.h, acts); endnest(&r.h, o);
+    sendreq(&r.h);
+}
+
+static void setlink(int idx, int mtu, int group, const char *alias, int up) {
+    struct req r = { .h = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg)), .nlmsg_type = RTM_NEWLINK } };
+    struct ifinfomsg *i = NLMSG_DATA(&r.h);
+    i->ifi_index = idx;
+    if (up) { i->ifi_flags = IFF_UP; i->ifi_change = IFF_UP; }
+    if (mtu) addattr(&r.h, IFLA_MTU, &mtu, 4);
+    if (group) addattr(&r.h, IFLA_GROUP, &group, 4);
+    if (alias) addattr(&r.h, IFLA_IFALIAS, alias, strlen(alias) + 1);
+    sendreq(&r.h);
+}
+static void group_delete(void) {
+    struct req r = { .h = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg)), .nlmsg_type = RTM_DELLINK } };
+    int g = GROUP;
+    addattr(&r.h, IFLA_GROUP, &g, 4);
+    sendreq(&r.h);
+}
+static int mktap(const char *name) {
+    int fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+    if (fd < 0) die("/dev/net/tun");
+    struct ifreq ifr = { 0 };
+    ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
+    snprintf(ifr.ifr_name, IFNAMSIZ, "%s", name);
+    if (ioctl(fd, TUNSETIFF, &ifr) < 0) die("TUNSETIFF");
+    if (ioctl(fd, TUNSETOWNER, 0) < 0) die("TUNSETOWNER");
+    if (ioctl(fd, TUNSETPERSIST, 1) < 0) die("TUNSETPERSIST");
+    close(fd);
+    return (int)if_nametoindex(name);
+}
+
+static void attach_tc(int n) {
+    dump_links();
+    int pods[MAXIF], pmtu[MAXIF], taps[MAXIF], k = 0;
+    for (int i = 0; i < nlinks && k < n; i++)
+        if (!links[i].lo && links[i].group != GROUP) { pods[k] = links[i].idx; pmtu[k] = links[i].mtu; k++; }
+    if (k < n) { fprintf(stderr, "floor: only %d links\n", k); exit(1); }
+    for (int i = 0; i < n; i++) {
+        char name[IFNAMSIZ];
+        snprintf(name, sizeof name, "ftap%d", i);
+        taps[i] = mktap(name);
+        setlink(taps[i], pmtu[i], GROUP, ALIAS, 0);
+        qdisc(RTM_NEWQDISC, pods[i]);
+        qdisc(RTM_NEWQDISC, taps[i]);
+        redirect(pods[i], taps[i]);
+        redirect(taps[i], pods[i]);
+        setlink(taps[i], 0, 0, NULL, 1);
+    }
+    read_acks(0);
+}
+
+// Every non-loopback link not in our group loses its ingress qdisc (ENOENT ignored). Returns
+// the TAP ifindexes (our group) in taps.
+static int teardown_pods(int *taps) {
+    dump_links();
+    int k = 0;
+    for (int i = 0; i < nlinks; i++) {
+        if (links[i].group == GROUP) taps[k++] = links[i].idx;
+        else if (!links[i].lo) qdisc(RTM_DELQDISC, links[i].idx);
+    }
+    read_acks(0);
+    return k;
+}
+
+static void detach(int early) {
+    int taps[MAXIF];
+    int mon = early ? nlopen(RTMGRP_LINK) : -1;
+    int k = teardown_pods(taps);
+    if (!early) { group_delete(); read_acks(0); return; }
+    pid_t c = fork();
+    if (c < 0) die("fork");
+    if (c == 0) { nl = nlopen(0); inflight = 0; group_delete(); read_acks(0); _exit(0); }
+    int seen = 0, done[MAXIF] = { 0 };
+    char buf[65536];
+    while (seen < k) {
+        ssize_t n = recv(mon, buf, sizeof buf, 0);
+        if (n < 0) { if (errno == EINTR) continue; die("recv monitor"); }
+        for (struct nlmsghdr *h = (void *)buf; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
+            if (h->nlmsg_type != RTM_DELLINK) continue;
+            struct ifinfomsg *i = NLMSG_DATA(h);
+            for (int j = 0; j < k; j++)
+                if (taps[j] == i->ifi_index && !done[j]) { done[j] = 1; seen++; }
+        }
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) { fprintf(stderr, "usage: floor attach-tc NETNS N | detach NETNS | detach-early NETNS\n"); return 2; }
+    enter(argv[2]);
+    nl = nlopen(0);
+    if (!strcmp(argv[1], "attach-tc") && argc == 4) attach_tc(atoi(argv[3]));
+    else if (!strcmp(argv[1], "detach")) detach(0);
+    else if (!strcmp(argv[1], "detach-early")) detach(1);
+    else { fprintf(stderr, "floor: unknown subcommand %s\n", argv[1]); return 2; }
+    return 0;
+}
