@@ -279,6 +279,31 @@ class Bench:
             self.record(("floor", "group", "detach", n), ms)
         self.check_clean(ns, base, f"kernel floor n={n}")
 
+    def c_cfloor(self, n, ns, rep, base):
+        """benches/floor.c: podtap's tc-mode kernel work in one C process with
+        pipelined netlink (window 32), then its early-return detach and, as a
+        second round, its full detach (group delete acked)."""
+        fl = self.a.floor
+        for what, det in (("detach-early", "detach-early"), ("detach", "detach")):
+            ms, rc, _, _, err = timed([fl, "attach-tc", ns, str(n)])
+            if rc != 0:
+                self.fail(f"floor.c attach-tc n={n}", rc, err)
+                self.force_clean(ns, base)
+                return
+            self.record(("cfloor", "tc", "attach", n), ms)
+            ms, rc, _, _, err = timed([fl, det, ns])
+            if rc != 0:
+                self.fail(f"floor.c {det} n={n}", rc, err)
+            else:
+                self.record(("cfloor", "tc", what, n), ms)
+            # the early return leaves the deletion running in a forked child
+            for _ in range(200):
+                links = json.loads(sh(["ip", "-n", ns, "-j", "link", "show"]).stdout)
+                if not any(l.get("ifname", "").startswith("ftap") for l in links):
+                    break
+                time.sleep(0.01)
+        self.check_clean(ns, base, f"floor.c n={n}")
+
     # ---------- identical objects ----------
     def objects(self, ns):
         """Snapshot after 1.5 s: operstate is updated by the kernel's linkwatch
@@ -557,6 +582,7 @@ class Bench:
             ("perstep", lambda n, r: self.c_script("perstep", n, pods[n], r, bases[n])),
             ("batch", lambda n, r: self.c_script("batch", n, pods[n], r, bases[n])),
             ("floor", lambda n, r: self.c_floor(n, pods[n], r, bases[n])),
+            ("cfloor", lambda n, r: self.c_cfloor(n, pods[n], r, bases[n])),
             ("rss", lambda n, r: self.c_rss(n, pods[n], r, bases[n])),
         ]
         # one untimed warm-up round (page cache, first-netns-use costs)
@@ -603,6 +629,9 @@ class Bench:
             ("batch script attach", ("batch", "tc", "attach")),
             ("batch script detach", ("batch", "tc", "detach")),
             ("kernel floor: `ip link delete group` (detach)", ("floor", "group", "detach")),
+            ("floor.c attach-tc (pipelined netlink)", ("cfloor", "tc", "attach")),
+            ("floor.c detach (group delete acked)", ("cfloor", "tc", "detach")),
+            ("floor.c detach-early (RTM_DELLINK seen)", ("cfloor", "tc", "detach-early")),
         ]
         L.append("| contender | " + " | ".join(f"{n} if" for n in sizes) + " |")
         L.append("|---|" + "---|" * len(sizes))
@@ -639,6 +668,12 @@ class Bench:
         for n in sizes:
             r = ratio(("podtap", "tc", "detach", n), ("floor", "group", "detach", n))
             tgt.append((f"detach {n} if: podtap / kernel floor", f"{r:.2f}×", "≤ 1.5×", r <= 1.5))
+        for n, at, dt in ((8, 1.5, 2.5), (64, 1.25, 1.3)):
+            if n in sizes:
+                r = ratio(("podtap", "tc", "attach", n), ("cfloor", "tc", "attach", n))
+                tgt.append((f"attach {n} if: podtap CLI / floor.c", f"{r:.2f}×", f"≤ {at}×", r <= at))
+                r = ratio(("podtap", "tc", "detach", n), ("cfloor", "tc", "detach-early", n))
+                tgt.append((f"detach {n} if: podtap CLI / floor.c early return", f"{r:.2f}×", f"≤ {dt}×", r <= dt))
         for n, t in ((8, 10), (64, 30)):
             if n in sizes:
                 r = ratio(("perstep", "tc", "detach", n), ("podtap", "tc", "detach", n))
@@ -757,6 +792,7 @@ def main():
     ap.add_argument("--state-dir", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--standin", required=True)
+    ap.add_argument("--floor", required=True)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--pods", type=int, default=100)

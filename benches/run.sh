@@ -82,9 +82,10 @@ trap 'exit 130' INT TERM
 
 mkdir -p -m 0700 "$state"
 gcc -O2 -pthread -Wall -o "$work/standin" "$here/standin.c"
+gcc -O2 -Wall -Wno-stringop-overflow -o "$work/floor" "$here/floor.c"
 
 args=(--bin "$bin" --prefix "$prefix" --state-dir "$state" --workdir "$work"
-      --standin "$work/standin" --reps "$reps" --pods "$pods")
+      --standin "$work/standin" --floor "$work/floor" --reps "$reps" --pods "$pods")
 if [ "$smoke" = 1 ]; then
     args+=(--smoke --reps 2 --pods 10 --dp-rounds 1 --dp-secs 0.5)
     tcp=0
