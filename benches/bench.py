@@ -594,12 +594,26 @@ class Bench:
         self.phases.clear()
         self.rss.clear()
         t0 = time.time()
+        probe_ns = f"{self.prefix}-probe"
+        self.ns_add(probe_ns)
+        self.stall = {}
         for rep in range(a.reps):
             for n in sizes:
                 # rotate the order every repetition so drift hits all contenders alike
                 k = (rep + n) % len(contenders)
-                for _, fn in contenders[k:] + contenders[:k]:
+                for name, fn in contenders[k:] + contenders[:k]:
+                    # RTNL stall probe: RTM_GETLINK round trips in a netns of our own
+                    # for as long as this contender runs; the worst one is kept
+                    pr = subprocess.Popen([a.floor, "probe", probe_ns], stdout=subprocess.PIPE, text=True)
                     fn(n, rep)
+                    pr.terminate()
+                    outp, _ = pr.communicate()
+                    try:
+                        w = json.loads(outp)["worst_ms"]
+                        key = (name, n)
+                        self.stall[key] = max(self.stall.get(key, 0.0), w)
+                    except (ValueError, KeyError):
+                        pass
             log(f"rep {rep + 1}/{a.reps} done ({time.time() - t0:.0f} s)")
         self.concurrency(a.pods)
         self.datapath(a.dp_rounds, a.dp_secs)
@@ -650,6 +664,16 @@ class Bench:
         for name, k in rows:
             L.append(f"| {name} | " + " | ".join(fm(med(self.cpu.get(k + (n,), []))) for n in sizes) + " |")
 
+        stall = getattr(self, "stall", {})
+        if stall:
+            L.append("\nWorst RTNL stall seen by the probe (RTM_GETLINK round trip in another netns, "
+                     "ms, max over repetitions) while each contender ran:\n")
+            names = sorted({k[0] for k in stall})
+            L.append("| contender | " + " | ".join(f"{n} if" for n in sizes) + " |")
+            L.append("|---|" + "---|" * len(sizes))
+            for nm in names:
+                L.append(f"| {nm} | " + " | ".join(fm(stall.get((nm, n), float("nan"))) for n in sizes) + " |")
+
         def ratio(a, b):
             ma, mb = med(S.get(a, [])), med(S.get(b, []))
             return ma / mb if mb and mb == mb and ma == ma else float("nan")
@@ -674,6 +698,11 @@ class Bench:
                 tgt.append((f"attach {n} if: podtap CLI / floor.c", f"{r:.2f}×", f"≤ {at}×", r <= at))
                 r = ratio(("podtap", "tc", "detach", n), ("cfloor", "tc", "detach-early", n))
                 tgt.append((f"detach {n} if: podtap CLI / floor.c early return", f"{r:.2f}×", f"≤ {dt}×", r <= dt))
+        if 8 in sizes:
+            m = med(S.get(("podtap", "bridge", "detach", 8), []))
+            tgt.append(("bridge detach 8 if, returned (median)", f"{m:.1f} ms", "≤ 60 ms", m <= 60))
+            w = getattr(self, "stall", {}).get(("podtap-bridge", 8), float("nan"))
+            tgt.append(("worst RTNL stall during podtap bridge attach+detach, 8 if", f"{w:.1f} ms", "≤ 25 ms", w <= 25))
         for n, t in ((8, 10), (64, 30)):
             if n in sizes:
                 r = ratio(("perstep", "tc", "detach", n), ("podtap", "tc", "detach", n))

@@ -8,6 +8,8 @@
 //                               MTU, ingress qdisc on both, u32 match-all + mirred egress
 //                               redirect each way, TAP up after tc
 //   floor detach NETNS          pod ingress qdiscs deleted, group delete, waits for the ack
+//   floor probe NETNS           RTNL stall probe: RTM_GETLINK round trips until SIGTERM,
+//                               prints the worst one as JSON
 //   floor detach-early NETNS    as detach, but a forked child sends the group delete; we
 //                               return once RTM_DELLINK was seen for every TAP ifindex
 //
@@ -32,6 +34,8 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 extern unsigned int if_nametoindex(const char *ifname);  // <net/if.h> clashes with <linux/if.h>
@@ -241,6 +245,32 @@ static void detach(int early) {
     }
 }
 
+// floor probe NETNS: RTM_GETLINK of lo in a loop until SIGTERM/SIGINT or EOF-free
+// timeout; prints {"worst_ms":..,"n":..} (the worst round trip = worst RTNL stall seen).
+static volatile sig_atomic_t stop;
+static void onsig(int s) { (void)s; stop = 1; }
+static double mono(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e3 + t.tv_nsec / 1e6; }
+static void probe(void) {
+    struct sigaction sa = { .sa_handler = onsig };
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    double worst = 0; long n = 0;
+    char buf[8192];
+    while (!stop) {
+        struct req r = { .h = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg)), .nlmsg_type = RTM_GETLINK,
+                                .nlmsg_flags = NLM_F_REQUEST, .nlmsg_seq = ++seq } };
+        ((struct ifinfomsg *)NLMSG_DATA(&r.h))->ifi_index = 1;
+        double t0 = mono();
+        if (send(nl, &r, r.h.nlmsg_len, 0) < 0) { if (errno == EINTR) break; die("send probe"); }
+        if (recv(nl, buf, sizeof buf, 0) < 0) { if (errno == EINTR) break; die("recv probe"); }
+        double d = mono() - t0;
+        if (d > worst) worst = d;
+        n++;
+        usleep(200);
+    }
+    printf("{\"worst_ms\":%.3f,\"n\":%ld}\n", worst, n);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) { fprintf(stderr, "usage: floor attach-tc NETNS N | detach NETNS | detach-early NETNS\n"); return 2; }
     enter(argv[2]);
@@ -248,6 +278,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "attach-tc") && argc == 4) attach_tc(atoi(argv[3]));
     else if (!strcmp(argv[1], "detach")) detach(0);
     else if (!strcmp(argv[1], "detach-early")) detach(1);
+    else if (!strcmp(argv[1], "probe")) probe();
     else { fprintf(stderr, "floor: unknown subcommand %s\n", argv[1]); return 2; }
     return 0;
 }
