@@ -13,7 +13,10 @@
 //   floor detach-early NETNS    as detach, but a forked child sends the group delete; we
 //                               return once RTM_DELLINK was seen for every TAP ifindex
 //
-// Status: attach-bridge / detach-bridge-early are not written yet (see docs/benchmarks.md).
+//   floor attach-bridge NETNS N a bridge per link (group, alias, MTU), link and TAP enslaved
+//   floor detach-bridge-early NETNS
+//                               child deletes bridges one request each, then the TAPs by
+//                               group; we return once every group link's RTM_DELLINK was seen
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -190,6 +193,88 @@ static int mktap(const char *name) {
     return (int)if_nametoindex(name);
 }
 
+static void newbridge(const char *name, int mtu) {
+    struct req r = { .h = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg)), .nlmsg_type = RTM_NEWLINK,
+                            .nlmsg_flags = NLM_F_CREATE | NLM_F_EXCL } };
+    int g = GROUP;
+    addattr(&r.h, IFLA_IFNAME, name, strlen(name) + 1);
+    addattr(&r.h, IFLA_MTU, &mtu, 4);
+    addattr(&r.h, IFLA_GROUP, &g, 4);
+    addattr(&r.h, IFLA_IFALIAS, ALIAS, strlen(ALIAS) + 1);
+    struct rtattr *li = nest(&r.h, IFLA_LINKINFO);
+    addattr(&r.h, IFLA_INFO_KIND, "bridge", 6);
+    endnest(&r.h, li);
+    sendreq(&r.h);
+}
+static void enslave(int idx, int master) {
+    struct req r = { .h = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg)), .nlmsg_type = RTM_NEWLINK } };
+    ((struct ifinfomsg *)NLMSG_DATA(&r.h))->ifi_index = idx;
+    addattr(&r.h, IFLA_MASTER, &master, 4);
+    sendreq(&r.h);
+}
+static void attach_bridge(int n) {
+    dump_links();
+    int pods[MAXIF], pmtu[MAXIF], k = 0;
+    for (int i = 0; i < nlinks && k < n; i++)
+        if (!links[i].lo && links[i].group != GROUP) { pods[k] = links[i].idx; pmtu[k] = links[i].mtu; k++; }
+    if (k < n) { fprintf(stderr, "floor: only %d links\n", k); exit(1); }
+    for (int i = 0; i < n; i++) {
+        char name[IFNAMSIZ];
+        snprintf(name, sizeof name, "fbr%d", i);
+        newbridge(name, pmtu[i]);
+    }
+    read_acks(0);
+    for (int i = 0; i < n; i++) {
+        char name[IFNAMSIZ];
+        snprintf(name, sizeof name, "fbr%d", i);
+        int br = (int)if_nametoindex(name);
+        snprintf(name, sizeof name, "ftap%d", i);
+        int tap = mktap(name);
+        setlink(tap, pmtu[i], GROUP, ALIAS, 0);
+        enslave(pods[i], br);
+        enslave(tap, br);
+        setlink(br, 0, 0, NULL, 1);
+        setlink(tap, 0, 0, NULL, 1);
+    }
+    read_acks(0);
+}
+// Bridges one request each (acked before the next), then the TAPs by group; the
+// parent returns once RTM_DELLINK was seen for every link of the group.
+static void detach_bridge_early(void) {
+    int mon = nlopen(RTMGRP_LINK);
+    dump_links();
+    int all[MAXIF], brs[MAXIF], k = 0, nb = 0;
+    for (int i = 0; i < nlinks; i++)
+        if (links[i].group == GROUP) {
+            all[k++] = links[i].idx;
+            if (!strncmp(links[i].name, "fbr", 3)) brs[nb++] = links[i].idx;
+        }
+    pid_t c = fork();
+    if (c < 0) die("fork");
+    if (c == 0) {
+        nl = nlopen(0); inflight = 0;
+        for (int i = 0; i < nb; i++) {
+            struct req r = { .h = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg)), .nlmsg_type = RTM_DELLINK } };
+            ((struct ifinfomsg *)NLMSG_DATA(&r.h))->ifi_index = brs[i];
+            sendreq(&r.h);
+            read_acks(0);
+        }
+        group_delete(); read_acks(0); _exit(0);
+    }
+    int seen = 0, done[MAXIF] = { 0 };
+    char buf[65536];
+    while (seen < k) {
+        ssize_t n = recv(mon, buf, sizeof buf, 0);
+        if (n < 0) { if (errno == EINTR) continue; die("recv monitor"); }
+        for (struct nlmsghdr *h = (void *)buf; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
+            if (h->nlmsg_type != RTM_DELLINK) continue;
+            struct ifinfomsg *i = NLMSG_DATA(h);
+            for (int j = 0; j < k; j++)
+                if (all[j] == i->ifi_index && !done[j]) { done[j] = 1; seen++; }
+        }
+    }
+}
+
 static void attach_tc(int n) {
     dump_links();
     int pods[MAXIF], pmtu[MAXIF], taps[MAXIF], k = 0;
@@ -279,6 +364,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "detach")) detach(0);
     else if (!strcmp(argv[1], "detach-early")) detach(1);
     else if (!strcmp(argv[1], "probe")) probe();
+    else if (!strcmp(argv[1], "attach-bridge") && argc == 4) attach_bridge(atoi(argv[3]));
+    else if (!strcmp(argv[1], "detach-bridge-early")) detach_bridge_early();
     else { fprintf(stderr, "floor: unknown subcommand %s\n", argv[1]); return 2; }
     return 0;
 }
