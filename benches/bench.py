@@ -284,18 +284,21 @@ class Bench:
         pipelined netlink (window 32), then its early-return detach and, as a
         second round, its full detach (group delete acked)."""
         fl = self.a.floor
-        for what, det in (("detach-early", "detach-early"), ("detach", "detach")):
-            ms, rc, _, _, err = timed([fl, "attach-tc", ns, str(n)])
+        for mode, att, what, det in (("tc", "attach-tc", "detach-early", "detach-early"),
+                                     ("tc", "attach-tc", "detach", "detach"),
+                                     ("bridge", "attach-bridge", "detach-early", "detach-bridge-early")):
+            ms, rc, _, _, err = timed([fl, att, ns, str(n)])
             if rc != 0:
-                self.fail(f"floor.c attach-tc n={n}", rc, err)
+                self.fail(f"floor.c {att} n={n}", rc, err)
                 self.force_clean(ns, base)
                 return
-            self.record(("cfloor", "tc", "attach", n), ms)
+            if what == "detach-early" or mode == "tc":
+                self.record(("cfloor", mode, "attach", n), ms)
             ms, rc, _, _, err = timed([fl, det, ns])
             if rc != 0:
                 self.fail(f"floor.c {det} n={n}", rc, err)
             else:
-                self.record(("cfloor", "tc", what, n), ms)
+                self.record(("cfloor", mode, what, n), ms)
             # the early return leaves the deletion running in a forked child
             for _ in range(200):
                 links = json.loads(sh(["ip", "-n", ns, "-j", "link", "show"]).stdout)
@@ -646,6 +649,8 @@ class Bench:
             ("floor.c attach-tc (pipelined netlink)", ("cfloor", "tc", "attach")),
             ("floor.c detach (group delete acked)", ("cfloor", "tc", "detach")),
             ("floor.c detach-early (RTM_DELLINK seen)", ("cfloor", "tc", "detach-early")),
+            ("floor.c attach-bridge", ("cfloor", "bridge", "attach")),
+            ("floor.c detach-bridge-early", ("cfloor", "bridge", "detach-early")),
         ]
         L.append("| contender | " + " | ".join(f"{n} if" for n in sizes) + " |")
         L.append("|---|" + "---|" * len(sizes))
