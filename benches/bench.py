@@ -608,14 +608,15 @@ class Bench:
                     # RTNL stall probe: RTM_GETLINK round trips in a netns of our own
                     # for as long as this contender runs; the worst one is kept
                     pr = subprocess.Popen([a.floor, "probe", probe_ns], stdout=subprocess.PIPE, text=True)
+                    pr.stdout.readline()  # "ready": the probe is in its loop before the contender starts
                     fn(n, rep)
                     pr.terminate()
                     outp, _ = pr.communicate()
                     try:
-                        w = json.loads(outp)["worst_ms"]
+                        w = json.loads(outp.strip().splitlines()[-1])["worst_ms"]
                         key = (name, n)
                         self.stall[key] = max(self.stall.get(key, 0.0), w)
-                    except (ValueError, KeyError):
+                    except (ValueError, KeyError, IndexError):
                         pass
             log(f"rep {rep + 1}/{a.reps} done ({time.time() - t0:.0f} s)")
         self.concurrency(a.pods)

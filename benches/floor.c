@@ -350,7 +350,7 @@ static void probe(void) {
         if (recv(nl, buf, sizeof buf, 0) < 0) { if (errno == EINTR) break; die("recv probe"); }
         double d = mono() - t0;
         if (d > worst) worst = d;
-        n++;
+        if (n++ == 0) { printf("ready\n"); fflush(stdout); }
         usleep(200);
     }
     printf("{\"worst_ms\":%.3f,\"n\":%ld}\n", worst, n);
