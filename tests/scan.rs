@@ -911,6 +911,7 @@ fn schema_is_draft_2020_12_and_covers_attach_fields() {
         owner: Some(107),
         group: Some(107),
         mac: Some("7e:00:00:00:00:09".into()),
+        device: None,
     });
     eth0.wiring = Some(Wiring::Bridge);
     eth0.wiring_note = Some("bridge requested".into());

@@ -3,7 +3,8 @@
 //! Two ways to start a VMM on the TAPs `attach` built for sandbox `ID`:
 //!
 //! - `--vmm qemu|cloud-hypervisor` (fd handover): podtap opens every queue of
-//!   every TAP inside the pod netns (a TAP fd keeps its netns for life), plus
+//!   every TAP inside the pod netns (a TAP fd keeps its netns for life; a
+//!   macvtap's queues are opens of its `tap.device` node), plus
 //!   one `/dev/vhost-net` fd per queue with `--vhost` (QEMU only), leaves those
 //!   fds open across exec, appends the matching fd arguments to `argv`
 //!   (`-netdev tap,fds=…[,vhostfds=…]` + `-device …` for QEMU, `--net fd=[…],…`

@@ -150,7 +150,7 @@ pub struct Interface {
     /// The TAP built for this interface (attach only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tap: Option<TapInfo>,
-    /// How the TAP is wired: "tc" or "bridge" (attach only).
+    /// How the TAP is wired: "tc", "bridge" or "macvtap" (attach only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wiring: Option<Wiring>,
     /// Why the wiring differs from the requested mode, if it does.

@@ -160,7 +160,7 @@ pub enum Command {
         #[arg(long, default_value = "/opt/cni/bin")]
         bin_dir: PathBuf,
         /// Wiring for pods on this node (pod annotations io.podtap.mode override it).
-        #[arg(long, default_value = "tc", value_parser = ["tc", "bridge"])]
+        #[arg(long, default_value = "tc", value_parser = ["tc", "bridge", "macvtap"])]
         mode: String,
         /// The state dir written into podtap's plugin entry.
         #[arg(long, default_value = crate::state::DEFAULT_STATE_DIR)]
