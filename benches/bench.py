@@ -457,10 +457,11 @@ class Bench:
                check=False)
         base = self.snapshot_clean(pod)
         pod_mac = json.loads(sh(["ip", "-n", pod, "-j", "link", "show", "eth0"]).stdout)[0]["address"]
-        variants = ["veth", "tc", "bridge"]
+        variants = ["veth", "tc", "bridge", "macvtap"]
         res = {}
         for r in range(rounds):
-            order = variants[r % 3:] + variants[:r % 3]
+            k = r % len(variants)
+            order = variants[k:] + variants[:k]
             for size in (60, 1514):
                 for v in order:
                     cid = f"{self.prefix}-dp"
@@ -473,7 +474,9 @@ class Bench:
                             continue
                         iface = [i for i in json.loads(rr.stdout)["interfaces"] if i.get("tap")][0]
                         dst = iface.get("guest_mac", pod_mac)
-                        echo = [standin, "echo", "tap", iface["tap"]["name"], str(secs + 1.5)]
+                        # a macvtap is opened through its device node, as `podtap exec` does
+                        tap = iface["tap"].get("device") or iface["tap"]["name"]
+                        echo = [standin, "echo", "tap", tap, str(secs + 1.5)]
                     else:
                         echo = [standin, "echo", "pkt", "eth0", str(secs + 1.5)]
                     e = subprocess.Popen(["ip", "netns", "exec", pod] + echo, stdin=subprocess.PIPE,
@@ -529,9 +532,10 @@ class Bench:
                                 os.path.join(self.a.workdir, "iperf3-server.log")])
         try:
             time.sleep(0.3)
-            variants = ["veth", "tc", "bridge"]
+            variants = ["veth", "tc", "bridge", "macvtap"]
             for r in range(rounds):
-                for v in variants[r % 3:] + variants[:r % 3]:
+                k = r % len(variants)
+                for v in variants[k:] + variants[:k]:
                     self.tcp_one(v, pod, peer, base, secs, res)
         finally:
             srv.terminate()
@@ -548,7 +552,8 @@ class Bench:
             if rr.returncode != 0:
                 self.fail(f"tcp attach {v}", rr.returncode, rr.stderr)
                 return
-            tapname = [i for i in json.loads(rr.stdout)["interfaces"] if i.get("tap")][0]["tap"]["name"]
+            tap = [i for i in json.loads(rr.stdout)["interfaces"] if i.get("tap")][0]["tap"]
+            tapname = tap.get("device") or tap["name"]
             fwd = [standin, "fwd", "tap", tapname, "gw0", str(secs + 3)]
         else:
             fwd = [standin, "fwd", "pkt", "eth0", "gw0", str(secs + 3)]
@@ -780,7 +785,7 @@ class Bench:
             label = {60: "64 B (60 + FCS)", 1514: "1500 B payload (1514 + FCS)"}
             for size in (60, 1514):
                 b = dp.get(("veth", size))
-                for v in ("veth", "tc", "bridge"):
+                for v in ("veth", "tc", "bridge", "macvtap"):
                     xs = dp.get((v, size))
                     if not xs:
                         L.append(f"| {label[size]} | {v} | failed | | | | |")
@@ -797,7 +802,7 @@ class Bench:
             L.append("| wiring | median Gbit/s | all rounds | median vs bare veth |")
             L.append("|---|---|---|---|")
             base = med(tcp.get("veth", []))
-            for v in ("veth", "tc", "bridge"):
+            for v in ("veth", "tc", "bridge", "macvtap"):
                 xs = tcp.get(v, [])
                 if not xs:
                     L.append(f"| {v} | failed | | |")

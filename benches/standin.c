@@ -5,7 +5,8 @@
 // echo and fwd stop after SECONDS or at EOF on stdin, whichever comes first.
 //
 //   standin echo tap NAME SECONDS     open TAP NAME (IFF_TAP|IFF_NO_PI|IFF_VNET_HDR)
-//                                     like a VMM does, echo every frame back
+//                                     like a VMM does, echo every frame back; a NAME
+//                                     starting with '/' is a macvtap's device node
 //   standin echo pkt IFNAME SECONDS   same loop on an AF_PACKET socket bound to
 //                                     IFNAME (the bare-veth baseline: no TAP, no wiring)
 //   standin fwd tap NAME IFNAME SECONDS
@@ -63,12 +64,14 @@ static void die(const char *what) {
     exit(1);
 }
 
+// NAME is a TAP name, or (starting with '/') a macvtap's character device node.
 static int open_tap(const char *name, int offload) {
-    int fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
-    if (fd < 0) die("open /dev/net/tun");
+    int macvtap = name[0] == '/';
+    int fd = open(macvtap ? name : "/dev/net/tun", O_RDWR | O_CLOEXEC);
+    if (fd < 0) die(macvtap ? "open macvtap node" : "open /dev/net/tun");
     struct ifreq ifr;
     memset(&ifr, 0, sizeof ifr);
-    strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
+    if (!macvtap) strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
     ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
     if (ioctl(fd, TUNSETIFF, &ifr) < 0) die("TUNSETIFF");
     int hdr = sizeof(struct virtio_net_hdr);

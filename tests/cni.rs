@@ -539,7 +539,7 @@ fn bad_stdin_gives_cni_errors() {
     chain
         .podtap(
             "1.0.0",
-            json!({ "prevResult": prev_result(), "mode": "macvtap" }),
+            json!({ "prevResult": prev_result(), "mode": "vepa" }),
             &add,
         )
         .expect_err(7);

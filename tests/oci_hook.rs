@@ -386,7 +386,7 @@ fn bad_stdin_is_one_line_and_an_exit_code() {
             state.path(),
             "attach",
             &[],
-            &st(json!({ "io.podtap.mode": "macvtap" })),
+            &st(json!({ "io.podtap.mode": "vepa" })),
         ),
         13,
         "bad mode",
