@@ -213,6 +213,24 @@ class Bench:
             self.record(("podtap", mode, "detach", n), ms)
         self.check_clean(ns, base, f"podtap {mode} n={n}")
 
+    def c_lib(self, n, ns, rep, base):
+        """The library call (examples/bench_lib): attach + detach in one
+        process, each timed in-process, so no process start is counted."""
+        cid = f"{self.prefix}-lib{n}-r{rep}"
+        r = sh([self.a.lib, self.a.state_dir, f"/var/run/netns/{ns}", cid, "tc"], check=False)
+        if r.returncode != 0:
+            self.fail(f"library attach+detach n={n}", r.returncode, r.stderr)
+        else:
+            try:
+                d = json.loads(r.stdout.strip().splitlines()[-1])
+                self.record(("lib", "tc", "attach", n), d["attach_ms"])
+                self.record(("lib", "tc", "detach", n), d["detach_ms"])
+                if d["taps"] != n:
+                    problems.append(f"library attach: {d['taps']} TAPs for {n} interfaces")
+            except (ValueError, KeyError, IndexError) as e:
+                problems.append(f"library attach n={n}: bad output: {e}")
+        self.check_clean(ns, base, f"library n={n}")
+
     def c_scan(self, n, ns, rep, base):
         ms, rc, rss, _, err = timed([self.bin, "scan", "--netns", f"/var/run/netns/{ns}"],
                                     env=self.env)
@@ -587,6 +605,7 @@ class Bench:
             ("podtap-tc", lambda n, r: self.c_podtap("tc", n, pods[n], r, bases[n])),
             ("podtap-bridge", lambda n, r: self.c_podtap("bridge", n, pods[n], r, bases[n])),
             ("podtap-scan", lambda n, r: self.c_scan(n, pods[n], r, bases[n])),
+            ("library", lambda n, r: self.c_lib(n, pods[n], r, bases[n])),
             ("perstep", lambda n, r: self.c_script("perstep", n, pods[n], r, bases[n])),
             ("batch", lambda n, r: self.c_script("batch", n, pods[n], r, bases[n])),
             ("floor", lambda n, r: self.c_floor(n, pods[n], r, bases[n])),
@@ -647,6 +666,8 @@ class Bench:
             ("podtap attach, bridge", ("podtap", "bridge", "attach")),
             ("podtap detach, bridge", ("podtap", "bridge", "detach")),
             ("podtap scan", ("podtap", "scan", "scan")),
+            ("library call attach, tc (in-process)", ("lib", "tc", "attach")),
+            ("library call detach, tc (in-process)", ("lib", "tc", "detach")),
             ("per-step script attach", ("perstep", "tc", "attach")),
             ("per-step script detach", ("perstep", "tc", "detach")),
             ("batch script attach", ("batch", "tc", "attach")),
@@ -833,6 +854,7 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--standin", required=True)
     ap.add_argument("--floor", required=True)
+    ap.add_argument("--lib", required=True, help="examples/bench_lib binary")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--pods", type=int, default=100)

@@ -12,7 +12,8 @@
 #   --no-tcp   skip the iperf3 TCP test (it runs only when iperf3 is installed).
 #
 # Uses target/release/podtap (built with `cargo build --release` first) unless
-# PODTAP_BIN names a binary. Needs root, ip/tc (iproute2), jq, gcc, python3.
+# PODTAP_BIN names a binary, and examples/bench_lib (the library-call
+# contender) unless PODTAP_LIB_BENCH names one. Needs root, ip/tc (iproute2), jq, gcc, python3.
 # Every object lives in netns named ptb<PID>-*; the root netns is never touched;
 # a trap removes everything on exit. Exit status: 0 when every contender
 # succeeded and left nothing behind, 1 otherwise. Timings are never asserted.
@@ -52,6 +53,14 @@ else
     bin=${CARGO_TARGET_DIR:-$repo/target}/release/podtap
 fi
 [ -x "$bin" ] || { echo "run.sh: no podtap binary at $bin" >&2; exit 2; }
+# The library-call contender (examples/bench_lib.rs), unless PODTAP_LIB_BENCH names one.
+if [ -n "${PODTAP_LIB_BENCH:-}" ]; then
+    libbench=$PODTAP_LIB_BENCH
+else
+    (cd "$repo" && cargo build --release --quiet --example bench_lib)
+    libbench=${CARGO_TARGET_DIR:-$repo/target}/release/examples/bench_lib
+fi
+[ -x "$libbench" ] || { echo "run.sh: no bench_lib at $libbench" >&2; exit 2; }
 
 prefix=ptb$$
 work=$(mktemp -d "/tmp/$prefix.XXXXXX")
@@ -85,7 +94,7 @@ gcc -O2 -pthread -Wall -o "$work/standin" "$here/standin.c"
 gcc -O2 -Wall -Wno-stringop-overflow -o "$work/floor" "$here/floor.c"
 
 args=(--bin "$bin" --prefix "$prefix" --state-dir "$state" --workdir "$work"
-      --standin "$work/standin" --floor "$work/floor" --reps "$reps" --pods "$pods")
+      --standin "$work/standin" --floor "$work/floor" --lib "$libbench" --reps "$reps" --pods "$pods")
 if [ "$smoke" = 1 ]; then
     args+=(--smoke --reps 2 --pods 10 --dp-rounds 1 --dp-secs 0.5)
     tcp=0
