@@ -1,12 +1,15 @@
 //! Build what a plan says: TAPs (ioctls on a netns thread), bridges, tc
 //! redirects (rtnetlink), recording each link made as soon as it exists.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use futures::future::join_all;
+use rtnetlink::packet_route::link::InfoKind;
 
 use super::micros;
 use crate::error::{Error, Result};
+use crate::kernel::links::LinkState;
 use crate::kernel::mac::MacAddr;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
@@ -207,13 +210,9 @@ async fn create_macvtaps(
     .await;
     // Learn every macvtap that exists before reporting a failure, so the
     // rollback finds them by ifindex.
-    let live = links::list(&nl.handle)
-        .await
-        .map_err(|e| nl.err("dump links", "", e))?;
+    let live = dump_links(nl).await?;
     for n in &nics {
-        if let Some(l) = live.values().find(|l| {
-            l.name == n.tap.name && l.group == plan.group && l.kind.as_deref() == Some("macvtap")
-        }) {
+        if let Some(l) = made_link(&live, &n.tap.name, plan.group, InfoKind::MacVtap) {
             created.push(Created {
                 name: n.tap.name.clone(),
                 ifindex: l.ifindex,
@@ -261,16 +260,12 @@ async fn create_bridges(nl: &Netlink, plan: &Plan) -> Result<Vec<Option<Created>
     )
     .await;
     made.into_iter().collect::<Result<Vec<()>>>()?;
-    let live = links::list(&nl.handle)
-        .await
-        .map_err(|e| nl.err("dump links", "", e))?;
+    let live = dump_links(nl).await?;
     plan.nics
         .iter()
         .map(|n| match &n.bridge {
             None => Ok(None),
-            Some(b) => live
-                .values()
-                .find(|l| l.name == b.name && l.group == plan.group)
+            Some(b) => made_link(&live, &b.name, plan.group, InfoKind::Bridge)
                 .map(|l| {
                     Some(Created {
                         name: b.name.clone(),
@@ -288,6 +283,25 @@ async fn create_bridges(nl: &Netlink, plan: &Plan) -> Result<Vec<Option<Created>
                 }),
         })
         .collect()
+}
+
+async fn dump_links(nl: &Netlink) -> Result<BTreeMap<u32, LinkState>> {
+    links::list(&nl.handle)
+        .await
+        .map_err(|e| nl.err("dump links", "", e))
+}
+
+/// The link this attach just made as `name` (of `kind`, in its `group`), as
+/// one dump taken after the creation requests shows it.
+fn made_link<'a>(
+    live: &'a BTreeMap<u32, LinkState>,
+    name: &str,
+    group: u32,
+    kind: InfoKind,
+) -> Option<&'a LinkState> {
+    let kind = kind.to_string();
+    live.values()
+        .find(|l| l.name == name && l.group == group && l.kind.as_deref() == Some(kind.as_str()))
 }
 
 /// Ingress qdiscs first (one wave), then the redirect filters both ways (a second wave).

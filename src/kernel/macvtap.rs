@@ -193,7 +193,10 @@ pub fn open_queues(
             ));
         }
         tap::set_flags(file.as_raw_fd(), flags)?;
-        name = tap::name_of(file.as_raw_fd())?;
+        // Every queue is the same device (same rdev): ask its name once.
+        if name.is_empty() {
+            name = tap::name_of(file.as_raw_fd())?;
+        }
         fds.push(file.into());
     }
     Ok((fds, name))
