@@ -34,6 +34,12 @@ if [ ${#need[@]} -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
+# The CRI client (tests/runtimes/cri/cri.py) needs grpcio and grpcio-tools.
+if ! python3 -c 'import grpc, grpc_tools' >/dev/null 2>&1; then
+    echo "install-deps: pip installing grpcio grpcio-tools"
+    python3 -m pip install -q grpcio grpcio-tools
+fi
+
 # The test guest (kernel + initramfs), cached across runs.
 bash "$(dirname "$0")/guest/build-guest.sh" >/dev/null
 echo "install-deps: ready"

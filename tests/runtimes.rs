@@ -209,3 +209,256 @@ fn ctr_run_cni_attaches_and_cleans_up() {
     drop(node);
     assert_eq!(before, root_netns_fingerprint(), "root netns changed");
 }
+
+// ---- containerd's CRI plugin over gRPC (tests/runtimes/cri.sh, tests/runtimes/cri/cri.py) ----
+
+/// Whether python3 has grpcio and grpcio-tools (the CRI client). Under CI=true
+/// their absence fails the test instead of skipping it, as with [`tool_or_skip`].
+fn python_grpc_or_skip(test: &str) -> bool {
+    if sh_ok("python3 -c 'import grpc, grpc_tools'") {
+        return true;
+    }
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{test}: python3 modules grpc/grpc_tools are missing (CI=true: install them with tests/install-deps.sh)");
+    }
+    eprintln!("SKIP {test}: python3 has no grpcio/grpcio-tools (run tests/install-deps.sh)");
+    false
+}
+
+fn cri_or_skip(test: &str) -> bool {
+    root_or_skip(test)
+        && tool_or_skip(test, "containerd")
+        && tool_or_skip(test, "ctr")
+        && tool_or_skip(test, "runc")
+        && tool_or_skip(test, "python3")
+        && python_grpc_or_skip(test)
+}
+
+/// The pid in `file` if that process is alive and its command line contains `needle`.
+fn live_pid(file: &std::path::Path, needle: &str) -> Option<String> {
+    let pid = std::fs::read_to_string(file).ok()?.trim().to_string();
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    String::from_utf8_lossy(&cmdline)
+        .contains(needle)
+        .then_some(pid)
+}
+
+/// Kill what a failed `cri.sh` may have left running: its containerd, shims and
+/// pod processes, all recorded under `work` (the script's own trap normally did it).
+fn kill_cri_leftovers(work: &std::path::Path) {
+    let w = work.display().to_string();
+    let mut pids: Vec<String> = live_pid(&work.join("containerd.pid"), &w)
+        .into_iter()
+        .collect();
+    let tasks = work.join("run/io.containerd.runtime.v2.task/k8s.io");
+    for e in std::fs::read_dir(tasks).into_iter().flatten().flatten() {
+        pids.extend(live_pid(&e.path().join("shim.pid"), &w));
+        pids.extend(live_pid(&e.path().join("init.pid"), "sleep"));
+    }
+    for pid in pids {
+        eprintln!("killing leftover process {pid} of {w}");
+        let _ = Command::new("kill").args(["-9", &pid]).output();
+    }
+}
+
+/// Run `tests/runtimes/cri.sh SCENARIO` in a fresh node netns; returns its output,
+/// the work dir and the node. Leftover processes are killed whatever happened.
+fn cri(scenario: &str, subnet: &str) -> (std::process::Output, TempDir, Netns) {
+    let node = Netns::new("podtap-rt-");
+    let work = TempDir::new();
+    let out = Command::new("bash")
+        .arg(script("cri.sh"))
+        .arg(work.path())
+        .arg(&node.name)
+        .arg(env!("CARGO_BIN_EXE_podtap"))
+        .arg(subnet)
+        .arg(scenario)
+        .output()
+        .expect("run cri.sh");
+    kill_cri_leftovers(work.path());
+    (out, work, node)
+}
+
+/// The lines of `text` that start with `prefix ` (without it).
+fn facts<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(prefix)?.strip_prefix(' '))
+        .collect()
+}
+
+/// A pod's lifecycle went as planned and left nothing: after StopPodSandbox the
+/// pod netns (held open by the script) has only `lo`, no checkpoint remains, a
+/// second StopPodSandbox and RemovePodSandbox succeed, no pod or netns is left.
+fn assert_cri_stopped_clean(text: &str, work: &TempDir, node: &Netns) {
+    assert_eq!(facts(text, "STOP"), ["ok"], "StopPodSandbox: {text}");
+    assert_eq!(
+        facts(text, "STATE").last(),
+        Some(&"SANDBOX_NOTREADY"),
+        "{text}"
+    );
+    assert_eq!(
+        facts(text, "HELD"),
+        ["lo -"],
+        "the pod netns still has links after StopPodSandbox: {text}"
+    );
+    assert_eq!(facts(text, "CHECKPOINTS-LEFT"), ["0"], "{text}");
+    assert_eq!(facts(text, "NETNS-FILE"), ["gone"], "{text}");
+    assert_eq!(
+        facts(text, "STOP2"),
+        ["ok"],
+        "second StopPodSandbox: {text}"
+    );
+    assert_eq!(facts(text, "REMOVE"), ["ok"], "RemovePodSandbox: {text}");
+    assert_eq!(facts(text, "PODS-LEFT"), ["0"], "{text}");
+    assert_eq!(facts(text, "NETNS-LEFT"), ["0"], "{text}");
+    assert_nothing_left(work, node);
+}
+
+fn cri_success(out: &std::process::Output) -> String {
+    let text = stdout(out);
+    assert!(
+        out.status.success(),
+        "cri.sh failed:\nstdout: {text}\nstderr: {}",
+        stderr(out)
+    );
+    text
+}
+
+/// The pod netns right after RunPodSandbox: eth0 from bridge, podtap's TAP beside
+/// it, and podtap's checkpoint (mode `mode`) in the state dir.
+fn assert_cri_attached(text: &str, mode: &str) {
+    let podns = facts(text, "PODNS");
+    assert!(
+        podns.contains(&"eth0 veth"),
+        "no eth0 in the pod netns: {text}"
+    );
+    assert!(
+        podns.contains(&"tap_eth0 tun"),
+        "no TAP next to eth0 in the pod netns: {text}"
+    );
+    let checkpoints = facts(text, "CHECKPOINT");
+    assert!(
+        checkpoints
+            .iter()
+            .any(|c| c.ends_with(&format!("-eth0.json {mode} created=tap"))
+                || c.ends_with(&format!("-eth0.json {mode} created=tap,bridge"))),
+        "no podtap checkpoint in {mode} mode: {text}"
+    );
+}
+
+#[test]
+fn cri_run_pod_sandbox_attaches_and_stop_cleans_up() {
+    let test = "cri_run_pod_sandbox_attaches_and_stop_cleans_up";
+    if !cri_or_skip(test) {
+        return;
+    }
+    let before = root_netns_fingerprint();
+    // RunPodSandbox (no annotations: containerd sends them as null), an app
+    // container in the pod, StopPodSandbox twice, RemovePodSandbox.
+    let (out, work, node) = cri("lifecycle", "198.19.220.0/24");
+    let text = cri_success(&out);
+    assert_eq!(facts(&text, "STATE")[0], "SANDBOX_READY", "{text}");
+    assert_cri_attached(&text, "tc");
+    // The app container shares the pause container's netns and sees both links.
+    assert_eq!(facts(&text, "CTR-NETNS"), ["same"], "{text}");
+    let ctr = facts(&text, "CTR");
+    assert!(
+        ctr.contains(&"LINK eth0"),
+        "no eth0 in the container: {text}"
+    );
+    assert!(
+        ctr.contains(&"TAP tap_eth0"),
+        "no TAP in the container: {text}"
+    );
+    assert_cri_stopped_clean(&text, &work, &node);
+    drop(node);
+    assert_eq!(before, root_netns_fingerprint(), "root netns changed");
+}
+
+#[test]
+fn cri_containerd_restart_between_add_and_del() {
+    let test = "cri_containerd_restart_between_add_and_del";
+    if !cri_or_skip(test) {
+        return;
+    }
+    let before = root_netns_fingerprint();
+    // RunPodSandbox, containerd SIGTERMed and started again on the same root and
+    // state, then StopPodSandbox/RemovePodSandbox from the new containerd.
+    let (out, work, node) = cri("restart", "198.19.221.0/24");
+    let text = cri_success(&out);
+    assert_cri_attached(&text, "tc");
+    assert_eq!(
+        facts(&text, "CONTAINERD"),
+        ["stopped", "restarted"],
+        "{text}"
+    );
+    // The pod survived the restart with its TAP, and the new containerd knows it.
+    assert_eq!(
+        facts(&text, "STATE")[..2],
+        ["SANDBOX_READY", "SANDBOX_READY"],
+        "{text}"
+    );
+    assert!(
+        facts(&text, "RESTARTED-PODNS").contains(&"tap_eth0 tun"),
+        "TAP gone across the restart: {text}"
+    );
+    assert_cri_stopped_clean(&text, &work, &node);
+    drop(node);
+    assert_eq!(before, root_netns_fingerprint(), "root netns changed");
+}
+
+#[test]
+fn cri_pod_annotation_selects_bridge_mode() {
+    let test = "cri_pod_annotation_selects_bridge_mode";
+    if !cri_or_skip(test) {
+        return;
+    }
+    let before = root_netns_fingerprint();
+    // The conflist says tc; the pod annotation io.podtap.mode=bridge reaches podtap
+    // through the capability io.kubernetes.cri.pod-annotations.
+    let (out, work, node) = cri("bridge", "198.19.222.0/24");
+    let text = cri_success(&out);
+    assert_cri_attached(&text, "bridge");
+    assert!(
+        facts(&text, "PODNS").contains(&"br_eth0 bridge"),
+        "no bridge made by podtap in the pod netns: {text}"
+    );
+    assert_cri_stopped_clean(&text, &work, &node);
+    drop(node);
+    assert_eq!(before, root_netns_fingerprint(), "root netns changed");
+}
+
+#[test]
+fn cri_failed_add_rolls_back() {
+    let test = "cri_failed_add_rolls_back";
+    if !cri_or_skip(test) {
+        return;
+    }
+    let before = root_netns_fingerprint();
+    // An invalid io.podtap.mode annotation: podtap's ADD fails after bridge's.
+    let (out, work, node) = cri("badmode", "198.19.223.0/24");
+    let text = cri_success(&out);
+    assert_eq!(facts(&text, "RUN-POD"), ["failed"], "{text}");
+    assert_eq!(
+        facts(&text, "ERROR"),
+        ["plugin type=\"podtap\" failed (add)"],
+        "containerd did not report podtap's ADD failure: {text}"
+    );
+    assert_eq!(facts(&text, "CHECKPOINTS-LEFT"), ["0"], "{text}");
+    assert_eq!(facts(&text, "PODS-LEFT"), ["0"], "{text}");
+    assert_eq!(facts(&text, "NETNS-LEFT"), ["0"], "{text}");
+    assert_nothing_left(&work, &node);
+    // containerd's rollback DEL also released the bridge plugin's address.
+    let reserved: Vec<_> = std::fs::read_dir(work.path().join("ipam/ptcri"))
+        .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        reserved.iter().all(|n| {
+            let n = n.to_string_lossy();
+            n == "lock" || n.starts_with("last_reserved_ip")
+        }),
+        "address still reserved after the failed ADD: {reserved:?}"
+    );
+    drop(node);
+    assert_eq!(before, root_netns_fingerprint(), "root netns changed");
+}

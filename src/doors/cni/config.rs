@@ -157,10 +157,12 @@ impl NetConf {
         if let Some(v) = self.runtime_config.as_ref().and_then(|r| r.get("podtap")) {
             o.merge(overrides_from("runtimeConfig.podtap", v)?);
         }
+        // containerd sends `null` for a pod without annotations (a nil Go map).
         if let Some(v) = self
             .runtime_config
             .as_ref()
             .and_then(|r| r.get(POD_ANNOTATIONS))
+            .filter(|v| !v.is_null())
         {
             o.merge(overrides_from_annotations(v)?);
         }
@@ -308,6 +310,12 @@ mod tests {
         let o = c.attach_options("eth0", "").unwrap();
         assert_eq!(o.mode, Wiring::Bridge);
         assert_eq!((o.queues, o.owner, o.group), (2, Some(1000), Some(100)));
+        let none =
+            conf(r#","mode":"bridge","runtimeConfig":{"io.kubernetes.cri.pod-annotations":null}"#);
+        assert_eq!(
+            none.attach_options("eth0", "").unwrap().mode,
+            Wiring::Bridge
+        );
         let bad = conf(
             r#","runtimeConfig":{"io.kubernetes.cri.pod-annotations":{"io.podtap.queues":"0"}}"#,
         );
