@@ -48,6 +48,7 @@ pub mod model;
 pub mod render;
 pub mod scan;
 pub mod state;
+pub mod watch;
 
 mod apply;
 mod describe;

@@ -936,6 +936,7 @@ fn schema_is_draft_2020_12_and_covers_attach_fields() {
             checkpoint: 4,
             total: 10,
         },
+        revision: 2,
     });
     let attached = serde_json::to_value(&desc).unwrap();
     assert!(attached["interfaces"][1]["tap"].is_object());

@@ -29,8 +29,8 @@ use std::sync::OnceLock;
 
 use common::{
     cni_plugin, conflist, container_id, iface, podtap_cmd, podtap_state, root_or_skip, settle, sh,
-    sh_ok, snapshot, stderr, stdout, tool_or_skip, unique, Chain, Netns, StateDir, TempDir,
-    PLUGINS,
+    sh_ok, snapshot, stderr, stdout, taps, tool_or_skip, unique, Chain, Netns, Pod, StateDir,
+    TempDir, PLUGINS,
 };
 
 const QEMU: &str = "qemu-system-x86_64";
@@ -125,10 +125,44 @@ fn boot_reachable(
     append: &str,
     during: impl FnOnce(),
 ) -> String {
+    boot_live(script, state, id, append, &[], |_| during())
+}
+
+/// The console of a running guest, line by line.
+struct Console {
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Console {
+    /// The next console line starting with `prefix` within `timeout` (lines before it are skipped).
+    fn wait_for(&self, prefix: &str, timeout: std::time::Duration) -> Option<String> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.checked_duration_since(std::time::Instant::now())?;
+            let line = self.lines.recv_timeout(left).ok()?;
+            if line.starts_with(prefix) {
+                return Some(line);
+            }
+        }
+    }
+}
+
+/// Run a launcher (with `extra` QEMU arguments) for a guest started with
+/// `podtap.hold`: once it says `PODTAP-READY`, run `during` with its live
+/// console, then wait for the guest to finish and return the whole console.
+fn boot_live(
+    script: &str,
+    state: &Path,
+    id: &str,
+    append: &str,
+    extra: &[&str],
+    during: impl FnOnce(&Console),
+) -> String {
     use std::io::{BufRead, BufReader};
     let (kernel, initrd) = guest();
     let mut child = Command::new("timeout")
         .args(["150", script, id, kernel, initrd])
+        .args(extra)
         .env("PODTAP", env!("CARGO_BIN_EXE_podtap"))
         .env("PODTAP_STATE_DIR", state)
         .env("GUEST_APPEND", append)
@@ -143,17 +177,21 @@ fn boot_reachable(
         let mut console = String::new();
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
             let line = line.replace('\r', "");
-            if line.trim() == "PODTAP-READY" {
-                let _ = tx.send(line.clone());
-            }
+            let _ = tx.send(line.trim().to_string());
             console.push_str(&line);
             console.push('\n');
         }
         console
     });
-    let ready = rx.recv_timeout(std::time::Duration::from_secs(120)).is_ok();
-    if ready {
-        during();
+    let live = Console { lines: rx };
+    let ready = live
+        .wait_for("PODTAP-READY", std::time::Duration::from_secs(120))
+        .is_some();
+    // A failed check inside `during` still shows the console, and stops the VM.
+    let checked =
+        ready.then(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| during(&live))));
+    if matches!(checked, Some(Err(_))) {
+        let _ = child.kill();
     }
     let out = child.wait_with_output().expect("wait for the VMM");
     let console = reader.join().expect("console reader");
@@ -162,6 +200,9 @@ fn boot_reachable(
         out.status.code(),
         stderr(&out)
     );
+    if let Some(Err(panic)) = checked {
+        std::panic::resume_unwind(panic);
+    }
     assert!(ready, "the guest never said PODTAP-READY");
     assert!(console.contains("PODTAP-DONE"), "the guest did not finish");
     console
@@ -1103,4 +1144,156 @@ fn macvtap_guest_gets_its_queues_through_exec_both_ways_with_mtu_9000() {
             "macvtap ({queues} queue(s)): detach left the pod netns changed"
         );
     }
+}
+
+/// `podtap watch` for `id` with its events (one JSON object per line) on a channel.
+fn spawn_watch(
+    state: &Path,
+    id: &str,
+    qmp: &Path,
+) -> (
+    std::process::Child,
+    std::sync::mpsc::Receiver<serde_json::Value>,
+) {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_podtap"))
+        .args(["watch", "--id", id, "--qmp"])
+        .arg(qmp)
+        .env("PODTAP_STATE_DIR", state)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start podtap watch");
+    let stdout = child.stdout.take().expect("watch stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            eprintln!("watch: {line}");
+            let event: serde_json::Value =
+                serde_json::from_str(&line).expect("every watch line is a JSON object");
+            if tx.send(event).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}
+
+/// The next watch event named `kind` within `secs` (others are skipped).
+fn next_event(
+    events: &std::sync::mpsc::Receiver<serde_json::Value>,
+    kind: &str,
+    secs: u64,
+) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        let left = deadline
+            .checked_duration_since(std::time::Instant::now())
+            .unwrap_or_else(|| panic!("no {kind:?} event within {secs}s"));
+        let event = events
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no {kind:?} event within {secs}s"));
+        assert_ne!(event["event"], "error", "watch reported an error: {event}");
+        if event["event"] == kind {
+            return event;
+        }
+    }
+}
+
+#[test]
+fn watch_hotplugs_a_late_interface_into_the_running_guest_and_unplugs_it() {
+    let test = "watch_hotplugs_a_late_interface_into_the_running_guest_and_unplugs_it";
+    if !vm_prerequisites(test) {
+        return;
+    }
+    let pod = Pod::dual_stack();
+    let state = StateDir::new();
+    let work = TempDir::new();
+    let qmp = work.path().join("qmp.sock");
+    let id = unique("vmwatch");
+    let before = pod_snapshot(&pod.pod);
+    let desc: serde_json::Value = serde_json::from_str(&podtap_ok(
+        &state.0,
+        &["attach", "--netns", &pod.pod.path_str(), "--id", &id],
+    ))
+    .expect("attach prints JSON");
+    let n = pod.net;
+    let peer4 = format!("198.18.{n}.1");
+    // The late network: 198.19.<n>.0/24, pod side .2 with a MAC chosen here
+    // (the guest is told which NIC to wait for and what to give it).
+    let (late_ip, late_peer) = (format!("198.19.{n}.2"), format!("198.19.{n}.1"));
+    let late_mac = format!("02:5a:{:02x}:{n:02x}:00:02", std::process::id() % 256);
+    let append = format!(
+        "podtap.ping={peer4} podtap.hold=60 podtap.timeout=140 podtap.late={late_mac},1500,{late_ip}/24,{late_peer}"
+    );
+    let qmp_arg = format!("unix:{},server=on,wait=off", qmp.display());
+    let (p, q) = (&pod.pod.name, &pod.peer.name);
+    let console = boot_live(
+        &example("qemu-fds.sh"),
+        &state.0,
+        &id,
+        &append,
+        &["-qmp", &qmp_arg],
+        |live| {
+            let (mut watch, events) = spawn_watch(&state.0, &id, &qmp);
+            let ready = next_event(&events, "ready", 30);
+            assert_eq!(ready["interfaces"], serde_json::json!(["eth0"]));
+
+            // A second network arrives in the pod after the VM booted.
+            sh(&format!(
+                "ip -n {q} link add late{n} type veth peer name net1 address {late_mac} netns {p}"
+            ));
+            sh(&format!(
+                "ip -n {q} addr add {late_peer}/24 dev late{n} && ip -n {q} link set late{n} up"
+            ));
+            sh(&format!(
+                "ip -n {p} addr add {late_ip}/24 dev net1 && ip -n {p} link set net1 up"
+            ));
+            let added = next_event(&events, "added", 30);
+            assert_eq!(added["interface"], "net1", "{added}");
+            assert_eq!(added["device"], "podtap-tap_net1", "{added}");
+            assert_eq!(added["nic"]["guest_mac"], late_mac.as_str(), "{added}");
+            let nic = live
+                .wait_for("PODTAP-LATE-NIC", std::time::Duration::from_secs(60))
+                .expect("the hotplugged NIC never appeared in the guest");
+            assert!(nic.contains(&late_mac), "{nic}");
+            let ping = live
+                .wait_for("PODTAP-LATE-PING", std::time::Duration::from_secs(60))
+                .expect("the guest never pinged through the new NIC");
+            assert_eq!(ping, format!("PODTAP-LATE-PING OK {late_peer}"));
+            live.wait_for("PODTAP-LATE-UP", std::time::Duration::from_secs(10))
+                .expect("PODTAP-LATE-UP");
+            // Both directions: the late network reaches the guest too.
+            reach_in(&pod.peer, &late_ip, &late_mac);
+
+            // The network leaves: the device leaves the guest, the TAP the pod.
+            pod.pod.ip("link del net1");
+            let removed = next_event(&events, "removed", 60);
+            assert_eq!(removed["interface"], "net1", "{removed}");
+            assert_eq!(removed["device"], "podtap-tap_net1", "{removed}");
+            let gone = live
+                .wait_for("PODTAP-LATE-GONE", std::time::Duration::from_secs(60))
+                .expect("the unplugged NIC never left the guest");
+            assert!(gone.contains(&late_mac), "{gone}");
+            assert!(
+                !taps(&pod.pod).iter().any(|t| t == "tap_net1"),
+                "the late TAP is still in the pod netns"
+            );
+
+            sh(&format!("kill -TERM {}", watch.id()));
+            let stopped = next_event(&events, "stopped", 10);
+            assert_eq!(stopped["signal"], "SIGTERM");
+            let status = watch.wait().expect("wait for watch");
+            assert!(status.success(), "watch exited with {status:?}");
+        },
+    );
+    assert_line(&console, &format!("PODTAP-PING OK {peer4}"));
+    assert_no_errors(&console);
+    assert!(desc["interfaces"].is_array());
+    podtap_ok(&state.0, &["detach", "--id", &id]);
+    assert_eq!(
+        before,
+        pod_snapshot(&pod.pod),
+        "detach after watch left the pod netns changed"
+    );
 }

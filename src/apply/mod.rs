@@ -4,6 +4,7 @@
 //! a crash at any instant leaves something a plain detach can undo.
 
 mod build;
+pub(crate) mod late;
 mod restore;
 
 use std::collections::BTreeSet;
@@ -33,6 +34,63 @@ pub async fn fresh(
     let start = Instant::now();
     let mut timings = Timings::default();
 
+    let Survey {
+        dump,
+        desc,
+        inventory,
+    } = survey(ns, nl).await?;
+    let mut plan = plan::plan(&desc, &inventory, opts, id)?;
+    fill_txqlen(&mut plan.nics, &dump);
+    timings.scan = micros(start);
+
+    // Record the intent before the first kernel change: a crash from here on
+    // leaves a checkpoint that detach can undo by name, group and priority.
+    let t = Instant::now();
+    let mut cp = Checkpoint {
+        version: VERSION,
+        id: id.clone(),
+        netns: desc.netns.clone(),
+        netns_cookie: nl.cookie,
+        phase: Phase::Applying,
+        plan: plan.clone(),
+        created: Vec::new(),
+        description: None,
+        only: opts.interfaces.clone(),
+        late: Vec::new(),
+        pending: Vec::new(),
+    };
+    state.save(&cp)?;
+    timings.checkpoint = micros(t);
+
+    let mut created = Vec::new();
+    if let Err(e) = build::build(ns, nl, &plan, &mut timings, &mut created).await {
+        return Err(rollback(nl, state, &plan, &created, e).await);
+    }
+
+    // The description is recorded exactly as printed, so a repeated attach
+    // prints the same bytes; the final checkpoint write is therefore not timed.
+    timings.total = micros(start);
+    let described = describe::attached(desc, &plan, &created, timings, opts.dns.clone());
+    cp.phase = Phase::Complete;
+    cp.created = created;
+    cp.description = Some(described.clone());
+    if let Err(e) = state.save(&cp) {
+        // The intent record (phase "applying") is still on disk if the rollback cannot finish.
+        return Err(rollback(nl, state, &plan, &cp.created, e).await);
+    }
+    Ok(described)
+}
+
+/// The netns as planning needs it: the raw dump, the description made from
+/// it, and what the plan needs beyond the description.
+pub(crate) struct Survey {
+    pub dump: parse::Dump,
+    pub desc: Description,
+    pub inventory: Inventory,
+}
+
+/// Dump the netns `nl` talks to and read what a plan needs.
+pub(crate) async fn survey(ns: &NetNs, nl: &Netlink) -> Result<Survey> {
     let dump = scan::dump(nl).await?;
     let desc = scan::from_dump(ns, nl.ipv6_enabled, &dump);
     let eligible: BTreeSet<u32> = desc
@@ -59,49 +117,22 @@ pub async fn fresh(
         groups: parse::link_groups(&dump.links),
         lower_of_stacked: parse::stacked_lowers(&dump.links),
     };
-    let mut plan = plan::plan(&desc, &inventory, opts, id)?;
-    for nic in &mut plan.nics {
+    Ok(Survey {
+        dump,
+        desc,
+        inventory,
+    })
+}
+
+/// Record each pod interface's transmit queue length (detach puts it back).
+fn fill_txqlen(nics: &mut [plan::NicPlan], dump: &parse::Dump) {
+    for nic in nics {
         let live = dump
             .links
             .iter()
             .find(|l| l.header.index == nic.pod.ifindex);
         nic.pod.txqlen = live.and_then(|l| links::link_state(l).txqlen);
     }
-    timings.scan = micros(start);
-
-    // Record the intent before the first kernel change: a crash from here on
-    // leaves a checkpoint that detach can undo by name, group and priority.
-    let t = Instant::now();
-    let mut cp = Checkpoint {
-        version: VERSION,
-        id: id.clone(),
-        netns: desc.netns.clone(),
-        netns_cookie: nl.cookie,
-        phase: Phase::Applying,
-        plan: plan.clone(),
-        created: Vec::new(),
-        description: None,
-    };
-    state.save(&cp)?;
-    timings.checkpoint = micros(t);
-
-    let mut created = Vec::new();
-    if let Err(e) = build::build(ns, nl, &plan, &mut timings, &mut created).await {
-        return Err(rollback(nl, state, &plan, &created, e).await);
-    }
-
-    // The description is recorded exactly as printed, so a repeated attach
-    // prints the same bytes; the final checkpoint write is therefore not timed.
-    timings.total = micros(start);
-    let described = describe::attached(desc, &plan, &created, timings, opts.dns.clone());
-    cp.phase = Phase::Complete;
-    cp.created = created;
-    cp.description = Some(described.clone());
-    if let Err(e) = state.save(&cp) {
-        // The intent record (phase "applying") is still on disk if the rollback cannot finish.
-        return Err(rollback(nl, state, &plan, &cp.created, e).await);
-    }
-    Ok(described)
 }
 
 /// Undo what this attach made (by ifindex and group, never by name), drop

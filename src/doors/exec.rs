@@ -176,7 +176,7 @@ fn check_identity(id: &str, desc: &Description, (dev, inode): (u64, u64)) -> Res
 }
 
 /// One list of open queue fds per attached interface, in description order.
-fn open_tap_fds(id: &str, ns: &NetNs, desc: &Description) -> Result<Vec<Vec<OwnedFd>>> {
+pub(crate) fn open_tap_fds(id: &str, ns: &NetNs, desc: &Description) -> Result<Vec<Vec<OwnedFd>>> {
     let taps: Vec<Queues> = desc
         .attached()
         .map(|(_, tap)| Queues {

@@ -12,6 +12,7 @@ pub mod netns;
 pub mod netns_search;
 pub mod replay;
 pub mod runtime;
+pub mod subscribe;
 pub mod sysctl;
 pub mod tap;
 pub mod tc;

@@ -75,6 +75,14 @@ pub struct Attachment {
     pub mode: Wiring,
     /// Per-phase wall time of the attach that built this, in microseconds.
     pub timings_us: Timings,
+    /// How many times `podtap watch` has revised this description since
+    /// attach (interfaces added, removed or changed); absent while 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub revision: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Per-phase timings in microseconds.

@@ -190,116 +190,172 @@ pub fn plan(
     let mut taken: BTreeSet<String> = desc.interfaces.iter().map(|i| i.name.clone()).collect();
     let mut nics = Vec::with_capacity(chosen.len());
     for iface in chosen {
-        let mac: Option<MacAddr> = iface.mac.as_deref().and_then(|m| m.parse().ok());
-        let tap_name = unique_name("tap", iface, &mut taken);
-        let (wiring, wiring_note) = match opts.mode {
-            Wiring::Bridge if !iface.kind.bridgeable() => (
-                Wiring::Tc,
-                Some(format!(
-                    "{} links cannot be bridged; wired with tc redirect instead",
-                    iface.kind.as_str()
-                )),
-            ),
-            Wiring::Bridge if mac.is_none() => (
-                Wiring::Tc,
-                Some(
-                    "a link without an Ethernet address cannot be bridged; \
-                      wired with tc redirect instead"
-                        .into(),
-                ),
-            ),
-            Wiring::Bridge if inv.lower_of_stacked.contains(&iface.ifindex) => (
-                Wiring::Tc,
-                Some(
-                    "a macvlan/ipvlan/vlan sits on this link, so it cannot be bridged; \
-                     wired with tc redirect instead"
-                        .into(),
-                ),
-            ),
-            Wiring::Macvtap => match macvtap_refusal(iface, mac, inv) {
-                Some(why) => (
-                    Wiring::Tc,
-                    Some(format!("{why}; wired with tc redirect instead")),
-                ),
-                None => (Wiring::Macvtap, None),
-            },
-            mode => (mode, None),
-        };
-        let ingress = inv.ingress.get(&iface.ifindex).cloned().unwrap_or_default();
-        // A second redirect would never see a packet, and its detach could not
-        // tell whose ingress qdisc it is: one attachment per pod interface.
-        if let Some(p) = ingress.redirects.iter().find(|p| is_podtap_prio(**p)) {
-            return Err(Error::Invalid(format!(
-                "interface {}: already wired by another podtap attachment (tc filter prio {p}); \
-                 detach it first, or choose others with --interfaces",
-                iface.name
-            )));
-        }
-        let tc = match wiring {
-            Wiring::Tc => Some(TcPlan {
-                prio: naming::free_prio(&ingress.prios).ok_or_else(|| {
-                    Error::Invalid(format!(
-                        "interface {}: every tc priority podtap may use ({TC_PRIO_BASE}..{}) \
-                         is held by other filters; nothing was built",
-                        iface.name,
-                        TC_PRIO_BASE + TC_PRIO_SPAN - 1
-                    ))
-                })?,
-                create_pod_qdisc: ingress.qdisc.is_none(),
-                existing_pod_qdisc: ingress.qdisc.clone(),
-            }),
-            Wiring::Bridge | Wiring::Macvtap => None,
-        };
-        let bridge = (wiring == Wiring::Bridge).then(|| BridgePlan {
-            name: unique_name("br", iface, &mut taken),
-            pod_mac: bridged_mac(mac, id),
-            restore: inv.restore.get(&iface.ifindex).cloned().unwrap_or_default(),
-        });
-        let macvtap = (wiring == Wiring::Macvtap).then(|| MacvtapPlan {
-            device: crate::kernel::macvtap::node_path(id.as_str(), &tap_name)
-                .display()
-                .to_string(),
-        });
-        let neighbours = desc
-            .neighbours
-            .iter()
-            .filter(|n| n.interface == iface.name && (n.state == "permanent" || n.state == "noarp"))
-            .map(|n| PinnedNeighbour {
-                ip: n.ip.clone(),
-                mac: n.mac.clone(),
-            })
-            .collect();
-        nics.push(NicPlan {
-            pod: PodSide {
-                ifindex: iface.ifindex,
-                name: iface.name.clone(),
-                mac,
-                mtu: iface.mtu,
-                kind: iface.kind,
-                txqlen: None,
-                neighbours,
-            },
-            tap: TapPlan {
-                name: tap_name,
-                mtu: iface.mtu,
-                queues: opts.queues,
-                vnet_hdr: opts.vnet_hdr,
-                multi_queue: opts.queues > 1,
-                owner: opts.owner,
-                group: opts.group,
-            },
-            wiring,
-            wiring_note,
-            tc,
-            bridge,
-            macvtap,
-        });
+        nics.push(plan_nic(desc, inv, opts, id, iface, &mut taken)?);
     }
     Ok(Plan {
         id: id.clone(),
         mode: opts.mode,
         group: link_group(id, &inv.groups),
         nics,
+    })
+}
+
+/// Plan one pod interface that appeared after attach (`podtap watch`), in
+/// the attachment `prev` records: the same mode, TAP options and link group,
+/// names that clash with nothing in the netns or in `prev`.
+pub fn plan_late(
+    desc: &Description,
+    inv: &Inventory,
+    prev: &Plan,
+    iface: &Interface,
+) -> Result<NicPlan> {
+    let opts = prev.options();
+    let mut taken: BTreeSet<String> = desc.interfaces.iter().map(|i| i.name.clone()).collect();
+    for nic in &prev.nics {
+        taken.insert(nic.tap.name.clone());
+        taken.extend(nic.bridge.as_ref().map(|b| b.name.clone()));
+    }
+    if !iface.eligible {
+        let why = iface.ineligible_reason.clone().unwrap_or_default();
+        return Err(Error::Invalid(format!(
+            "interface {}: not eligible ({why})",
+            iface.name
+        )));
+    }
+    plan_nic(desc, inv, &opts, &prev.id, iface, &mut taken)
+}
+
+impl Plan {
+    /// The attach options this plan was made with, as far as a late
+    /// interface needs them (mode and the TAP options of its first NIC).
+    pub fn options(&self) -> AttachOptions {
+        let mut opts = AttachOptions {
+            mode: self.mode,
+            ..AttachOptions::default()
+        };
+        if let Some(tap) = self.nics.first().map(|n| &n.tap) {
+            opts.queues = tap.queues;
+            opts.vnet_hdr = tap.vnet_hdr;
+            opts.owner = tap.owner;
+            opts.group = tap.group;
+        }
+        opts
+    }
+}
+
+/// Plan the TAP and wiring of one chosen pod interface; `taken` holds the
+/// link names in use and gets the new ones.
+fn plan_nic(
+    desc: &Description,
+    inv: &Inventory,
+    opts: &AttachOptions,
+    id: &SandboxId,
+    iface: &Interface,
+    taken: &mut BTreeSet<String>,
+) -> Result<NicPlan> {
+    let mac: Option<MacAddr> = iface.mac.as_deref().and_then(|m| m.parse().ok());
+    let tap_name = unique_name("tap", iface, taken);
+    let (wiring, wiring_note) = match opts.mode {
+        Wiring::Bridge if !iface.kind.bridgeable() => (
+            Wiring::Tc,
+            Some(format!(
+                "{} links cannot be bridged; wired with tc redirect instead",
+                iface.kind.as_str()
+            )),
+        ),
+        Wiring::Bridge if mac.is_none() => (
+            Wiring::Tc,
+            Some(
+                "a link without an Ethernet address cannot be bridged; \
+                  wired with tc redirect instead"
+                    .into(),
+            ),
+        ),
+        Wiring::Bridge if inv.lower_of_stacked.contains(&iface.ifindex) => (
+            Wiring::Tc,
+            Some(
+                "a macvlan/ipvlan/vlan sits on this link, so it cannot be bridged; \
+                 wired with tc redirect instead"
+                    .into(),
+            ),
+        ),
+        Wiring::Macvtap => match macvtap_refusal(iface, mac, inv) {
+            Some(why) => (
+                Wiring::Tc,
+                Some(format!("{why}; wired with tc redirect instead")),
+            ),
+            None => (Wiring::Macvtap, None),
+        },
+        mode => (mode, None),
+    };
+    let ingress = inv.ingress.get(&iface.ifindex).cloned().unwrap_or_default();
+    // A second redirect would never see a packet, and its detach could not
+    // tell whose ingress qdisc it is: one attachment per pod interface.
+    if let Some(p) = ingress.redirects.iter().find(|p| is_podtap_prio(**p)) {
+        return Err(Error::Invalid(format!(
+            "interface {}: already wired by another podtap attachment (tc filter prio {p}); \
+             detach it first, or choose others with --interfaces",
+            iface.name
+        )));
+    }
+    let tc = match wiring {
+        Wiring::Tc => Some(TcPlan {
+            prio: naming::free_prio(&ingress.prios).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "interface {}: every tc priority podtap may use ({TC_PRIO_BASE}..{}) \
+                     is held by other filters; nothing was built",
+                    iface.name,
+                    TC_PRIO_BASE + TC_PRIO_SPAN - 1
+                ))
+            })?,
+            create_pod_qdisc: ingress.qdisc.is_none(),
+            existing_pod_qdisc: ingress.qdisc.clone(),
+        }),
+        Wiring::Bridge | Wiring::Macvtap => None,
+    };
+    let bridge = (wiring == Wiring::Bridge).then(|| BridgePlan {
+        name: unique_name("br", iface, taken),
+        pod_mac: bridged_mac(mac, id),
+        restore: inv.restore.get(&iface.ifindex).cloned().unwrap_or_default(),
+    });
+    let macvtap = (wiring == Wiring::Macvtap).then(|| MacvtapPlan {
+        device: crate::kernel::macvtap::node_path(id.as_str(), &tap_name)
+            .display()
+            .to_string(),
+    });
+    let neighbours = desc
+        .neighbours
+        .iter()
+        .filter(|n| n.interface == iface.name && (n.state == "permanent" || n.state == "noarp"))
+        .map(|n| PinnedNeighbour {
+            ip: n.ip.clone(),
+            mac: n.mac.clone(),
+        })
+        .collect();
+    Ok(NicPlan {
+        pod: PodSide {
+            ifindex: iface.ifindex,
+            name: iface.name.clone(),
+            mac,
+            mtu: iface.mtu,
+            kind: iface.kind,
+            txqlen: None,
+            neighbours,
+        },
+        tap: TapPlan {
+            name: tap_name,
+            mtu: iface.mtu,
+            queues: opts.queues,
+            vnet_hdr: opts.vnet_hdr,
+            multi_queue: opts.queues > 1,
+            owner: opts.owner,
+            group: opts.group,
+        },
+        wiring,
+        wiring_note,
+        tc,
+        bridge,
+        macvtap,
     })
 }
 

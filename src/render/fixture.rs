@@ -101,6 +101,7 @@ pub(crate) fn pod() -> Description {
             id: "pod-1".into(),
             mode: Wiring::Tc,
             timings_us: Timings::default(),
+            revision: 0,
         }),
     }
 }

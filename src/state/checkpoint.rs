@@ -39,9 +39,22 @@ pub struct Checkpoint {
     /// ifindexes the kernel gave the TAPs and bridges, by planned name.
     #[serde(default)]
     pub created: Vec<Created>,
-    /// The description attach printed, once complete.
+    /// The description attach printed, once complete (and as `podtap watch`
+    /// revised it since).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<Description>,
+    /// The pod interfaces attach was limited to (`--interfaces`); `podtap
+    /// watch` wires only these when they appear. `None`: every eligible one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only: Option<Vec<String>>,
+    /// TAPs of NICs `podtap watch` added after attach (the ones it hotplugs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub late: Vec<String>,
+    /// TAPs of NICs `podtap watch` is building right now: recorded before the
+    /// first kernel change, cleared once built. Non-empty after a crash, and
+    /// then teardown also matches these by planned name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<String>,
 }
 
 impl Checkpoint {
@@ -110,6 +123,9 @@ mod tests {
             plan,
             created: vec![],
             description: None,
+            only: None,
+            late: vec![],
+            pending: vec![],
         };
         assert!(cp.is_netns((4, 10), Some(77)));
         assert!(

@@ -142,9 +142,31 @@ pub struct Undo {
 /// from podtap's own bridge. Anything else is skipped with a warning.
 /// See [`Proof`] for what proves a link ours. `now.filters` must hold the
 /// filters of the plan's tc-wired pod interfaces.
+#[cfg(test)]
 pub fn undo_recorded(plan: &Plan, created: &[Created], now: &Observed, proof: Proof) -> Undo {
+    undo_in(plan, created, now, proof, Scope::Whole)
+}
+
+/// Whether a plan is a whole attachment (its link group is its alone) or
+/// some NICs of a live one (`podtap watch`): then the other NICs' TAPs and
+/// bridges share the plan's link group, so the group proves nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Every NIC of the attachment.
+    Whole,
+    /// Some NICs; the group is shared with the others.
+    Part,
+}
+
+pub fn undo_in(
+    plan: &Plan,
+    created: &[Created],
+    now: &Observed,
+    proof: Proof,
+    scope: Scope,
+) -> Undo {
     let mut undo = Undo::default();
-    let ours = our_links(plan, created, now.links.values(), proof);
+    let ours = our_links_in(plan, created, now.links.values(), proof, scope);
     for c in created {
         match now.links.get(&c.ifindex) {
             None => undo.warnings.push(format!(
@@ -351,13 +373,25 @@ pub enum Proof {
 /// bridge found by its recorded ifindex with the recorded kind, or by the
 /// plan's group, that carries podtap's marker for this id (or, before its
 /// marker is set, sits in the plan's group).
+#[cfg(test)]
 pub fn our_links<'a>(
     plan: &Plan,
     created: &[Created],
     live: impl Iterator<Item = &'a LinkState>,
     proof: Proof,
 ) -> Vec<&'a LinkState> {
+    our_links_in(plan, created, live, proof, Scope::Whole)
+}
+
+pub fn our_links_in<'a>(
+    plan: &Plan,
+    created: &[Created],
+    live: impl Iterator<Item = &'a LinkState>,
+    proof: Proof,
+    scope: Scope,
+) -> Vec<&'a LinkState> {
     let match_names = proof == Proof::RecordedDead;
+    let part = scope == Scope::Part;
     let marked = |l: &LinkState| match l.alias.as_deref() {
         Some(a) => plan::is_marker_of(a, &plan.id),
         None => l.group == plan.group,
@@ -390,7 +424,7 @@ pub fn our_links<'a>(
     live.filter(|l| l.is_podtap_kind() && !pods.contains(&l.ifindex))
         .filter(|l| {
             (recorded_kind(l) && (proof == Proof::MadeNow || marked(l)))
-                || (l.group == plan.group && marked(l))
+                || (!part && l.group == plan.group && marked(l))
                 || (match_names && planned.contains(l.name.as_str()) && unclaimed(l))
         })
         .collect()

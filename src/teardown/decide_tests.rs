@@ -388,3 +388,32 @@ fn macvtap_undo_leaves_the_pod_alone_and_deletes_only_a_marked_macvtap() {
     assert!(undo.links.is_empty(), "{:?}", undo.links);
     assert_eq!(undo.warnings.len(), 1, "{:?}", undo.warnings);
 }
+
+#[test]
+fn part_of_an_attachment_never_takes_its_siblings_by_group() {
+    use super::decide::{our_links_in, Scope};
+    // Two TAPs of one attachment, both marked and in its group; the plan
+    // holds only the NIC of the first (a late interface that left).
+    let plan = the_plan(vec![nic(2, "tap_eth2", Wiring::Tc)]);
+    let first = tap(5, "tap_eth2");
+    let sibling = tap(6, "tap_eth3");
+    let live = [first.clone(), sibling.clone()];
+    let c = [created(5, "tap_eth2", "tap")];
+    for proof in [Proof::MadeNow, Proof::Recorded, Proof::RecordedDead] {
+        let whole = our_links_in(&plan, &c, live.iter(), proof, Scope::Whole);
+        assert_eq!(
+            whole.len(),
+            2,
+            "the group proves both for a whole attachment ({proof:?})"
+        );
+        let part = our_links_in(&plan, &c, live.iter(), proof, Scope::Part);
+        assert_eq!(
+            part.iter().map(|l| l.ifindex).collect::<Vec<_>>(),
+            [5],
+            "{proof:?}"
+        );
+    }
+    // A pending NIC (no ifindex recorded yet) is found by its planned name only.
+    let part = our_links_in(&plan, &[], live.iter(), Proof::RecordedDead, Scope::Part);
+    assert_eq!(part.iter().map(|l| l.ifindex).collect::<Vec<_>>(), [5]);
+}

@@ -17,7 +17,7 @@ pub mod markers;
 mod markers_tests;
 pub mod missing;
 
-pub use decide::Proof;
+pub use decide::{Proof, Scope};
 pub use execute::UndoReport;
 
 use std::path::Path;
@@ -38,6 +38,22 @@ pub async fn undo_recorded(
     created: &[Created],
     proof: Proof,
 ) -> UndoReport {
+    undo_in(nl, plan, created, proof, Scope::Whole).await
+}
+
+/// [`undo_recorded`] for some NICs of a live attachment (`podtap watch`):
+/// the other NICs' links share the link group, so it proves nothing.
+pub async fn undo_part(nl: &Netlink, plan: &Plan, created: &[Created], proof: Proof) -> UndoReport {
+    undo_in(nl, plan, created, proof, Scope::Part).await
+}
+
+async fn undo_in(
+    nl: &Netlink,
+    plan: &Plan,
+    created: &[Created],
+    proof: Proof,
+    scope: Scope,
+) -> UndoReport {
     let tc_pods: Vec<u32> = plan
         .nics
         .iter()
@@ -46,7 +62,7 @@ pub async fn undo_recorded(
         .collect();
     match execute::observe(nl, |l| tc_pods.contains(&l.ifindex)).await {
         Ok(now) => {
-            let undo = decide::undo_recorded(plan, created, &now, proof);
+            let undo = decide::undo_in(plan, created, &now, proof, scope);
             execute::execute(nl, undo, false).await
         }
         Err(e) => UndoReport {

@@ -142,6 +142,21 @@ pub enum Command {
         #[arg(last = true, required = true)]
         argv: Vec<String>,
     },
+    /// Follow sandbox ID's netns: attach interfaces that appear later, undo those that leave,
+    /// hotplug them into the running VM, and print one JSON event per line. Ends on
+    /// SIGTERM/SIGINT or when the sandbox is detached (exit 0).
+    Watch {
+        #[arg(long)]
+        id: String,
+        /// Hotplug into the QEMU behind this QMP socket (fds over SCM_RIGHTS).
+        #[arg(long, conflicts_with = "cloud_hypervisor_api")]
+        qmp: Option<PathBuf>,
+        /// Hotplug into the Cloud Hypervisor behind this API socket (vm.add-net with fds).
+        #[arg(long)]
+        cloud_hypervisor_api: Option<PathBuf>,
+        #[command(flatten)]
+        state: StateArgs,
+    },
     /// OCI runtime hook: reads the container state JSON on stdin.
     OciHook {
         /// attach (createRuntime) or detach (poststop).

@@ -116,6 +116,20 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
                 &argv,
             );
         }
+        Command::Watch {
+            id,
+            qmp,
+            cloud_hypervisor_api,
+            state,
+        } => {
+            let opts = crate::watch::WatchOptions {
+                qmp,
+                cloud_hypervisor_api,
+            };
+            crate::watch::watch(&id.parse()?, &state.dir(), &opts, &mut |event| {
+                print_event(event)
+            })?;
+        }
         Command::OciHook { action, args } => return crate::doors::oci_hook::run(&action, &args),
         Command::CniInstall {
             conf_dir,
@@ -185,4 +199,14 @@ fn read_description(path: &std::path::Path) -> Result<Description> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io("read description", path, e))?;
     serde_json::from_str(&text)
         .map_err(|e| Error::Invalid(format!("description {}: {e}", path.display())))
+}
+
+/// One event, one line, flushed at once (a runtime reads them as they come).
+/// A reader that went away does not stop the watch.
+fn print_event(event: &crate::watch::Event) {
+    use std::io::Write;
+    if let Ok(line) = serde_json::to_string(event) {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+    }
 }

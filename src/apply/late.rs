@@ -1,0 +1,377 @@
+//! Late interfaces: bring a finished attachment up to date with its netns
+//! (`podtap watch`). A pod interface that appeared is built exactly as
+//! attach would build it; one that disappeared has its objects undone.
+//!
+//! Crash safety follows attach: a new NIC goes into the checkpoint's plan,
+//! and its TAP name into `pending`, before the first kernel change; once
+//! built, `pending` is cleared. A watch that died in between leaves a
+//! checkpoint whose `pending` NICs [`recover`] (or detach) undo by name.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use super::{build, fill_txqlen, survey};
+use crate::describe;
+use crate::error::Result;
+use crate::kernel::netlink::Netlink;
+use crate::kernel::netns::NetNs;
+use crate::model::{Description, Interface, Timings};
+use crate::plan::{self, NicPlan, Plan};
+use crate::state::{Checkpoint, Created, StateDir};
+use crate::teardown::{self, Proof};
+
+/// One thing [`reconcile`] changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A pod interface appeared and was built (the NIC as planned).
+    Added(NicPlan),
+    /// A pod interface disappeared and its objects were undone.
+    Removed(NicPlan),
+    /// A pod interface that appeared could not be attached (it is not
+    /// tried again until it changes name).
+    Refused {
+        /// Its name.
+        interface: String,
+        /// Its ifindex.
+        ifindex: u32,
+        /// Why.
+        why: String,
+    },
+    /// These interfaces (or the routes, neighbours, rules) changed in the description.
+    Revised(Vec<String>),
+}
+
+/// Undo the NICs an earlier watch was still building when it stopped (their
+/// TAP names are in `cp.pending`), matching them by planned name too.
+pub async fn recover(nl: &Netlink, state: &StateDir, cp: &mut Checkpoint) -> Result<Vec<NicPlan>> {
+    if cp.pending.is_empty() {
+        return Ok(Vec::new());
+    }
+    let pending: BTreeSet<String> = cp.pending.iter().cloned().collect();
+    let (sub, created) = split_off(cp, |n| pending.contains(&n.tap.name));
+    tracing::warn!(
+        "sandbox {}: an earlier watch did not finish adding {}; undoing it first",
+        cp.id,
+        sub.nics
+            .iter()
+            .map(|n| n.pod.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    teardown::undo_part(nl, &sub, &created, Proof::RecordedDead)
+        .await
+        .into_result()?;
+    remove_nodes(&sub);
+    cp.pending.clear();
+    state.save(cp)?;
+    Ok(sub.nics)
+}
+
+/// The NICs of `plan` whose pod interface is no longer in `desc`.
+pub fn gone<'a>(plan: &'a Plan, desc: &Description) -> Vec<&'a NicPlan> {
+    plan.nics
+        .iter()
+        .filter(|n| desc.interfaces.iter().all(|i| i.ifindex != n.pod.ifindex))
+        .collect()
+}
+
+/// The interfaces of `desc` a watch should attach now: eligible, not in
+/// `cp`'s plan, among `cp.only` when attach was limited, and not refused
+/// before under the same name (`refused`: ifindex to name).
+pub fn arrived<'a>(
+    cp: &Checkpoint,
+    desc: &'a Description,
+    refused: &BTreeMap<u32, String>,
+) -> Vec<&'a Interface> {
+    desc.interfaces
+        .iter()
+        .filter(|i| i.eligible)
+        .filter(|i| cp.plan.nics.iter().all(|n| n.pod.ifindex != i.ifindex))
+        .filter(|i| cp.only.as_ref().is_none_or(|only| only.contains(&i.name)))
+        .filter(|i| refused.get(&i.ifindex) != Some(&i.name))
+        .collect()
+}
+
+/// Bring `cp` (a finished attachment, loaded under the id and netns locks)
+/// up to date with the netns `nl` talks to, saving the checkpoint as it goes.
+pub async fn reconcile(
+    ns: &NetNs,
+    nl: &Netlink,
+    state: &StateDir,
+    cp: &mut Checkpoint,
+    refused: &BTreeMap<u32, String>,
+) -> Result<Vec<Change>> {
+    let mut changes = Vec::new();
+    let mut survey = survey(ns, nl).await?;
+    // Links undone in this round: in the survey still, but gone now.
+    let mut undone = BTreeSet::new();
+
+    let removed: BTreeSet<u32> = gone(&cp.plan, &survey.desc)
+        .iter()
+        .map(|n| n.pod.ifindex)
+        .collect();
+    if !removed.is_empty() {
+        let (sub, created) = split_off(cp, |n| removed.contains(&n.pod.ifindex));
+        undone.extend(created.iter().map(|c| c.ifindex));
+        // The pod interface is gone (and with it its filters, or the
+        // macvtap on it); what is left is the TAP or the bridge.
+        let report = teardown::undo_part(nl, &sub, &created, Proof::Recorded).await;
+        remove_nodes(&sub);
+        for w in &report.warnings {
+            tracing::info!("watch: {w}");
+        }
+        if let Err(e) = report.into_result() {
+            // Keep them recorded, so detach can retry.
+            cp.plan.nics.extend(sub.nics);
+            cp.created.extend(created);
+            return Err(e);
+        }
+        state.save(cp)?;
+        changes.extend(sub.nics.into_iter().map(Change::Removed));
+    }
+
+    for iface in arrived(cp, &survey.desc, refused) {
+        match add_one(ns, nl, state, cp, &survey, iface).await {
+            Ok(nic) => changes.push(Change::Added(nic)),
+            Err(e) => changes.push(Change::Refused {
+                interface: iface.name.clone(),
+                ifindex: iface.ifindex,
+                why: e.to_string(),
+            }),
+        }
+    }
+
+    survey
+        .desc
+        .interfaces
+        .retain(|i| !undone.contains(&i.ifindex));
+    if let Some(prev) = cp.description.clone() {
+        let next = describe::revised(&prev, survey.desc, &cp.plan, &cp.created);
+        if next != prev {
+            let differ = differing(&prev, &next);
+            cp.description = Some(next);
+            state.save(cp)?;
+            if !changes
+                .iter()
+                .any(|c| matches!(c, Change::Added(_) | Change::Removed(_)))
+            {
+                changes.push(Change::Revised(differ));
+            }
+        }
+    }
+    Ok(changes)
+}
+
+/// Plan, record and build one late interface; on failure undo what was made
+/// and drop it from the checkpoint again.
+async fn add_one(
+    ns: &NetNs,
+    nl: &Netlink,
+    state: &StateDir,
+    cp: &mut Checkpoint,
+    survey: &super::Survey,
+    iface: &Interface,
+) -> Result<NicPlan> {
+    let mut nic = plan::plan_late(&survey.desc, &survey.inventory, &cp.plan, iface)?;
+    fill_txqlen(std::slice::from_mut(&mut nic), &survey.dump);
+    let sub = Plan {
+        id: cp.plan.id.clone(),
+        mode: cp.plan.mode,
+        group: cp.plan.group,
+        nics: vec![nic.clone()],
+    };
+    // Intent first: a crash from here on leaves a NIC detach can undo by name.
+    cp.plan.nics.push(nic.clone());
+    cp.pending = vec![nic.tap.name.clone()];
+    state.save(cp)?;
+
+    let mut created = Vec::new();
+    let built = build::build(ns, nl, &sub, &mut Timings::default(), &mut created).await;
+    if let Err(e) = built {
+        let report = teardown::undo_part(nl, &sub, &created, Proof::MadeNow).await;
+        remove_nodes(&sub);
+        if let Err(undo) = report.into_result() {
+            // Leave it pending: the next watch or detach undoes it by name.
+            tracing::warn!(
+                "watch: could not undo the failed attach of {}: {undo}",
+                iface.name
+            );
+            return Err(e);
+        }
+        cp.plan.nics.retain(|n| n.tap.name != nic.tap.name);
+        cp.pending.clear();
+        state.save(cp)?;
+        return Err(e);
+    }
+    cp.created.extend(created);
+    cp.late.push(nic.tap.name.clone());
+    cp.pending.clear();
+    state.save(cp)?;
+    Ok(nic)
+}
+
+/// Take the NICs `pick` chooses (and the links recorded for them) out of
+/// `cp`, as a plan of their own.
+fn split_off(cp: &mut Checkpoint, pick: impl Fn(&NicPlan) -> bool) -> (Plan, Vec<Created>) {
+    let (taken, kept): (Vec<NicPlan>, Vec<NicPlan>) = std::mem::take(&mut cp.plan.nics)
+        .into_iter()
+        .partition(|n| pick(n));
+    cp.plan.nics = kept;
+    let names: BTreeSet<&str> = taken
+        .iter()
+        .flat_map(|n| {
+            std::iter::once(n.tap.name.as_str()).chain(n.bridge.as_ref().map(|b| b.name.as_str()))
+        })
+        .collect();
+    let (created, left): (Vec<Created>, Vec<Created>) = std::mem::take(&mut cp.created)
+        .into_iter()
+        .partition(|c| names.contains(c.name.as_str()));
+    cp.created = left;
+    cp.late.retain(|t| !names.contains(t.as_str()));
+    cp.pending.retain(|t| !names.contains(t.as_str()));
+    let sub = Plan {
+        id: cp.plan.id.clone(),
+        mode: cp.plan.mode,
+        group: cp.plan.group,
+        nics: taken,
+    };
+    (sub, created)
+}
+
+/// Remove the macvtap device nodes of `plan`'s NICs (they live in the host's /dev).
+fn remove_nodes(plan: &Plan) {
+    for m in plan.nics.iter().filter_map(|n| n.macvtap.as_ref()) {
+        let path = Path::new(&m.device);
+        if crate::kernel::macvtap::is_node(path) {
+            if let Err(e) = std::fs::remove_file(path) {
+                tracing::warn!("watch: could not remove {}: {e}", path.display());
+            }
+        }
+    }
+}
+
+/// Names of the interfaces whose entries differ between two descriptions
+/// (added, removed or changed); empty when only routes, neighbours or rules did.
+fn differing(prev: &Description, next: &Description) -> Vec<String> {
+    let mut names = BTreeSet::new();
+    for i in &next.interfaces {
+        if prev.interfaces.iter().all(|p| p != i) {
+            names.insert(i.name.clone());
+        }
+    }
+    for p in &prev.interfaces {
+        if next.interfaces.iter().all(|i| i.ifindex != p.ifindex) {
+            names.insert(p.name.clone());
+        }
+    }
+    names.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::fixture;
+
+    fn checkpoint(desc: &Description) -> Checkpoint {
+        let id: crate::id::SandboxId = "pod-1".parse().unwrap();
+        let plan = plan::plan(
+            desc,
+            &plan::Inventory::default(),
+            &plan::AttachOptions {
+                interfaces: Some(vec!["eth0".into()]),
+                ..Default::default()
+            },
+            &id,
+        )
+        .unwrap();
+        Checkpoint {
+            version: crate::state::VERSION,
+            id,
+            netns: desc.netns.clone(),
+            netns_cookie: None,
+            phase: crate::state::Phase::Complete,
+            plan,
+            created: vec![],
+            description: Some(desc.clone()),
+            only: None,
+            late: vec![],
+            pending: vec![],
+        }
+    }
+
+    #[test]
+    fn a_new_eligible_interface_arrives_once_and_a_refused_one_stays_out() {
+        let desc = fixture::pod();
+        let mut cp = checkpoint(&desc);
+        let names = |v: Vec<&Interface>| v.iter().map(|i| i.name.clone()).collect::<Vec<_>>();
+        let eligible_others: Vec<String> = desc
+            .interfaces
+            .iter()
+            .filter(|i| i.eligible && i.name != "eth0")
+            .map(|i| i.name.clone())
+            .collect();
+        assert!(
+            !eligible_others.is_empty(),
+            "the fixture has more than one NIC"
+        );
+        assert_eq!(
+            names(arrived(&cp, &desc, &BTreeMap::new())),
+            eligible_others
+        );
+
+        let first = desc.interface(&eligible_others[0]).unwrap();
+        let refused = BTreeMap::from([(first.ifindex, first.name.clone())]);
+        assert!(!names(arrived(&cp, &desc, &refused)).contains(&first.name));
+
+        // Renamed: tried again.
+        let mut renamed = desc.clone();
+        fixture::interface_mut(&mut renamed, &first.name.clone()).name = "net7".into();
+        assert!(names(arrived(&cp, &renamed, &refused)).contains(&"net7".to_string()));
+
+        // An attach limited to some interfaces: watch wires only those.
+        cp.only = Some(vec!["eth0".into()]);
+        assert!(arrived(&cp, &desc, &BTreeMap::new()).is_empty());
+    }
+
+    #[test]
+    fn a_nic_whose_pod_interface_left_is_gone() {
+        let desc = fixture::pod();
+        let cp = checkpoint(&desc);
+        assert!(gone(&cp.plan, &desc).is_empty());
+        let mut without = desc.clone();
+        without.interfaces.retain(|i| i.name != "eth0");
+        let g = gone(&cp.plan, &without);
+        assert_eq!(g.len(), 1);
+        assert_eq!(g[0].pod.name, "eth0");
+    }
+
+    #[test]
+    fn split_off_takes_the_nic_its_links_and_its_late_entry() {
+        let desc = fixture::pod();
+        let mut cp = checkpoint(&desc);
+        let tap = cp.plan.nics[0].tap.name.clone();
+        cp.created = vec![
+            Created {
+                name: tap.clone(),
+                ifindex: 40,
+                kind: "tap".into(),
+                mac: None,
+            },
+            Created {
+                name: "tap_other".into(),
+                ifindex: 41,
+                kind: "tap".into(),
+                mac: None,
+            },
+        ];
+        cp.late = vec![tap.clone()];
+        let (sub, created) = split_off(&mut cp, |n| n.tap.name == tap);
+        assert_eq!(sub.nics.len(), 1);
+        assert_eq!(sub.group, cp.plan.group);
+        assert_eq!(created.len(), 1);
+        assert_eq!(created[0].ifindex, 40);
+        assert!(cp.plan.nics.is_empty());
+        assert_eq!(cp.created.len(), 1);
+        assert!(cp.late.is_empty());
+    }
+}

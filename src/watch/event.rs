@@ -1,0 +1,123 @@
+//! What `podtap watch` reports: one JSON object per line on stdout.
+
+use serde::Serialize;
+
+use crate::model::{Interface, Wiring};
+
+/// One change `podtap watch` made or saw. Serialised with an `event` tag:
+/// `{"event":"added","interface":"eth1",...}`. `revision` is the
+/// description's revision after the change (`podtap show --id` prints that
+/// description; `podtap render ... --id` renders it).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "lowercase")]
+pub enum Event {
+    /// Watching: the netns is followed from here on.
+    Ready {
+        /// The sandbox id.
+        id: String,
+        /// The description's revision.
+        revision: u64,
+        /// The pod interfaces attached now.
+        interfaces: Vec<String>,
+    },
+    /// A pod interface appeared and was attached (and hotplugged, when `device` is set).
+    Added {
+        /// The pod interface.
+        interface: String,
+        /// Its ifindex.
+        ifindex: u32,
+        /// The TAP (or macvtap) built for it.
+        tap: String,
+        /// How it is wired.
+        wiring: Wiring,
+        /// The VMM device id it was hotplugged as; absent without a VMM socket.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        device: Option<String>,
+        /// The description's revision.
+        revision: u64,
+        /// Its entry in the description (guest MAC, addresses, TAP).
+        nic: Box<Interface>,
+    },
+    /// A pod interface disappeared; its NIC was unplugged and its objects undone.
+    Removed {
+        /// The pod interface (its last name).
+        interface: String,
+        /// Its ifindex.
+        ifindex: u32,
+        /// The TAP that was removed.
+        tap: String,
+        /// The VMM device that was unplugged, if any.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        device: Option<String>,
+        /// The description's revision.
+        revision: u64,
+    },
+    /// The description changed otherwise (state, addresses, routes).
+    Changed {
+        /// Interfaces whose entries changed (empty: routes, neighbours or rules).
+        interfaces: Vec<String>,
+        /// The description's revision.
+        revision: u64,
+    },
+    /// A NIC the VMM was missing was plugged again on resume.
+    Replugged {
+        /// The pod interface.
+        interface: String,
+        /// The VMM device id.
+        device: String,
+    },
+    /// A device of podtap's the VMM had without a NIC behind it was unplugged on resume.
+    Unplugged {
+        /// The VMM device id.
+        device: String,
+    },
+    /// A pod interface that appeared could not be attached (reported once).
+    Refused {
+        /// The pod interface.
+        interface: String,
+        /// Its ifindex.
+        ifindex: u32,
+        /// Why.
+        error: String,
+    },
+    /// Something failed; watch goes on (a VMM call, one reconcile round).
+    Error {
+        /// The pod interface it concerns, if one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        interface: Option<String>,
+        /// What failed.
+        error: String,
+    },
+    /// The attachment was detached (or replaced); watch ends with exit 0.
+    Detached {
+        /// The sandbox id.
+        id: String,
+    },
+    /// SIGTERM or SIGINT: watch ends with exit 0, leaving the attachment as it is.
+    Stopped {
+        /// The sandbox id.
+        id: String,
+        /// The signal's name.
+        signal: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_tagged_flat_objects() {
+        let e = Event::Removed {
+            interface: "eth1".into(),
+            ifindex: 7,
+            tap: "tap_eth1".into(),
+            device: None,
+            revision: 3,
+        };
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"event":"removed","interface":"eth1","ifindex":7,"tap":"tap_eth1","revision":3}"#
+        );
+    }
+}
