@@ -122,3 +122,94 @@ pub fn revised(
     }
     next
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::AttachOptions;
+    use crate::render::fixture;
+
+    /// A scan before attach, the plan for eth0, its TAP (ifindex 90) and what attach printed.
+    fn attached_pod() -> (Description, Plan, Vec<Created>, Description) {
+        let mut scanned = fixture::pod();
+        for i in &mut scanned.interfaces {
+            i.tap = None;
+            i.wiring = None;
+        }
+        scanned.attachment = None;
+        let id = "pod-1".parse().unwrap();
+        let opts = AttachOptions {
+            interfaces: Some(vec!["eth0".into()]),
+            ..AttachOptions::default()
+        };
+        let plan = crate::plan::plan(&scanned, &Default::default(), &opts, &id).unwrap();
+        let created = vec![Created {
+            name: plan.nics[0].tap.name.clone(),
+            ifindex: 90,
+            kind: "tap".into(),
+            mac: None,
+        }];
+        let prev = attached(scanned.clone(), &plan, &created, Timings::default(), None);
+        (scanned, plan, created, prev)
+    }
+
+    /// A scan after attach: the TAP is there, with a neighbour entry of its own.
+    fn rescanned(scanned: &Description, tap: &str) -> Description {
+        let mut fresh = scanned.clone();
+        let mut tap_link = fresh.interfaces[1].clone();
+        tap_link.name = tap.into();
+        tap_link.ifindex = 90;
+        fresh.interfaces.push(tap_link);
+        let mut n = fresh.neighbours[0].clone();
+        n.interface = tap.into();
+        fresh.neighbours.push(n);
+        fresh
+    }
+
+    #[test]
+    fn an_unchanged_netns_keeps_the_description_and_its_revision() {
+        let (scanned, plan, created, prev) = attached_pod();
+        let next = revised(
+            &prev,
+            rescanned(&scanned, &created[0].name),
+            &plan,
+            &created,
+        );
+        assert_eq!(next, prev, "podtap's own TAP and its neighbour stay out");
+        assert_eq!(next.attachment.unwrap().revision, 0);
+    }
+
+    #[test]
+    fn an_attached_interface_keeps_its_mac_and_takes_fresh_addresses() {
+        let (scanned, plan, created, prev) = attached_pod();
+        let mut fresh = rescanned(&scanned, &created[0].name);
+        // What bridge mode makes the kernel show, plus a new address.
+        let eth0 = fixture::interface_mut(&mut fresh, "eth0");
+        eth0.mac = Some("0a:00:00:00:00:99".into());
+        eth0.controller = Some("br_eth0".into());
+        eth0.eligible = false;
+        eth0.addresses.push("10.244.1.6/24".into());
+        let next = revised(&prev, fresh, &plan, &created);
+        let was = prev.interface("eth0").unwrap();
+        let now = next.interface("eth0").unwrap();
+        assert_eq!(now.mac, was.mac);
+        assert_eq!(now.guest_mac, was.guest_mac);
+        assert_eq!(now.controller, None);
+        assert!(now.eligible);
+        assert!(now.addresses.contains(&"10.244.1.6/24".to_string()));
+        assert_eq!(now.tap, was.tap);
+        assert_eq!(next.attachment.as_ref().unwrap().revision, 1);
+        // Revised again with nothing new: the revision stays.
+        let mut again = rescanned(&scanned, &created[0].name);
+        fixture::interface_mut(&mut again, "eth0")
+            .addresses
+            .push("10.244.1.6/24".into());
+        assert_eq!(
+            revised(&next, again, &plan, &created)
+                .attachment
+                .unwrap()
+                .revision,
+            1
+        );
+    }
+}

@@ -152,12 +152,12 @@ struct Watcher<'a> {
 
 impl<'a> Watcher<'a> {
     fn start(id: &'a SandboxId, state: &'a StateDir, vmm: Option<Vmm>) -> Result<Self> {
+        let cp = finished(state, id)?;
         let own = Lock::acquire(
             state.path().join(format!("{id}.watch.lock")),
             &format!("{id} (another podtap watch follows it)"),
             Duration::ZERO,
         )?;
-        let cp = finished(state, id)?;
         let ns = match teardown::open_recorded(&cp, &state.file(id), &[])? {
             Ok(ns) => ns,
             Err(why) => {

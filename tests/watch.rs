@@ -1,0 +1,427 @@
+//! `podtap watch` against real kernel objects (issue 14): interfaces added to
+//! and removed from a pod after attach, in tc and bridge mode; a restart and
+//! a crash mid-add; detach and SIGTERM while it runs; hotplug through a
+//! Cloud Hypervisor API stand-in (the QEMU guest test is in tests/vm.rs).
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+/// A running `podtap watch` and its events.
+struct Watch {
+    child: Child,
+    events: Receiver<Value>,
+}
+
+impl Watch {
+    fn start(state: &Path, id: &str, extra: &[&str]) -> Watch {
+        let mut child = podtap_cmd(state)
+            .args(["watch", "--id", id])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start podtap watch");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, events) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                eprintln!("watch: {line}");
+                let event: Value = serde_json::from_str(&line).expect("a JSON object per line");
+                if tx.send(event).is_err() {
+                    break;
+                }
+            }
+        });
+        Watch { child, events }
+    }
+
+    /// The next event named `kind` (within 20 s); no `error` event may come first.
+    fn next(&self, kind: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = deadline
+                .checked_duration_since(Instant::now())
+                .unwrap_or_else(|| panic!("no {kind:?} event in 20 s"));
+            let event = self
+                .events
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no {kind:?} event in 20 s"));
+            assert_ne!(event["event"], "error", "{event}");
+            if event["event"] == kind {
+                return event;
+            }
+        }
+    }
+
+    /// Events that come within `wait`, without blocking longer.
+    fn drain(&self, wait: Duration) -> Vec<Value> {
+        let mut out = Vec::new();
+        while let Ok(e) = self.events.recv_timeout(wait) {
+            out.push(e);
+        }
+        out
+    }
+
+    fn signal(&self, sig: &str) {
+        sh(&format!("kill -{sig} {}", self.child.id()));
+    }
+
+    /// Wait for the process to end; its exit code.
+    fn exit_code(mut self) -> Option<i32> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status.code();
+            }
+            assert!(Instant::now() < deadline, "watch did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn attach(state: &StateDir, pod: &Pod, id: &str, mode: &str) -> Value {
+    json_ok(&podtap_state(
+        &state.0,
+        &[
+            "attach",
+            "--netns",
+            &pod.pod.path_str(),
+            "--id",
+            id,
+            "--mode",
+            mode,
+        ],
+    ))
+}
+
+/// Add a veth pair: `ifname` in the pod (198.19.<sub>.2/24), its peer in the node (.1).
+fn add_late(pod: &Pod, ifname: &str, sub: u32) {
+    let (p, q) = (&pod.pod.name, &pod.peer.name);
+    sh(&format!(
+        "ip -n {q} link add lt{sub}{ifname} type veth peer name {ifname} netns {p}"
+    ));
+    sh(&format!(
+        "ip -n {q} addr add 198.19.{sub}.1/24 dev lt{sub}{ifname} && ip -n {q} link set lt{sub}{ifname} up"
+    ));
+    sh(&format!(
+        "ip -n {p} addr add 198.19.{sub}.2/24 dev {ifname} && ip -n {p} link set {ifname} up"
+    ));
+}
+
+fn checkpoint(state: &StateDir, id: &str) -> Value {
+    let text = std::fs::read_to_string(state.0.join(format!("{id}.json"))).expect("checkpoint");
+    serde_json::from_str(&text).expect("checkpoint JSON")
+}
+
+#[test]
+fn late_interfaces_are_wired_and_undone_in_tc_and_bridge_mode() {
+    if !root_or_skip("late_interfaces_are_wired_and_undone_in_tc_and_bridge_mode") {
+        return;
+    }
+    for (mode, link_kind) in [("tc", "tun"), ("bridge", "bridge")] {
+        let pod = Pod::dual_stack();
+        settle(&pod.pod);
+        let state = StateDir::new();
+        let id = unique("watch");
+        let before = snapshot(&pod.pod);
+        attach(&state, &pod, &id, mode);
+        let watch = Watch::start(&state.0, &id, &[]);
+        let ready = watch.next("ready");
+        assert_eq!(ready["interfaces"], serde_json::json!(["eth0"]), "{mode}");
+
+        add_late(&pod, "net1", pod.net);
+        let added = watch.next("added");
+        assert_eq!(added["interface"], "net1", "{mode}: {added}");
+        assert_eq!(added["wiring"], mode, "{mode}: {added}");
+        assert!(added.get("device").is_none(), "no VMM, no device: {added}");
+        let tap = added["tap"].as_str().expect("tap").to_string();
+        // Built exactly as attach builds: TAP (or bridge) in the netns, recorded,
+        // described, and `check` vouches for every object.
+        assert!(taps(&pod.pod).contains(&tap), "{mode}: {tap} missing");
+        let kinds = pod.pod.ip_json("-d link show");
+        assert!(
+            kinds
+                .as_array()
+                .expect("links")
+                .iter()
+                .any(|l| l["linkinfo"]["info_kind"] == link_kind
+                    && l["ifalias"].as_str().is_some_and(|a| a.contains(&id))),
+            "{mode}: no marked {link_kind}"
+        );
+        let cp = checkpoint(&state, &id);
+        assert_eq!(cp["late"], serde_json::json!([tap]), "{mode}");
+        let desc = &cp["description"];
+        assert_eq!(iface(desc, "net1")["tap"]["name"], tap.as_str());
+        assert!(desc["attachment"]["revision"].as_u64() >= Some(1));
+        let check = podtap_state(&state.0, &["check", "--id", &id]);
+        assert!(check.status.success(), "{mode}: check: {}", stderr(&check));
+        if mode == "tc" {
+            let filters = pod.pod.exec("tc filter show dev net1 ingress");
+            assert!(filters.contains("mirred"), "{mode}: no redirect on net1");
+        }
+
+        // The late interface leaves: its objects go, eth0's stay.
+        pod.pod.ip("link del net1");
+        let removed = watch.next("removed");
+        assert_eq!(removed["tap"], tap.as_str());
+        assert!(!taps(&pod.pod).contains(&tap), "{mode}: {tap} left behind");
+        assert!(
+            taps(&pod.pod).contains(&"tap_eth0".to_string()),
+            "{mode}: eth0's TAP went too"
+        );
+        let check = podtap_state(&state.0, &["check", "--id", &id]);
+        assert!(
+            check.status.success(),
+            "{mode}: check after removal: {}",
+            stderr(&check)
+        );
+
+        // Detach while watch runs: the netns is exactly as before, and watch ends.
+        let out = podtap_state(&state.0, &["detach", "--id", &id]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        watch.next("detached");
+        assert_eq!(watch.exit_code(), Some(0));
+        settle(&pod.pod);
+        assert_eq!(before, snapshot(&pod.pod), "{mode}: the pod netns changed");
+        let left: Vec<_> = std::fs::read_dir(&state.0)
+            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "{mode}: state dir left {left:?}");
+    }
+}
+
+#[test]
+fn a_restarted_watch_resumes_without_duplicates_and_undoes_a_half_built_nic() {
+    if !root_or_skip("a_restarted_watch_resumes_without_duplicates_and_undoes_a_half_built_nic") {
+        return;
+    }
+    let pod = Pod::dual_stack();
+    let state = StateDir::new();
+    let id = unique("watchre");
+    attach(&state, &pod, &id, "tc");
+    let watch = Watch::start(&state.0, &id, &[]);
+    watch.next("ready");
+    add_late(&pod, "net1", pod.net);
+    let added = watch.next("added");
+    let tap = added["tap"].as_str().expect("tap").to_string();
+    // Killed outright: nothing runs on the way out.
+    watch.signal("KILL");
+    assert_eq!(watch.exit_code(), None);
+
+    let again = Watch::start(&state.0, &id, &[]);
+    let ready = again.next("ready");
+    assert_eq!(ready["interfaces"], serde_json::json!(["eth0", "net1"]));
+    let extra = again.drain(Duration::from_millis(500));
+    assert!(
+        extra.iter().all(|e| e["event"] != "added"),
+        "the resumed watch added again: {extra:?}"
+    );
+    assert_eq!(
+        taps(&pod.pod).iter().filter(|t| **t == tap).count(),
+        1,
+        "one TAP for net1"
+    );
+    again.signal("TERM");
+    let stopped = again.next("stopped");
+    assert_eq!(stopped["signal"], "SIGTERM");
+    assert_eq!(again.exit_code(), Some(0));
+
+    // A watch that died between recording a NIC and finishing it: the
+    // checkpoint still says `pending`. The next watch undoes it (by name:
+    // its ifindex was never recorded) and builds it afresh.
+    let file = state.0.join(format!("{id}.json"));
+    let mut cp = checkpoint(&state, &id);
+    cp["pending"] = serde_json::json!([tap]);
+    cp["late"] = serde_json::json!([]);
+    cp["created"]
+        .as_array_mut()
+        .expect("created")
+        .retain(|c| c["name"] != tap.as_str());
+    std::fs::write(&file, serde_json::to_string(&cp).expect("JSON")).expect("write checkpoint");
+    let before_ifindex = pod.pod.ip_json(&format!("link show {tap}"))[0]["ifindex"].clone();
+    let third = Watch::start(&state.0, &id, &[]);
+    let added = third.next("added");
+    assert_eq!(added["interface"], "net1");
+    let ready = third.next("ready");
+    assert_eq!(ready["interfaces"], serde_json::json!(["eth0", "net1"]));
+    let after_ifindex = pod.pod.ip_json(&format!("link show {tap}"))[0]["ifindex"].clone();
+    assert_ne!(
+        before_ifindex, after_ifindex,
+        "the half-built TAP was not rebuilt"
+    );
+    assert_eq!(taps(&pod.pod).iter().filter(|t| **t == tap).count(), 1);
+    let cp = checkpoint(&state, &id);
+    assert_eq!(cp["pending"], Value::Null, "pending cleared: {cp}");
+    let check = podtap_state(&state.0, &["check", "--id", &id]);
+    assert!(check.status.success(), "check: {}", stderr(&check));
+    third.signal("INT");
+    assert_eq!(third.next("stopped")["signal"], "SIGINT");
+    let out = podtap_state(&state.0, &["detach", "--id", &id]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(taps(&pod.pod).is_empty(), "detach left TAPs");
+}
+
+#[test]
+fn watch_refuses_bad_input_with_documented_codes() {
+    if !root_or_skip("watch_refuses_bad_input_with_documented_codes") {
+        return;
+    }
+    let state = StateDir::new();
+    let unknown = podtap_state(&state.0, &["watch", "--id", "nobody"]);
+    assert_eq!(exit_code(&unknown), 14, "{}", stderr(&unknown));
+    assert_eq!(
+        stderr(&unknown).trim().lines().count(),
+        1,
+        "{}",
+        stderr(&unknown)
+    );
+    let bad = podtap_state(&state.0, &["watch", "--id", "../etc"]);
+    assert_eq!(exit_code(&bad), 7, "{}", stderr(&bad));
+
+    let pod = Pod::dual_stack();
+    let id = unique("watch2");
+    attach(&state, &pod, &id, "tc");
+    let first = Watch::start(&state.0, &id, &[]);
+    first.next("ready");
+    let second = podtap_state(&state.0, &["watch", "--id", &id]);
+    assert_eq!(exit_code(&second), 9, "{}", stderr(&second));
+    assert!(
+        stderr(&second).contains("another podtap watch"),
+        "{}",
+        stderr(&second)
+    );
+    first.signal("TERM");
+    assert_eq!(first.exit_code(), Some(0));
+    let out = podtap_state(&state.0, &["detach", "--id", &id]);
+    assert!(out.status.success());
+}
+
+/// A stand-in for Cloud Hypervisor's API (no KVM here): answers vm.info with
+/// the NICs added so far, records vm.add-net (body and the TAP names of the
+/// fds that came with it as SCM_RIGHTS) and vm.remove-device, one JSON line each.
+const CH_STANDIN: &str = r#"
+import json, os, re, socket, sys
+path, out = sys.argv[1], sys.argv[2]
+srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+srv.bind(path)
+srv.listen(4)
+srv.settimeout(60)
+nets = {}
+log = open(out, "w")
+while True:
+    conn, _ = srv.accept()
+    msg, fds, _, _ = socket.recv_fds(conn, 65536, 16)
+    while b"\r\n\r\n" not in msg:
+        msg += conn.recv(65536)
+    head, _, body = msg.partition(b"\r\n\r\n")
+    m = re.search(rb"(?i)content-length: *(\d+)", head)
+    length = int(m.group(1)) if m else 0
+    while len(body) < length:
+        body += conn.recv(65536)
+    line = head.split(b"\r\n")[0].decode()
+    req = json.loads(body) if body else None
+    taps = []
+    for fd in fds:
+        info = open(f"/proc/self/fdinfo/{fd}").read()
+        t = re.search(r"iff:\s*(\S+)", info)
+        taps.append(t.group(1) if t else "not-a-tap")
+        os.close(fd)
+    log.write(json.dumps({"request": line, "body": req, "fds": taps}) + "\n")
+    log.flush()
+    if "vm.info" in line:
+        reply = json.dumps({"config": {"net": [{"id": i} for i in nets]}}).encode()
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(reply), reply))
+    elif "vm.add-net" in line:
+        nets[req["id"]] = req
+        reply = json.dumps({"id": req["id"], "bdf": "0000:00:06.0"}).encode()
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(reply), reply))
+    elif "vm.remove-device" in line:
+        nets.pop(req["id"], None)
+        conn.sendall(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n")
+    else:
+        conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+    conn.close()
+"#;
+
+#[test]
+fn watch_hotplugs_through_the_cloud_hypervisor_api() {
+    let test = "watch_hotplugs_through_the_cloud_hypervisor_api";
+    if !root_or_skip(test) || !tool_or_skip(test, "python3") {
+        return;
+    }
+    let work = TempDir::new();
+    let sock = work.path().join("ch.sock");
+    let log = work.path().join("requests.jsonl");
+    let mut standin = Command::new("python3")
+        .args(["-c", CH_STANDIN])
+        .arg(&sock)
+        .arg(&log)
+        .spawn()
+        .expect("start the API stand-in");
+    assert!(poll(
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || sock.exists()
+    ));
+
+    let pod = Pod::dual_stack();
+    let state = StateDir::new();
+    let id = unique("watchch");
+    attach(&state, &pod, &id, "tc");
+    let sock_arg = sock.display().to_string();
+    let watch = Watch::start(&state.0, &id, &["--cloud-hypervisor-api", &sock_arg]);
+    watch.next("ready");
+    add_late(&pod, "net1", pod.net);
+    let added = watch.next("added");
+    assert_eq!(added["device"], "podtap-tap_net1", "{added}");
+    let mac = added["nic"]["guest_mac"]
+        .as_str()
+        .expect("guest MAC")
+        .to_string();
+    pod.pod.ip("link del net1");
+    let removed = watch.next("removed");
+    assert_eq!(removed["device"], "podtap-tap_net1", "{removed}");
+    watch.signal("TERM");
+    assert_eq!(watch.exit_code(), Some(0));
+    let _ = standin.kill();
+    let _ = standin.wait();
+
+    let requests: Vec<Value> = std::fs::read_to_string(&log)
+        .expect("request log")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    let add = requests
+        .iter()
+        .find(|r| r["request"] == "PUT /api/v1/vm.add-net HTTP/1.1")
+        .unwrap_or_else(|| panic!("no vm.add-net in {requests:?}"));
+    assert_eq!(add["body"]["id"], "podtap-tap_net1");
+    assert_eq!(add["body"]["mac"], mac.as_str());
+    assert_eq!(add["body"]["num_queues"], 2);
+    assert_eq!(
+        add["fds"],
+        serde_json::json!(["tap_net1"]),
+        "the fd is the TAP's queue"
+    );
+    let remove = requests
+        .iter()
+        .position(|r| r["request"] == "PUT /api/v1/vm.remove-device HTTP/1.1")
+        .unwrap_or_else(|| panic!("no vm.remove-device in {requests:?}"));
+    assert_eq!(requests[remove]["body"]["id"], "podtap-tap_net1");
+    let out = podtap_state(&state.0, &["detach", "--id", &id]);
+    assert!(out.status.success());
+}
