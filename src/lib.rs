@@ -15,6 +15,7 @@
 //! | VMM and guest arguments | [`render`] | pure |
 //! | verify | [`check`] | read-only |
 //! | undo exactly | [`detach`] | never blocks on a gone netns |
+//! | follow late interfaces, hotplug | [`watch`] | until SIGTERM or detach |
 //!
 //! [`model`] holds the description types (the JSON contract) and [`error`]
 //! the one error type with its documented exit codes.

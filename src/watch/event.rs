@@ -5,9 +5,9 @@ use serde::Serialize;
 use crate::model::{Interface, Wiring};
 
 /// One change `podtap watch` made or saw. Serialised with an `event` tag:
-/// `{"event":"added","interface":"eth1",...}`. `revision` is the
-/// description's revision after the change (`podtap show --id` prints that
-/// description; `podtap render ... --id` renders it).
+/// `{"event":"added","interface":"eth1",...}`. `revision` is the recorded
+/// description's revision after the change (`podtap render FORMAT --id`
+/// renders that description).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "lowercase")]
 pub enum Event {
