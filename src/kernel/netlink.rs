@@ -30,7 +30,9 @@ impl Netlink {
     pub fn connect(ns: &NetNs) -> Result<Self> {
         let link = ns.netlink()?;
         let (connection, handle, _) = rtnetlink::from_socket(link.socket);
-        tokio::spawn(connection);
+        tokio::spawn(Pipelined {
+            connection: Box::pin(connection),
+        });
         Ok(Netlink {
             handle,
             ipv6_enabled: link.ipv6_enabled,
@@ -49,6 +51,39 @@ impl Netlink {
     /// Wrap a kernel failure with this netns and the operation.
     pub fn err(&self, op: &str, on: impl AsRef<str>, e: impl Into<KernelError>) -> Error {
         Error::kernel(&self.netns, op, on, e)
+    }
+}
+
+/// Requests podtap keeps in flight at most, per wake-up of the connection.
+///
+/// netlink-proto 0.14 sends one queued request each time its connection is
+/// polled, and then waits to be woken by the reply: requests issued together
+/// (`join_all`) would go out one round trip at a time. The kernel handles a
+/// request inside `sendmsg(2)` and queues its ack before `sendmsg` returns,
+/// so polling the connection up to this many times per wake-up sends that
+/// many requests back to back while at most this many acks wait in the
+/// socket's receive queue: pipelining with a bounded window (an unbounded
+/// burst of 64-NIC attaches overran the queue with ENOBUFS).
+pub const WINDOW: usize = 32;
+
+/// The rtnetlink connection, polled [`WINDOW`] times per wake-up.
+struct Pipelined<C> {
+    connection: std::pin::Pin<Box<C>>,
+}
+
+impl<C: std::future::Future<Output = ()>> std::future::Future for Pipelined<C> {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        for _ in 0..WINDOW {
+            if self.connection.as_mut().poll(cx).is_ready() {
+                return std::task::Poll::Ready(());
+            }
+        }
+        std::task::Poll::Pending
     }
 }
 

@@ -46,16 +46,13 @@ pub async fn observe(
         .filter(|l| with_filters(l))
         .map(|l| (l.ifindex, l.name.clone()))
         .collect();
-    let dumps = join_all(wanted.iter().map(|(idx, name)| async move {
-        tc::filters(&nl.handle, *idx)
+    // One after another: the kernel allows one dump in flight per socket
+    // (EBUSY), and the connection pipelines whatever is issued together.
+    for (idx, name) in &wanted {
+        let filters = tc::filters(&nl.handle, *idx)
             .await
-            .map(|f| (*idx, f))
-            .map_err(|e| nl.err("dump tc filters", name, e))
-    }))
-    .await;
-    for d in dumps {
-        let (idx, filters) = d?;
-        now.filters.insert(idx, filters);
+            .map_err(|e| nl.err("dump tc filters", name, e))?;
+        now.filters.insert(*idx, filters);
     }
     Ok(now)
 }
