@@ -231,6 +231,35 @@ class Bench:
                 problems.append(f"library attach n={n}: bad output: {e}")
         self.check_clean(ns, base, f"library n={n}")
 
+    def c_cni(self, n, ns, rep, base):
+        """podtap as a chained CNI plugin: ADD then DEL of one interface (eth0),
+        as a runtime runs it after the bridge/ptp plugin, prevResult on stdin."""
+        if n != 1:
+            return
+        cid = f"{rep + 2:064x}"
+        mac = json.loads(sh(["ip", "-n", ns, "-j", "link", "show", "eth0"]).stdout)[0]["address"]
+        netns = f"/var/run/netns/{ns}"
+        conf = json.dumps({
+            "cniVersion": "1.0.0", "name": "bench", "type": "podtap", "stateDir": self.a.state_dir,
+            "prevResult": {"cniVersion": "1.0.0",
+                           "interfaces": [{"name": "eth0", "mac": mac, "sandbox": netns}],
+                           "ips": [{"address": "198.18.0.2/24", "interface": 0}]}})
+        conf_path = os.path.join(self.a.workdir, "cni.json")
+        with open(conf_path, "w") as f:
+            f.write(conf)
+        for cmd, phase in (("ADD", "attach"), ("DEL", "detach")):
+            env = dict(self.env, CNI_COMMAND=cmd, CNI_CONTAINERID=cid, CNI_NETNS=netns,
+                       CNI_IFNAME="eth0", CNI_PATH="/usr/lib/cni")
+            with open(conf_path) as stdin:
+                t0 = time.perf_counter_ns()
+                r = subprocess.run([self.bin], stdin=stdin, capture_output=True, text=True, env=env)
+                ms = (time.perf_counter_ns() - t0) / 1e6
+            if r.returncode != 0:
+                self.fail(f"podtap CNI {cmd} n={n}", r.returncode, r.stdout + r.stderr)
+            else:
+                self.record(("cni", "tc", phase, n), ms)
+        self.check_clean(ns, base, f"podtap CNI n={n}")
+
     def c_scan(self, n, ns, rep, base):
         ms, rc, rss, _, err = timed([self.bin, "scan", "--netns", f"/var/run/netns/{ns}"],
                                     env=self.env)
@@ -606,6 +635,7 @@ class Bench:
             ("podtap-bridge", lambda n, r: self.c_podtap("bridge", n, pods[n], r, bases[n])),
             ("podtap-scan", lambda n, r: self.c_scan(n, pods[n], r, bases[n])),
             ("library", lambda n, r: self.c_lib(n, pods[n], r, bases[n])),
+            ("cni", lambda n, r: self.c_cni(n, pods[n], r, bases[n])),
             ("perstep", lambda n, r: self.c_script("perstep", n, pods[n], r, bases[n])),
             ("batch", lambda n, r: self.c_script("batch", n, pods[n], r, bases[n])),
             ("floor", lambda n, r: self.c_floor(n, pods[n], r, bases[n])),
@@ -668,6 +698,8 @@ class Bench:
             ("podtap scan", ("podtap", "scan", "scan")),
             ("library call attach, tc (in-process)", ("lib", "tc", "attach")),
             ("library call detach, tc (in-process)", ("lib", "tc", "detach")),
+            ("CNI ADD, one interface (chained plugin)", ("cni", "tc", "attach")),
+            ("CNI DEL, one interface (chained plugin)", ("cni", "tc", "detach")),
             ("per-step script attach", ("perstep", "tc", "attach")),
             ("per-step script detach", ("perstep", "tc", "detach")),
             ("batch script attach", ("batch", "tc", "attach")),
@@ -735,6 +767,9 @@ class Bench:
             tgt.append(("bridge detach 8 if, returned (median)", f"{m:.1f} ms", "≤ 60 ms", m <= 60))
             w = getattr(self, "stall", {}).get(("podtap-bridge", 8), float("nan"))
             tgt.append(("worst RTNL stall during podtap bridge attach+detach, 8 if", f"{w:.1f} ms", "≤ 25 ms", w <= 25))
+        if 1 in sizes:
+            m = med(S.get(("cni", "tc", "detach", 1), []))
+            tgt.append(("CNI DEL of one interface, returned (median)", f"{m:.1f} ms", "≤ 6 ms", m <= 6))
         for n, t in ((8, 10), (64, 30)):
             if n in sizes:
                 r = ratio(("perstep", "tc", "detach", n), ("podtap", "tc", "detach", n))
