@@ -83,6 +83,17 @@ pub fn revised(
         .routes
         .retain(|r| r.interface.as_ref().is_none_or(|name| !ours.contains(name)));
     fresh.neighbours.retain(|n| !ours.contains(&n.interface));
+    // A neighbour's state (reachable, stale, delay) changes all the time:
+    // one that is still there keeps the entry it had.
+    for n in &mut fresh.neighbours {
+        if let Some(was) = prev
+            .neighbours
+            .iter()
+            .find(|p| p.ip == n.ip && p.mac == n.mac && p.interface == n.interface)
+        {
+            *n = was.clone();
+        }
+    }
     fresh
         .interfaces
         .retain(|i| !created.iter().any(|c| c.ifindex == i.ifindex));

@@ -364,19 +364,7 @@ fn watch_hotplugs_through_the_cloud_hypervisor_api() {
         return;
     }
     let work = TempDir::new();
-    let sock = work.path().join("ch.sock");
-    let log = work.path().join("requests.jsonl");
-    let mut standin = Command::new("python3")
-        .args(["-c", CH_STANDIN])
-        .arg(&sock)
-        .arg(&log)
-        .spawn()
-        .expect("start the API stand-in");
-    assert!(poll(
-        Duration::from_secs(10),
-        Duration::from_millis(20),
-        || sock.exists()
-    ));
+    let (mut standin, sock, log) = start_standin(&work);
 
     let pod = Pod::dual_stack();
     let state = StateDir::new();
@@ -395,16 +383,13 @@ fn watch_hotplugs_through_the_cloud_hypervisor_api() {
     pod.pod.ip("link del net1");
     let removed = watch.next("removed");
     assert_eq!(removed["device"], "podtap-tap_net1", "{removed}");
+
     watch.signal("TERM");
     assert_eq!(watch.exit_code(), Some(0));
     let _ = standin.kill();
     let _ = standin.wait();
 
-    let requests: Vec<Value> = std::fs::read_to_string(&log)
-        .expect("request log")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON"))
-        .collect();
+    let requests = requests(&log);
     let add = requests
         .iter()
         .find(|r| r["request"] == "PUT /api/v1/vm.add-net HTTP/1.1")
@@ -424,4 +409,113 @@ fn watch_hotplugs_through_the_cloud_hypervisor_api() {
     assert_eq!(requests[remove]["body"]["id"], "podtap-tap_net1");
     let out = podtap_state(&state.0, &["detach", "--id", &id]);
     assert!(out.status.success());
+}
+
+/// Start [`CH_STANDIN`] in `work`: the process, its socket and its request log.
+fn start_standin(work: &TempDir) -> (Child, std::path::PathBuf, std::path::PathBuf) {
+    let sock = work.path().join("ch.sock");
+    let log = work.path().join("requests.jsonl");
+    let standin = Command::new("python3")
+        .args(["-c", CH_STANDIN])
+        .arg(&sock)
+        .arg(&log)
+        .spawn()
+        .expect("start the API stand-in");
+    assert!(poll(
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || sock.exists()
+    ));
+    (standin, sock, log)
+}
+
+/// The requests the stand-in logged.
+fn requests(log: &Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .expect("request log")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect()
+}
+
+#[test]
+fn a_network_a_later_cni_add_attaches_joins_the_vm_and_leaves_on_del() {
+    let test = "a_network_a_later_cni_add_attaches_joins_the_vm_and_leaves_on_del";
+    if !root_or_skip(test) || !tool_or_skip(test, "python3") {
+        return;
+    }
+    let work = TempDir::new();
+    let (mut standin, sock, log) = start_standin(&work);
+    let pod = Pod::dual_stack();
+    let state = StateDir::new();
+    // As the CNI door does: one attachment per network, each limited to its interface.
+    let first = unique("cnifirst");
+    let out = podtap_state(
+        &state.0,
+        &[
+            "attach",
+            "--netns",
+            &pod.pod.path_str(),
+            "--id",
+            &first,
+            "--interfaces",
+            "eth0",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let sock_arg = sock.display().to_string();
+    let watch = Watch::start(&state.0, &first, &["--cloud-hypervisor-api", &sock_arg]);
+    watch.next("ready");
+
+    // The second network arrives, and its CNI ADD attaches it under its own id.
+    add_late(&pod, "net1", pod.net);
+    let second = unique("cnisecond");
+    let out = podtap_state(
+        &state.0,
+        &[
+            "attach",
+            "--netns",
+            &pod.pod.path_str(),
+            "--id",
+            &second,
+            "--interfaces",
+            "net1",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plugged = watch.next("plugged");
+    assert_eq!(plugged["id"], second.as_str(), "{plugged}");
+    assert_eq!(plugged["interface"], "net1", "{plugged}");
+    assert_eq!(plugged["device"], "podtap-tap_net1", "{plugged}");
+    // watch built nothing of its own for net1: the first attachment is limited to eth0.
+    assert_eq!(checkpoint(&state, &first)["late"], Value::Null);
+    assert_eq!(
+        taps(&pod.pod).iter().filter(|t| *t == "tap_net1").count(),
+        1
+    );
+
+    // Its DEL: the NIC leaves the VM.
+    let out = podtap_state(&state.0, &["detach", "--id", &second]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let unplugged = watch.next("unplugged");
+    assert_eq!(unplugged["device"], "podtap-tap_net1");
+    watch.signal("TERM");
+    assert_eq!(watch.exit_code(), Some(0));
+    let _ = standin.kill();
+    let _ = standin.wait();
+    let log = requests(&log);
+    let add = log
+        .iter()
+        .find(|r| r["request"] == "PUT /api/v1/vm.add-net HTTP/1.1")
+        .unwrap_or_else(|| panic!("no vm.add-net in {log:?}"));
+    assert_eq!(add["fds"], serde_json::json!(["tap_net1"]));
+    assert!(
+        log.iter()
+            .any(|r| r["request"] == "PUT /api/v1/vm.remove-device HTTP/1.1"
+                && r["body"]["id"] == "podtap-tap_net1"),
+        "no vm.remove-device in {log:?}"
+    );
+    let out = podtap_state(&state.0, &["detach", "--id", &first]);
+    assert!(out.status.success());
+    assert!(taps(&pod.pod).is_empty());
 }

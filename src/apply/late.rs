@@ -141,10 +141,28 @@ pub async fn reconcile(
         }
     }
 
+    // What this round undid is still in the survey: leave it out, with its
+    // routes and neighbours.
+    let undone_names: Vec<String> = survey
+        .desc
+        .interfaces
+        .iter()
+        .filter(|i| undone.contains(&i.ifindex))
+        .map(|i| i.name.clone())
+        .collect();
     survey
         .desc
         .interfaces
         .retain(|i| !undone.contains(&i.ifindex));
+    survey.desc.routes.retain(|r| {
+        r.interface
+            .as_ref()
+            .is_none_or(|n| !undone_names.contains(n))
+    });
+    survey
+        .desc
+        .neighbours
+        .retain(|n| !undone_names.contains(&n.interface));
     if let Some(prev) = cp.description.clone() {
         let next = describe::revised(&prev, survey.desc, &cp.plan, &cp.created);
         if next != prev {
@@ -179,33 +197,39 @@ async fn add_one(
         mode: cp.plan.mode,
         group: cp.plan.group,
         nics: vec![nic.clone()],
+        taps: None,
     };
     // Intent first: a crash from here on leaves a NIC detach can undo by name.
     cp.plan.nics.push(nic.clone());
-    cp.pending = vec![nic.tap.name.clone()];
+    cp.pending.push(nic.tap.name.clone());
     state.save(cp)?;
 
     let mut created = Vec::new();
     let built = build::build(ns, nl, &sub, &mut Timings::default(), &mut created).await;
+    let done = |cp: &mut Checkpoint| cp.pending.retain(|t| *t != nic.tap.name);
     if let Err(e) = built {
-        let report = teardown::undo_part(nl, &sub, &created, Proof::MadeNow).await;
+        // Also by planned name: a link made but not yet read back (a bridge
+        // whose lookup failed) is not in `created`.
+        let report = teardown::undo_part(nl, &sub, &created, Proof::RecordedDead).await;
         remove_nodes(&sub);
         if let Err(undo) = report.into_result() {
-            // Leave it pending: the next watch or detach undoes it by name.
+            // Keep it recorded and pending: the next watch or detach undoes it.
             tracing::warn!(
                 "watch: could not undo the failed attach of {}: {undo}",
                 iface.name
             );
+            cp.created.extend(created);
+            state.save(cp)?;
             return Err(e);
         }
         cp.plan.nics.retain(|n| n.tap.name != nic.tap.name);
-        cp.pending.clear();
+        done(cp);
         state.save(cp)?;
         return Err(e);
     }
     cp.created.extend(created);
     cp.late.push(nic.tap.name.clone());
-    cp.pending.clear();
+    done(cp);
     state.save(cp)?;
     Ok(nic)
 }
@@ -234,6 +258,7 @@ fn split_off(cp: &mut Checkpoint, pick: impl Fn(&NicPlan) -> bool) -> (Plan, Vec
         mode: cp.plan.mode,
         group: cp.plan.group,
         nics: taken,
+        taps: None,
     };
     (sub, created)
 }
@@ -295,6 +320,7 @@ mod tests {
             description: Some(desc.clone()),
             only: None,
             late: vec![],
+            adopted: vec![],
             pending: vec![],
         }
     }

@@ -57,6 +57,7 @@ pub async fn fresh(
         description: None,
         only: opts.interfaces.clone(),
         late: Vec::new(),
+        adopted: Vec::new(),
         pending: Vec::new(),
     };
     state.save(&cp)?;

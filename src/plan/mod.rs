@@ -78,6 +78,22 @@ pub struct Plan {
     /// Link group of every TAP and bridge of this attachment.
     pub group: u32,
     pub nics: Vec<NicPlan>,
+    /// The TAP options attach was given, for NICs `podtap watch` adds later
+    /// (absent in checkpoints written before watch existed: then the first
+    /// NIC's are used).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taps: Option<TapOptions>,
+}
+
+/// The TAP options of an attachment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TapOptions {
+    pub queues: u32,
+    pub vnet_hdr: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<u32>,
 }
 
 /// One pod interface and what is built for it.
@@ -197,6 +213,12 @@ pub fn plan(
         mode: opts.mode,
         group: link_group(id, &inv.groups),
         nics,
+        taps: Some(TapOptions {
+            queues: opts.queues,
+            vnet_hdr: opts.vnet_hdr,
+            owner: opts.owner,
+            group: opts.group,
+        }),
     })
 }
 
@@ -227,17 +249,25 @@ pub fn plan_late(
 
 impl Plan {
     /// The attach options this plan was made with, as far as a late
-    /// interface needs them (mode and the TAP options of its first NIC).
+    /// interface needs them (mode and TAP options).
     pub fn options(&self) -> AttachOptions {
         let mut opts = AttachOptions {
             mode: self.mode,
             ..AttachOptions::default()
         };
-        if let Some(tap) = self.nics.first().map(|n| &n.tap) {
-            opts.queues = tap.queues;
-            opts.vnet_hdr = tap.vnet_hdr;
-            opts.owner = tap.owner;
-            opts.group = tap.group;
+        let recorded = self.taps.clone().or_else(|| {
+            self.nics.first().map(|n| TapOptions {
+                queues: n.tap.queues,
+                vnet_hdr: n.tap.vnet_hdr,
+                owner: n.tap.owner,
+                group: n.tap.group,
+            })
+        });
+        if let Some(taps) = recorded {
+            opts.queues = taps.queues;
+            opts.vnet_hdr = taps.vnet_hdr;
+            opts.owner = taps.owner;
+            opts.group = taps.group;
         }
         opts
     }

@@ -50,6 +50,10 @@ pub struct Checkpoint {
     /// TAPs of NICs `podtap watch` added after attach (the ones it hotplugs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub late: Vec<String>,
+    /// TAPs of other attachments in this netns that `podtap watch` hotplugged
+    /// for this one's VM (NICs that a later CNI ADD built).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adopted: Vec<String>,
     /// TAPs of NICs `podtap watch` is building right now: recorded before the
     /// first kernel change, cleared once built. Non-empty after a crash, and
     /// then teardown also matches these by planned name.
@@ -109,6 +113,7 @@ mod tests {
             mode: crate::model::Wiring::Tc,
             group: 1,
             nics: vec![],
+            taps: None,
         };
         let cp = Checkpoint {
             version: VERSION,
@@ -125,6 +130,7 @@ mod tests {
             description: None,
             only: None,
             late: vec![],
+            adopted: vec![],
             pending: vec![],
         };
         assert!(cp.is_netns((4, 10), Some(77)));

@@ -87,6 +87,7 @@ pub(super) fn the_plan(nics: Vec<NicPlan>) -> Plan {
         mode: Wiring::Tc,
         group: GROUP,
         nics,
+        taps: None,
     }
 }
 

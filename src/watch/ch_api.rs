@@ -50,7 +50,12 @@ impl CloudHypervisorApi {
     /// `vm.remove-device`; a device the VM does not have counts as removed.
     pub fn unplug(&self, device: &str) -> io::Result<()> {
         match self.request("PUT", "vm.remove-device", Some(json!({"id": device})), &[]) {
-            Err(e) if e.to_string().contains("404") || e.to_string().contains("not found") => {
+            // Cloud Hypervisor answers an unknown id with an error naming it.
+            Err(e)
+                if ["404", "not found", "UnknownDeviceId"]
+                    .iter()
+                    .any(|s| e.to_string().contains(s)) =>
+            {
                 Ok(())
             }
             other => other.map(drop),

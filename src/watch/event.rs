@@ -59,14 +59,18 @@ pub enum Event {
         /// The description's revision.
         revision: u64,
     },
-    /// A NIC the VMM was missing was plugged again on resume.
-    Replugged {
-        /// The pod interface.
+    /// A NIC of another attachment in this netns (a later CNI ADD, such as
+    /// a Multus network) was hotplugged; or, on resume, one the VMM was missing.
+    Plugged {
+        /// The attachment it belongs to.
+        id: String,
+        /// Its pod interface.
         interface: String,
         /// The VMM device id.
         device: String,
     },
-    /// A device of podtap's the VMM had without a NIC behind it was unplugged on resume.
+    /// A podtap device nothing wants any more was unplugged (its attachment
+    /// was detached, or it was left by an earlier watch).
     Unplugged {
         /// The VMM device id.
         device: String,

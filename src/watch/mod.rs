@@ -131,7 +131,10 @@ impl Signals {
         }
     }
 
+    /// Put the caller's mask back. A signal still pending is read first:
+    /// unblocked, it would kill a process that was about to exit 0.
     fn restore(self) {
+        while self.take().is_some() {}
         let _ = self.old.thread_set_mask();
     }
 }
@@ -148,13 +151,38 @@ struct Watcher<'a> {
     own: Lock,
     /// Interfaces refused once (ifindex -> name), not tried again under that name.
     refused: BTreeMap<u32, String>,
+    /// TAPs of other attachments in this netns that existed when watch
+    /// started: the launcher booted the VM with them (or chose not to).
+    boot_siblings: BTreeSet<String>,
+    /// The podtap devices the VMM has; `None` until it answered once.
+    plugged: Option<BTreeSet<String>>,
+    /// A VMM call failed: try again soon rather than on the next change.
+    retry: bool,
+    /// The checkpoint as the last round left it.
+    last: Option<Checkpoint>,
 }
+
+/// A NIC the VMM should have: a late NIC of this attachment, or a NIC of
+/// another attachment in the same netns that arrived after watch started
+/// (a later CNI ADD, such as a Multus network).
+struct Wanted {
+    /// The attachment it belongs to.
+    id: SandboxId,
+    tap: String,
+    ifindex: u32,
+    /// That attachment's description.
+    desc: Description,
+}
+
+/// How long to wait before trying a failed VMM call again.
+const RETRY: Duration = Duration::from_secs(2);
 
 impl<'a> Watcher<'a> {
     fn start(id: &'a SandboxId, state: &'a StateDir, vmm: Option<Vmm>) -> Result<Self> {
         let cp = finished(state, id)?;
+        // A name no sandbox id can have (ids never start with '.').
         let own = Lock::acquire(
-            state.path().join(format!("{id}.watch.lock")),
+            state.path().join(format!(".watch-{id}.lock")),
             &format!("{id} (another podtap watch follows it)"),
             Duration::ZERO,
         )?;
@@ -176,10 +204,17 @@ impl<'a> Watcher<'a> {
                 state.path(),
                 AddWatchFlags::IN_DELETE
                     | AddWatchFlags::IN_MOVED_FROM
+                    | AddWatchFlags::IN_MOVED_TO
+                    | AddWatchFlags::IN_CLOSE_WRITE
                     | AddWatchFlags::IN_DELETE_SELF
                     | AddWatchFlags::IN_MOVE_SELF,
             )
             .map_err(|e| Error::io("inotify watch", state.path(), e.into()))?;
+        let boot_siblings = siblings(state, id, (cp.netns.dev, cp.netns.inode))
+            .iter()
+            .flat_map(|(_, desc)| desc.attached().map(|(_, tap)| tap.name.clone()))
+            .filter(|t| !cp.adopted.contains(t))
+            .collect();
         Ok(Watcher {
             id,
             state,
@@ -189,23 +224,30 @@ impl<'a> Watcher<'a> {
             inotify,
             own,
             refused: BTreeMap::new(),
+            boot_siblings,
+            plugged: None,
+            retry: false,
+            last: None,
         })
     }
 
     fn run(&mut self, signals: &Signals, emit: &mut dyn FnMut(&Event)) -> Result<()> {
-        // The first round also undoes what a watch that died mid-add left.
-        let Some(cp) = self.round(true, emit)? else {
+        // The first round also undoes what a watch that died mid-add left,
+        // and puts the VMM in step with the checkpoint.
+        if !self.round(true, emit)? {
             emit(&self.detached());
             return Ok(());
+        }
+        let Some(cp) = &self.last else {
+            return Ok(());
         };
-        self.resume(&cp, emit);
         emit(&Event::Ready {
             id: self.id.to_string(),
             revision: revision(cp.description.as_ref()),
             interfaces: cp.plan.nics.iter().map(|n| n.pod.name.clone()).collect(),
         });
         loop {
-            let woke = self.wait(signals, None)?;
+            let woke = self.wait(signals, self.retry.then_some(RETRY))?;
             if let Some(signal) = signals.take() {
                 emit(&Event::Stopped {
                     id: self.id.to_string(),
@@ -217,9 +259,9 @@ impl<'a> Watcher<'a> {
                 emit(&self.detached());
                 return Ok(());
             }
-            if woke.netns {
+            if woke.netns || woke.state || woke.timeout {
                 self.settle(signals)?;
-                if self.round(false, emit)?.is_none() {
+                if !self.round(false, emit)? {
                     emit(&self.detached());
                     return Ok(());
                 }
@@ -240,21 +282,40 @@ impl<'a> Watcher<'a> {
             PollFd::new(self.inotify.as_fd(), PollFlags::POLLIN),
             PollFd::new(signals.fd.as_fd(), PollFlags::POLLIN),
         ];
-        let timeout = match timeout {
+        let poll_timeout = match timeout {
             Some(t) => PollTimeout::try_from(t).unwrap_or(PollTimeout::MAX),
             None => PollTimeout::NONE,
         };
-        match poll(&mut fds, timeout) {
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+        let n = match poll(&mut fds, poll_timeout) {
+            Ok(n) => n,
+            Err(nix::errno::Errno::EINTR) => 1,
             Err(e) => return Err(Error::io("poll", PathBuf::from("watch"), e.into())),
-        }
+        };
         let ready = |f: &PollFd<'_>| f.revents().is_some_and(|r| !r.is_empty());
         let netns = ready(&fds[0])
             && self.subscription.drain().map_err(|e| {
                 Error::kernel(&self.ns.display(), "read", "netlink announcements", e)
             })?;
-        let state = ready(&fds[1]) && self.inotify.read_events().is_ok();
-        Ok(Woke { netns, state })
+        // Another attachment's checkpoint came or went, or ours went; our
+        // own saves are not news.
+        let own = format!("{}.json", self.id);
+        let state = ready(&fds[1])
+            && self.inotify.read_events().is_ok_and(|events| {
+                events
+                    .iter()
+                    .any(|e| match e.name.as_ref().and_then(|n| n.to_str()) {
+                        Some(name) if name == own => e
+                            .mask
+                            .intersects(AddWatchFlags::IN_DELETE | AddWatchFlags::IN_MOVED_FROM),
+                        Some(name) => name.ends_with(".json"),
+                        None => true,
+                    })
+            });
+        Ok(Woke {
+            netns,
+            state,
+            timeout: n == 0 && timeout.is_some(),
+        })
     }
 
     /// Let a burst of announcements go quiet ([`SETTLE`], at most [`SETTLE_MAX`]).
@@ -262,34 +323,38 @@ impl<'a> Watcher<'a> {
         let until = Instant::now() + SETTLE_MAX;
         while Instant::now() < until {
             let woke = self.wait(signals, Some(SETTLE))?;
-            if !woke.netns {
+            if !woke.netns && !woke.state {
                 break;
             }
         }
         Ok(())
     }
 
-    /// One round: unplug what left, then bring the checkpoint up to date under
-    /// the locks, then hotplug what arrived. `None`: the attachment is gone.
-    fn round(&mut self, first: bool, emit: &mut dyn FnMut(&Event)) -> Result<Option<Checkpoint>> {
-        let unplugged = self.unplug_departed(emit);
+    /// One round: unplug what left, bring the checkpoint up to date under
+    /// the locks, then put the VMM in step. `None`: the attachment is gone.
+    fn round(&mut self, first: bool, emit: &mut dyn FnMut(&Event)) -> Result<bool> {
+        let mut unplugged = self.unplug_departed(emit);
         let (cp, changes) = match self.reconcile(first) {
             Ok(Some(done)) => done,
-            Ok(None) => return Ok(None),
+            Ok(None) => return Ok(false),
             Err(e) if !first => {
                 emit(&Event::Error {
                     interface: None,
                     error: e.to_string(),
                 });
-                return finished(self.state, self.id).map(Some).or(Ok(None));
+                self.retry = true;
+                // Only a checkpoint that is gone ends the watch; a lock held
+                // long or a file unreadable just now is tried again.
+                return Ok(self.state.file(self.id).exists());
             }
             Err(e) => return Err(e),
         };
+        let synced = self.sync(&cp, emit);
+        unplugged.extend(synced.unplugged);
         let rev = revision(cp.description.as_ref());
         for change in changes {
             match change {
                 Change::Added(nic) => {
-                    let device = self.plug(&cp, &nic.tap.name, nic.pod.ifindex, emit);
                     let Some(iface) = cp
                         .description
                         .as_ref()
@@ -302,7 +367,7 @@ impl<'a> Watcher<'a> {
                         ifindex: nic.pod.ifindex,
                         tap: nic.tap.name.clone(),
                         wiring: nic.wiring,
-                        device,
+                        device: synced.plugged.get(&nic.tap.name).cloned(),
                         revision: rev,
                         nic: Box::new(iface.clone()),
                     });
@@ -336,13 +401,22 @@ impl<'a> Watcher<'a> {
                 }),
             }
         }
-        Ok(Some(cp))
+        for (id, interface, device) in synced.adopted {
+            emit(&Event::Plugged {
+                id,
+                interface,
+                device,
+            });
+        }
+        self.last = Some(cp);
+        Ok(true)
     }
 
     /// The checkpoint brought up to date, and what changed; `None` when it is
     /// gone or now records another netns (detached, re-attached).
     fn reconcile(&mut self, first: bool) -> Result<Option<(Checkpoint, Vec<Change>)>> {
         let (state, id, ns, refused) = (self.state, self.id, &self.ns, &self.refused);
+        let boot_siblings = &self.boot_siblings;
         state.locked(id, || {
             let Some(mut cp) = state.load(id)? else {
                 return Ok(None);
@@ -362,14 +436,20 @@ impl<'a> Watcher<'a> {
                 let changes = late::reconcile(ns, &nl, state, &mut cp, refused).await?;
                 Ok(Some(changes))
             });
+            let adopted = result.as_ref().is_ok_and(Option::is_some)
+                && adopt(state, id, ns.identity(), boot_siblings, &mut cp);
             netns_lock.release();
-            Ok(result?.map(|changes| (cp, changes)))
+            let result = result?;
+            if adopted {
+                state.save(&cp)?;
+            }
+            Ok(result.map(|changes| (cp, changes)))
         })
     }
 
     /// Unplug the hotplugged NICs whose pod interface has left, before their
     /// TAPs are undone. Returns the devices unplugged.
-    fn unplug_departed(&self, emit: &mut dyn FnMut(&Event)) -> BTreeSet<String> {
+    fn unplug_departed(&mut self, emit: &mut dyn FnMut(&Event)) -> BTreeSet<String> {
         let mut done = BTreeSet::new();
         let Some(vmm) = &self.vmm else {
             return done;
@@ -391,8 +471,14 @@ impl<'a> Watcher<'a> {
             .filter(|n| !present.contains(&n.pod.ifindex) && cp.late.contains(&n.tap.name))
         {
             let device = device_id(&nic.tap.name);
+            if self.plugged.as_ref().is_some_and(|p| !p.contains(&device)) {
+                continue;
+            }
             match vmm.unplug(&device) {
                 Ok(()) => {
+                    if let Some(p) = self.plugged.as_mut() {
+                        p.remove(&device);
+                    }
                     done.insert(device);
                 }
                 Err(e) => emit(&Event::Error {
@@ -404,96 +490,197 @@ impl<'a> Watcher<'a> {
         done
     }
 
-    /// Hand the TAP of pod interface `ifindex` to the VMM; its device id, or
-    /// `None` without a VMM or on failure (reported).
-    fn plug(
-        &self,
-        cp: &Checkpoint,
-        tap: &str,
-        ifindex: u32,
-        emit: &mut dyn FnMut(&Event),
-    ) -> Option<String> {
-        let vmm = self.vmm.as_ref()?;
-        let desc = cp.description.as_ref()?;
-        let iface = desc.interfaces.iter().find(|i| i.ifindex == ifindex)?;
-        let device = device_id(tap);
-        let plugged = hot_nic(desc, ifindex, &device).and_then(|(nic, one)| {
-            let fds: Vec<OwnedFd> =
-                crate::doors::exec::open_tap_fds(self.id.as_str(), &self.ns, &one)?
-                    .into_iter()
-                    .flatten()
-                    .collect();
-            vmm.plug(&nic, &fds)
-                .map_err(|e| Error::io("hotplug", PathBuf::from(&device), e))
-        });
-        match plugged {
-            Ok(()) => Some(device),
-            Err(e) => {
-                emit(&Event::Error {
-                    interface: Some(iface.name.clone()),
-                    error: e.to_string(),
-                });
-                None
-            }
-        }
-    }
-
-    /// Make the VMM match the checkpoint after a restart: plug the late NICs
-    /// it lacks, unplug podtap devices without a NIC behind them.
-    fn resume(&self, cp: &Checkpoint, emit: &mut dyn FnMut(&Event)) {
+    /// Put the VMM in step: plug every wanted NIC it lacks, unplug the
+    /// podtap devices nothing wants any more. Level-triggered: what fails is
+    /// tried again in the next round (and a round comes within [`RETRY`]).
+    fn sync(&mut self, cp: &Checkpoint, emit: &mut dyn FnMut(&Event)) -> Synced {
+        let mut synced = Synced::default();
         let Some(vmm) = &self.vmm else {
-            return;
+            return synced;
         };
-        let present = match vmm.devices() {
-            Ok(p) => p,
-            Err(e) => {
-                emit(&Event::Error {
-                    interface: None,
-                    error: format!("list the VMM's devices: {e}"),
-                });
-                return;
-            }
+        self.retry = false;
+        let plugged = match self.plugged.take() {
+            Some(p) => p,
+            None => match vmm.devices() {
+                Ok(d) => d.into_iter().filter(|d| tap_of(d).is_some()).collect(),
+                Err(e) => {
+                    emit(&Event::Error {
+                        interface: None,
+                        error: format!("list the VMM's devices: {e}"),
+                    });
+                    self.retry = true;
+                    return synced;
+                }
+            },
         };
-        for nic in cp
-            .plan
-            .nics
-            .iter()
-            .filter(|n| cp.late.contains(&n.tap.name))
-        {
-            if present.contains(&device_id(&nic.tap.name)) {
+        let mut plugged = plugged;
+        let wanted = wanted(self.state, self.id, cp);
+        for w in &wanted {
+            let device = device_id(&w.tap);
+            if plugged.contains(&device) {
                 continue;
             }
-            if let Some(device) = self.plug(cp, &nic.tap.name, nic.pod.ifindex, emit) {
-                emit(&Event::Replugged {
-                    interface: nic.pod.name.clone(),
-                    device,
+            match plug(vmm, &self.ns, w, &device) {
+                Ok(()) => {
+                    plugged.insert(device.clone());
+                    if w.id == *self.id {
+                        synced.plugged.insert(w.tap.clone(), device);
+                    } else {
+                        let interface = w
+                            .desc
+                            .interfaces
+                            .iter()
+                            .find(|i| i.ifindex == w.ifindex)
+                            .map(|i| i.name.clone())
+                            .unwrap_or_default();
+                        synced.adopted.push((w.id.to_string(), interface, device));
+                    }
+                }
+                Err(e) => {
+                    emit(&Event::Error {
+                        interface: None,
+                        error: format!("hotplug {device}: {e}"),
+                    });
+                    self.retry = true;
+                }
+            }
+        }
+        // Unplug only what no attachment in this netns has any more: a
+        // device of a TAP that still exists may be another watch's.
+        let mut keep: BTreeSet<String> = wanted.iter().map(|w| device_id(&w.tap)).collect();
+        let all = siblings(self.state, self.id, self.ns.identity())
+            .into_iter()
+            .map(|(_, desc)| desc)
+            .chain(cp.description.clone());
+        for desc in all {
+            keep.extend(desc.attached().map(|(_, tap)| device_id(&tap.name)));
+        }
+        for device in plugged.clone().difference(&keep) {
+            match vmm.unplug(device) {
+                Ok(()) => {
+                    plugged.remove(device);
+                    synced.unplugged.insert(device.clone());
+                    emit(&Event::Unplugged {
+                        device: device.clone(),
+                    });
+                }
+                Err(e) => {
+                    emit(&Event::Error {
+                        interface: None,
+                        error: format!("unplug {device}: {e}"),
+                    });
+                    self.retry = true;
+                }
+            }
+        }
+        self.plugged = Some(plugged);
+        synced
+    }
+}
+
+/// What [`Watcher::sync`] did.
+#[derive(Default)]
+struct Synced {
+    /// This attachment's TAPs plugged now, with their device ids.
+    plugged: BTreeMap<String, String>,
+    /// Other attachments' NICs plugged now: (id, interface, device).
+    adopted: Vec<(String, String, String)>,
+    /// Devices unplugged now.
+    unplugged: BTreeSet<String>,
+}
+
+/// The NICs the VMM should have: `cp`'s late NICs and its adopted ones.
+fn wanted(state: &StateDir, id: &SandboxId, cp: &Checkpoint) -> Vec<Wanted> {
+    let mut out = Vec::new();
+    let mut add = |owner: &SandboxId, desc: &Description, taps: &[String]| {
+        for (iface, tap) in desc.attached() {
+            if taps.contains(&tap.name) {
+                out.push(Wanted {
+                    id: owner.clone(),
+                    tap: tap.name.clone(),
+                    ifindex: iface.ifindex,
+                    desc: desc.clone(),
                 });
             }
         }
-        for device in &present {
-            let Some(tap) = tap_of(device) else { continue };
-            if cp.late.iter().any(|t| t == tap) {
-                continue;
-            }
-            match vmm.unplug(device) {
-                Ok(()) => emit(&Event::Unplugged {
-                    device: device.clone(),
-                }),
-                Err(e) => emit(&Event::Error {
-                    interface: None,
-                    error: format!("unplug {device}: {e}"),
-                }),
-            }
+    };
+    if let Some(desc) = &cp.description {
+        add(id, desc, &cp.late);
+    }
+    if !cp.adopted.is_empty() {
+        for (owner, desc) in siblings(state, id, (cp.netns.dev, cp.netns.inode)) {
+            add(&owner, &desc, &cp.adopted);
         }
     }
+    out
+}
+
+/// Record in `cp` the NICs of other attachments in its netns that arrived
+/// after watch started, and forget those that left; whether `cp` changed.
+fn adopt(
+    state: &StateDir,
+    id: &SandboxId,
+    identity: (u64, u64),
+    boot: &BTreeSet<String>,
+    cp: &mut Checkpoint,
+) -> bool {
+    let now: BTreeSet<String> = siblings(state, id, identity)
+        .iter()
+        .flat_map(|(_, desc)| desc.attached().map(|(_, tap)| tap.name.clone()))
+        .collect();
+    let before = cp.adopted.clone();
+    cp.adopted.retain(|t| now.contains(t));
+    for tap in now.iter().filter(|t| !boot.contains(*t)) {
+        if !cp.adopted.contains(tap) {
+            cp.adopted.push(tap.clone());
+        }
+    }
+    cp.adopted != before
+}
+
+/// The finished attachments other than `id` in the netns `identity`, with
+/// their descriptions.
+fn siblings(
+    state: &StateDir,
+    id: &SandboxId,
+    identity: (u64, u64),
+) -> Vec<(SandboxId, Description)> {
+    state
+        .ids()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|other| other != id)
+        .filter_map(|other| {
+            let cp = state.load(&other).ok().flatten()?;
+            let same = (cp.netns.dev, cp.netns.inode) == identity && cp.phase == Phase::Complete;
+            same.then_some((other, cp.description?))
+        })
+        .collect()
+}
+
+/// Hand the TAP of `w` to the VMM as `device`.
+fn plug(vmm: &Vmm, ns: &NetNs, w: &Wanted, device: &str) -> Result<()> {
+    let (nic, one) = hot_nic(&w.desc, w.ifindex, device)?;
+    // What a failed or killed earlier plug left in the VMM would hold the
+    // TAP's queue (a single-queue TAP takes one opener): clear it first.
+    vmm.prepare(&nic)
+        .map_err(|e| Error::io("hotplug", PathBuf::from(device), e))?;
+    let fds: Vec<OwnedFd> = crate::doors::exec::open_tap_fds(w.id.as_str(), ns, &one)?
+        .into_iter()
+        .flatten()
+        .collect();
+    vmm.plug(&nic, &fds)
+        .map_err(|e| Error::io("hotplug", PathBuf::from(device), e))
 }
 
 /// What a wait saw.
 struct Woke {
     /// Netlink announcements arrived from the netns.
     netns: bool,
-    /// Something was removed or renamed in the state dir.
+    /// A checkpoint in the state dir came, changed or went.
     state: bool,
+    /// The timeout passed.
+    timeout: bool,
 }
 
 /// The finished checkpoint of `id`.

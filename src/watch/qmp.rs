@@ -1,8 +1,9 @@
 //! QEMU's machine protocol (QMP), as much as NIC hotplug needs.
 //!
-//! One connection per operation: QMP serves one client at a time, and a fd
-//! handed over with `getfd` belongs to the connection that sent it until a
-//! `netdev_add` on that same connection takes it.
+//! One connection per operation: QMP serves one client at a time, so watch
+//! does not keep it. Fds handed over with `getfd` live on in the monitor
+//! until a `netdev_add` takes them or `closefd` drops them: every failure
+//! path drops them, and [`QmpVmm::prepare`] clears what a killed watch left.
 
 use std::collections::BTreeSet;
 use std::io::{self, BufRead, BufReader, Write};
@@ -51,27 +52,35 @@ impl QmpVmm {
             .collect())
     }
 
+    /// Drop a backend of `nic`'s (and fds handed over for it) that an
+    /// earlier plug left without a device: they would hold the TAP's queue.
+    pub fn prepare(&self, nic: &HotNic) -> io::Result<()> {
+        let mut qmp = Session::connect(&self.path)?;
+        let netdev = netdev_id(&nic.device);
+        let _ = qmp.execute(netdev_del(&netdev), &[]);
+        close_fds(&mut qmp, &fd_names(&netdev, nic.queues as usize));
+        Ok(())
+    }
+
     /// Hand over `fds` (`getfd`), make the backend (`netdev_add`) and the
     /// virtio-net device (`device_add`) the way `render qemu` would at boot.
     pub fn plug(&self, nic: &HotNic, fds: &[OwnedFd]) -> io::Result<()> {
         let mut qmp = Session::connect(&self.path)?;
         let netdev = netdev_id(&nic.device);
-        let names: Vec<String> = (0..fds.len()).map(|i| format!("{netdev}-q{i}")).collect();
+        let names = fd_names(&netdev, fds.len());
         for (name, fd) in names.iter().zip(fds) {
-            qmp.execute(
+            let sent = qmp.execute(
                 json!({"execute": "getfd", "arguments": {"fdname": name}}),
                 &[fd.as_raw_fd()],
-            )?;
-        }
-        let add = netdev_add(&netdev, &names);
-        if let Err(e) = qmp.execute(add.clone(), &[]) {
-            // A backend left by a watch that died before its device_add.
-            if !e.to_string().contains("Duplicate") {
+            );
+            if let Err(e) = sent {
                 close_fds(&mut qmp, &names);
                 return Err(e);
             }
-            qmp.execute(netdev_del(&netdev), &[])?;
-            qmp.execute(add, &[])?;
+        }
+        if let Err(e) = qmp.execute(netdev_add(&netdev, &names), &[]) {
+            close_fds(&mut qmp, &names);
+            return Err(e);
         }
         if let Err(e) = qmp.execute(device_add(nic, &netdev, fds.len()), &[]) {
             let _ = qmp.execute(netdev_del(&netdev), &[]);
@@ -107,6 +116,11 @@ impl QmpVmm {
             _ => Ok(()),
         }
     }
+}
+
+/// The names the queue fds of backend `netdev` are handed over under.
+fn fd_names(netdev: &str, queues: usize) -> Vec<String> {
+    (0..queues).map(|i| format!("{netdev}-q{i}")).collect()
 }
 
 /// The backend id of device `device`.

@@ -54,6 +54,16 @@ impl Vmm {
         }
     }
 
+    /// Clear what an earlier plug of `nic` that failed or was killed left
+    /// behind (a backend without its device, handed-over fds), before its
+    /// queues are opened again.
+    pub fn prepare(&self, nic: &HotNic) -> io::Result<()> {
+        match self {
+            Vmm::Qemu(q) => q.prepare(nic),
+            Vmm::CloudHypervisor(_) => Ok(()),
+        }
+    }
+
     /// Plug `nic`, handing over its queue fds (the VMM keeps its own copies).
     pub fn plug(&self, nic: &HotNic, fds: &[OwnedFd]) -> io::Result<()> {
         match self {
