@@ -1,7 +1,8 @@
 //! `podtap watch` against real kernel objects (issue 14): interfaces added to
-//! and removed from a pod after attach, in tc and bridge mode; a restart and
+//! and removed from a pod after attach, in tc, bridge and macvtap mode; a restart and
 //! a crash mid-add; detach and SIGTERM while it runs; hotplug through a
-//! Cloud Hypervisor API stand-in (the QEMU guest test is in tests/vm.rs).
+//! Cloud Hypervisor API stand-in, also for a NIC another attachment in the
+//! netns builds later (the QEMU guest test is in tests/vm.rs).
 mod common;
 
 use std::io::{BufRead, BufReader};
@@ -122,17 +123,27 @@ fn add_late(pod: &Pod, ifname: &str, sub: u32) {
     ));
 }
 
+/// Names of every link in `ns`.
+fn link_names(ns: &Netns) -> Vec<String> {
+    ns.ip_json("link show")
+        .as_array()
+        .expect("links")
+        .iter()
+        .filter_map(|l| l["ifname"].as_str().map(str::to_string))
+        .collect()
+}
+
 fn checkpoint(state: &StateDir, id: &str) -> Value {
     let text = std::fs::read_to_string(state.0.join(format!("{id}.json"))).expect("checkpoint");
     serde_json::from_str(&text).expect("checkpoint JSON")
 }
 
 #[test]
-fn late_interfaces_are_wired_and_undone_in_tc_and_bridge_mode() {
-    if !root_or_skip("late_interfaces_are_wired_and_undone_in_tc_and_bridge_mode") {
+fn late_interfaces_are_wired_and_undone_in_every_mode() {
+    if !root_or_skip("late_interfaces_are_wired_and_undone_in_every_mode") {
         return;
     }
-    for (mode, link_kind) in [("tc", "tun"), ("bridge", "bridge")] {
+    for (mode, link_kind) in [("tc", "tun"), ("bridge", "bridge"), ("macvtap", "macvtap")] {
         let pod = Pod::dual_stack();
         settle(&pod.pod);
         let state = StateDir::new();
@@ -151,7 +162,16 @@ fn late_interfaces_are_wired_and_undone_in_tc_and_bridge_mode() {
         let tap = added["tap"].as_str().expect("tap").to_string();
         // Built exactly as attach builds: TAP (or bridge) in the netns, recorded,
         // described, and `check` vouches for every object.
-        assert!(taps(&pod.pod).contains(&tap), "{mode}: {tap} missing");
+        assert!(link_names(&pod.pod).contains(&tap), "{mode}: {tap} missing");
+        let node = added["nic"]["tap"]["device"].as_str().map(str::to_string);
+        assert_eq!(
+            node.is_some(),
+            mode == "macvtap",
+            "{mode}: device node {node:?}"
+        );
+        if let Some(node) = &node {
+            assert!(Path::new(node).exists(), "{mode}: no device node {node}");
+        }
         let kinds = pod.pod.ip_json("-d link show");
         assert!(
             kinds
@@ -178,11 +198,20 @@ fn late_interfaces_are_wired_and_undone_in_tc_and_bridge_mode() {
         pod.pod.ip("link del net1");
         let removed = watch.next("removed");
         assert_eq!(removed["tap"], tap.as_str());
-        assert!(!taps(&pod.pod).contains(&tap), "{mode}: {tap} left behind");
         assert!(
-            taps(&pod.pod).contains(&"tap_eth0".to_string()),
+            !link_names(&pod.pod).contains(&tap),
+            "{mode}: {tap} left behind"
+        );
+        assert!(
+            link_names(&pod.pod).contains(&"tap_eth0".to_string()),
             "{mode}: eth0's TAP went too"
         );
+        if let Some(node) = &node {
+            assert!(
+                !Path::new(node).exists(),
+                "{mode}: device node {node} left behind"
+            );
+        }
         let check = podtap_state(&state.0, &["check", "--id", &id]);
         assert!(
             check.status.success(),

@@ -352,6 +352,23 @@ impl<'a> Watcher<'a> {
         let synced = self.sync(&cp, emit);
         unplugged.extend(synced.unplugged);
         let rev = revision(cp.description.as_ref());
+        let mut reported: BTreeSet<&str> = BTreeSet::new();
+        for change in &changes {
+            if let Change::Added(nic) = change {
+                reported.insert(nic.tap.name.as_str());
+            }
+        }
+        // Late NICs plugged now that no `added` announces (a restart after a
+        // watch died between building one and plugging it).
+        let replugged: Vec<(String, String, String)> = synced
+            .plugged
+            .iter()
+            .filter(|(tap, _)| !reported.contains(tap.as_str()))
+            .filter_map(|(tap, device)| {
+                let nic = cp.plan.nics.iter().find(|n| n.tap.name == *tap)?;
+                Some((self.id.to_string(), nic.pod.name.clone(), device.clone()))
+            })
+            .collect();
         for change in changes {
             match change {
                 Change::Added(nic) => {
@@ -401,7 +418,7 @@ impl<'a> Watcher<'a> {
                 }),
             }
         }
-        for (id, interface, device) in synced.adopted {
+        for (id, interface, device) in replugged.into_iter().chain(synced.adopted) {
             emit(&Event::Plugged {
                 id,
                 interface,
