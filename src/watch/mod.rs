@@ -19,8 +19,10 @@
 //! ```
 //!
 //! How it waits: on a netlink subscription inside the pod netns (links,
-//! addresses, routes), on inotify for the checkpoint's removal (detach), and
-//! on a signalfd for SIGTERM/SIGINT; never on a timer. A burst of
+//! addresses, routes), on inotify for checkpoints that come and go in the
+//! state dir (detach; other attachments of the netns), and on a signalfd for
+//! SIGTERM/SIGINT. The only timer is the backoff of a VMM call (or a round)
+//! that failed. A burst of
 //! announcements (a veth moved in, renamed, addressed, brought up) is let
 //! settle for [`SETTLE`] and then handled as one round. Each round compares
 //! the netns with the checkpoint under the same locks attach takes, so
@@ -151,13 +153,14 @@ struct Watcher<'a> {
     own: Lock,
     /// Interfaces refused once (ifindex -> name), not tried again under that name.
     refused: BTreeMap<u32, String>,
-    /// TAPs of other attachments in this netns that existed when watch
-    /// started: the launcher booted the VM with them (or chose not to).
-    boot_siblings: BTreeSet<String>,
-    /// The podtap devices the VMM has; `None` until it answered once.
-    plugged: Option<BTreeSet<String>>,
-    /// A VMM call failed: try again soon rather than on the next change.
-    retry: bool,
+    /// TAPs (name, ifindex) of other attachments in this netns that existed
+    /// when watch started: the launcher booted the VM with them (or chose not to).
+    boot_siblings: BTreeSet<(String, u32)>,
+    /// The TAP ifindex each device was plugged with by this watch (a TAP
+    /// replaced under the same name needs its device plugged again).
+    plugged_at: BTreeMap<String, u32>,
+    /// What failed, and when to try it again (doubling up to [`RETRY_MAX`]).
+    backoff: BTreeMap<String, (Instant, Duration)>,
     /// The checkpoint as the last round left it.
     last: Option<Checkpoint>,
 }
@@ -169,13 +172,18 @@ struct Wanted {
     /// The attachment it belongs to.
     id: SandboxId,
     tap: String,
+    /// The TAP's ifindex.
+    tap_ifindex: u32,
+    /// The pod interface's ifindex.
     ifindex: u32,
     /// That attachment's description.
     desc: Description,
 }
 
-/// How long to wait before trying a failed VMM call again.
+/// How long to wait before trying a failed VMM call (or round) again.
 const RETRY: Duration = Duration::from_secs(2);
+/// The longest wait between two tries of something that keeps failing.
+const RETRY_MAX: Duration = Duration::from_secs(60);
 
 impl<'a> Watcher<'a> {
     fn start(id: &'a SandboxId, state: &'a StateDir, vmm: Option<Vmm>) -> Result<Self> {
@@ -212,8 +220,8 @@ impl<'a> Watcher<'a> {
             .map_err(|e| Error::io("inotify watch", state.path(), e.into()))?;
         let boot_siblings = siblings(state, id, (cp.netns.dev, cp.netns.inode))
             .iter()
-            .flat_map(|(_, desc)| desc.attached().map(|(_, tap)| tap.name.clone()))
-            .filter(|t| !cp.adopted.contains(t))
+            .flat_map(|(_, other)| sibling_taps(other))
+            .filter(|(t, _)| !cp.adopted.contains(t))
             .collect();
         Ok(Watcher {
             id,
@@ -225,8 +233,8 @@ impl<'a> Watcher<'a> {
             own,
             refused: BTreeMap::new(),
             boot_siblings,
-            plugged: None,
-            retry: false,
+            plugged_at: BTreeMap::new(),
+            backoff: BTreeMap::new(),
             last: None,
         })
     }
@@ -247,7 +255,7 @@ impl<'a> Watcher<'a> {
             interfaces: cp.plan.nics.iter().map(|n| n.pod.name.clone()).collect(),
         });
         loop {
-            let woke = self.wait(signals, self.retry.then_some(RETRY))?;
+            let woke = self.wait(signals, self.next_retry())?;
             if let Some(signal) = signals.take() {
                 emit(&Event::Stopped {
                     id: self.id.to_string(),
@@ -338,18 +346,28 @@ impl<'a> Watcher<'a> {
             Ok(Some(done)) => done,
             Ok(None) => return Ok(false),
             Err(e) if !first => {
-                emit(&Event::Error {
-                    interface: None,
-                    error: e.to_string(),
-                });
-                self.retry = true;
+                if self.due(ROUND) {
+                    emit(&Event::Error {
+                        interface: None,
+                        error: e.to_string(),
+                    });
+                }
+                self.failed(ROUND);
                 // Only a checkpoint that is gone ends the watch; a lock held
                 // long or a file unreadable just now is tried again.
                 return Ok(self.state.file(self.id).exists());
             }
             Err(e) => return Err(e),
         };
-        let synced = self.sync(&cp, emit);
+        self.backoff.remove(ROUND);
+        let removed: BTreeSet<String> = changes
+            .iter()
+            .filter_map(|c| match c {
+                Change::Removed(nic) => Some(device_id(&nic.tap.name)),
+                _ => None,
+            })
+            .collect();
+        let synced = self.sync(&cp, &removed, emit);
         unplugged.extend(synced.unplugged);
         let rev = revision(cp.description.as_ref());
         let mut reported: BTreeSet<&str> = BTreeSet::new();
@@ -433,7 +451,7 @@ impl<'a> Watcher<'a> {
     /// gone or now records another netns (detached, re-attached).
     fn reconcile(&mut self, first: bool) -> Result<Option<(Checkpoint, Vec<Change>)>> {
         let (state, id, ns, refused) = (self.state, self.id, &self.ns, &self.refused);
-        let boot_siblings = &self.boot_siblings;
+        let boot_siblings = &mut self.boot_siblings;
         state.locked(id, || {
             let Some(mut cp) = state.load(id)? else {
                 return Ok(None);
@@ -488,14 +506,12 @@ impl<'a> Watcher<'a> {
             .filter(|n| !present.contains(&n.pod.ifindex) && cp.late.contains(&n.tap.name))
         {
             let device = device_id(&nic.tap.name);
-            if self.plugged.as_ref().is_some_and(|p| !p.contains(&device)) {
+            if vmm.devices().is_ok_and(|d| !d.contains(&device)) {
                 continue;
             }
             match vmm.unplug(&device) {
                 Ok(()) => {
-                    if let Some(p) = self.plugged.as_mut() {
-                        p.remove(&device);
-                    }
+                    self.plugged_at.remove(&device);
                     done.insert(device);
                 }
                 Err(e) => emit(&Event::Error {
@@ -507,39 +523,75 @@ impl<'a> Watcher<'a> {
         done
     }
 
-    /// Put the VMM in step: plug every wanted NIC it lacks, unplug the
-    /// podtap devices nothing wants any more. Level-triggered: what fails is
-    /// tried again in the next round (and a round comes within [`RETRY`]).
-    fn sync(&mut self, cp: &Checkpoint, emit: &mut dyn FnMut(&Event)) -> Synced {
+    /// Put the VMM in step: plug every wanted NIC it lacks (or whose TAP was
+    /// replaced), unplug the podtap devices nothing wants any more. The
+    /// VMM's devices are read afresh each time. Level-triggered: what fails
+    /// is tried again after a backoff (from [`RETRY`], doubling up to
+    /// [`RETRY_MAX`]), whatever wakes the rounds in between. `removed`: the
+    /// devices of NICs this round removed (announced by their `removed`).
+    fn sync(
+        &mut self,
+        cp: &Checkpoint,
+        removed: &BTreeSet<String>,
+        emit: &mut dyn FnMut(&Event),
+    ) -> Synced {
         let mut synced = Synced::default();
-        let Some(vmm) = &self.vmm else {
+        let Some(vmm) = self.vmm.take() else {
             return synced;
         };
-        self.retry = false;
-        let plugged = match self.plugged.take() {
-            Some(p) => p,
-            None => match vmm.devices() {
-                Ok(d) => d.into_iter().filter(|d| tap_of(d).is_some()).collect(),
-                Err(e) => {
-                    emit(&Event::Error {
-                        interface: None,
-                        error: format!("list the VMM's devices: {e}"),
-                    });
-                    self.retry = true;
-                    return synced;
-                }
-            },
+        self.sync_with(&vmm, cp, removed, emit, &mut synced);
+        self.vmm = Some(vmm);
+        synced
+    }
+
+    fn sync_with(
+        &mut self,
+        vmm: &Vmm,
+        cp: &Checkpoint,
+        removed: &BTreeSet<String>,
+        emit: &mut dyn FnMut(&Event),
+        synced: &mut Synced,
+    ) {
+        if !self.due(VMM) {
+            return;
+        }
+        let present: BTreeSet<String> = match vmm.devices() {
+            Ok(d) => d.into_iter().filter(|d| tap_of(d).is_some()).collect(),
+            Err(e) => {
+                emit(&Event::Error {
+                    interface: None,
+                    error: format!("list the VMM's devices: {e}"),
+                });
+                self.failed(VMM);
+                return;
+            }
         };
-        let mut plugged = plugged;
+        self.backoff.remove(VMM);
         let wanted = wanted(self.state, self.id, cp);
         for w in &wanted {
             let device = device_id(&w.tap);
-            if plugged.contains(&device) {
+            let replaced = self
+                .plugged_at
+                .get(&device)
+                .is_some_and(|at| *at != w.tap_ifindex);
+            if present.contains(&device) && !replaced {
+                self.plugged_at.entry(device).or_insert(w.tap_ifindex);
                 continue;
             }
-            match plug(vmm, &self.ns, w, &device) {
+            if !self.due(&device) {
+                continue;
+            }
+            let result = if present.contains(&device) {
+                vmm.unplug(&device)
+                    .map_err(|e| Error::io("unplug", PathBuf::from(&device), e))
+                    .and_then(|()| plug(vmm, &self.ns, w, &device))
+            } else {
+                plug(vmm, &self.ns, w, &device)
+            };
+            match result {
                 Ok(()) => {
-                    plugged.insert(device.clone());
+                    self.backoff.remove(&device);
+                    self.plugged_at.insert(device.clone(), w.tap_ifindex);
                     if w.id == *self.id {
                         synced.plugged.insert(w.tap.clone(), device);
                     } else {
@@ -556,9 +608,9 @@ impl<'a> Watcher<'a> {
                 Err(e) => {
                     emit(&Event::Error {
                         interface: None,
-                        error: format!("hotplug {device}: {e}"),
+                        error: e.to_string(),
                     });
-                    self.retry = true;
+                    self.failed(&device);
                 }
             }
         }
@@ -567,33 +619,65 @@ impl<'a> Watcher<'a> {
         let mut keep: BTreeSet<String> = wanted.iter().map(|w| device_id(&w.tap)).collect();
         let all = siblings(self.state, self.id, self.ns.identity())
             .into_iter()
-            .map(|(_, desc)| desc)
+            .filter_map(|(_, other)| other.description)
             .chain(cp.description.clone());
         for desc in all {
             keep.extend(desc.attached().map(|(_, tap)| device_id(&tap.name)));
         }
-        for device in plugged.clone().difference(&keep) {
+        for device in present.difference(&keep) {
+            if !self.due(device) {
+                continue;
+            }
             match vmm.unplug(device) {
                 Ok(()) => {
-                    plugged.remove(device);
+                    self.backoff.remove(device);
+                    self.plugged_at.remove(device);
                     synced.unplugged.insert(device.clone());
-                    emit(&Event::Unplugged {
-                        device: device.clone(),
-                    });
+                    if !removed.contains(device) {
+                        emit(&Event::Unplugged {
+                            device: device.clone(),
+                        });
+                    }
                 }
                 Err(e) => {
                     emit(&Event::Error {
                         interface: None,
                         error: format!("unplug {device}: {e}"),
                     });
-                    self.retry = true;
+                    self.failed(device);
                 }
             }
         }
-        self.plugged = Some(plugged);
-        synced
+    }
+
+    /// Whether `key` may be tried now (it has not failed, or its backoff ran out).
+    fn due(&self, key: &str) -> bool {
+        self.backoff
+            .get(key)
+            .is_none_or(|(at, _)| Instant::now() >= *at)
+    }
+
+    /// `key` failed: try it again after twice the last wait (from [`RETRY`]).
+    fn failed(&mut self, key: &str) {
+        let wait = self
+            .backoff
+            .get(key)
+            .map_or(RETRY, |(_, last)| (*last * 2).min(RETRY_MAX));
+        self.backoff
+            .insert(key.to_string(), (Instant::now() + wait, wait));
+    }
+
+    /// How long until the next retry is due; `None` when nothing waits.
+    fn next_retry(&self) -> Option<Duration> {
+        let at = self.backoff.values().map(|(at, _)| *at).min()?;
+        Some(at.saturating_duration_since(Instant::now()))
     }
 }
+
+/// Backoff keys of a whole round and of listing the VMM's devices (device
+/// ids start with `podtap-`, so these never clash with one).
+const ROUND: &str = "round";
+const VMM: &str = "vmm";
 
 /// What [`Watcher::sync`] did.
 #[derive(Default)]
@@ -615,6 +699,7 @@ fn wanted(state: &StateDir, id: &SandboxId, cp: &Checkpoint) -> Vec<Wanted> {
                 out.push(Wanted {
                     id: owner.clone(),
                     tap: tap.name.clone(),
+                    tap_ifindex: tap.ifindex,
                     ifindex: iface.ifindex,
                     desc: desc.clone(),
                 });
@@ -625,8 +710,10 @@ fn wanted(state: &StateDir, id: &SandboxId, cp: &Checkpoint) -> Vec<Wanted> {
         add(id, desc, &cp.late);
     }
     if !cp.adopted.is_empty() {
-        for (owner, desc) in siblings(state, id, (cp.netns.dev, cp.netns.inode)) {
-            add(&owner, &desc, &cp.adopted);
+        for (owner, other) in siblings(state, id, (cp.netns.dev, cp.netns.inode)) {
+            if let Some(desc) = &other.description {
+                add(&owner, desc, &cp.adopted);
+            }
         }
     }
     out
@@ -634,20 +721,24 @@ fn wanted(state: &StateDir, id: &SandboxId, cp: &Checkpoint) -> Vec<Wanted> {
 
 /// Record in `cp` the NICs of other attachments in its netns that arrived
 /// after watch started, and forget those that left; whether `cp` changed.
+/// `boot` (TAPs there at the start) loses the TAPs that are gone, so a TAP
+/// made again under the same name is adopted.
 fn adopt(
     state: &StateDir,
     id: &SandboxId,
     identity: (u64, u64),
-    boot: &BTreeSet<String>,
+    boot: &mut BTreeSet<(String, u32)>,
     cp: &mut Checkpoint,
 ) -> bool {
-    let now: BTreeSet<String> = siblings(state, id, identity)
+    let now: BTreeSet<(String, u32)> = siblings(state, id, identity)
         .iter()
-        .flat_map(|(_, desc)| desc.attached().map(|(_, tap)| tap.name.clone()))
+        .flat_map(|(_, other)| sibling_taps(other))
         .collect();
+    boot.retain(|t| now.contains(t));
+    let names: BTreeSet<&String> = now.iter().map(|(t, _)| t).collect();
     let before = cp.adopted.clone();
-    cp.adopted.retain(|t| now.contains(t));
-    for tap in now.iter().filter(|t| !boot.contains(*t)) {
+    cp.adopted.retain(|t| names.contains(t));
+    for (tap, _) in now.iter().filter(|t| !boot.contains(*t)) {
         if !cp.adopted.contains(tap) {
             cp.adopted.push(tap.clone());
         }
@@ -655,13 +746,25 @@ fn adopt(
     cp.adopted != before
 }
 
-/// The finished attachments other than `id` in the netns `identity`, with
-/// their descriptions.
+/// The TAPs (name, ifindex) of another attachment that this one may adopt:
+/// not the NICs that attachment's own watch added (its `late`, which that
+/// watch hotplugs).
+fn sibling_taps(other: &Checkpoint) -> Vec<(String, u32)> {
+    other
+        .description
+        .iter()
+        .flat_map(|d| d.attached())
+        .filter(|(_, tap)| !other.late.contains(&tap.name))
+        .map(|(_, tap)| (tap.name.clone(), tap.ifindex))
+        .collect()
+}
+
+/// The finished attachments other than `id` in the netns `identity`.
 fn siblings(
     state: &StateDir,
     id: &SandboxId,
     identity: (u64, u64),
-) -> Vec<(SandboxId, Description)> {
+) -> Vec<(SandboxId, Checkpoint)> {
     state
         .ids()
         .unwrap_or_default()
@@ -669,8 +772,10 @@ fn siblings(
         .filter(|other| other != id)
         .filter_map(|other| {
             let cp = state.load(&other).ok().flatten()?;
-            let same = (cp.netns.dev, cp.netns.inode) == identity && cp.phase == Phase::Complete;
-            same.then_some((other, cp.description?))
+            let same = (cp.netns.dev, cp.netns.inode) == identity
+                && cp.phase == Phase::Complete
+                && cp.description.is_some();
+            same.then_some((other, cp))
         })
         .collect()
 }
