@@ -94,17 +94,21 @@ pub fn arrived<'a>(
 
 /// Bring `cp` (a finished attachment, loaded under the id and netns locks)
 /// up to date with the netns `nl` talks to, saving the checkpoint as it goes.
+/// `foreign`: ifindexes of other attachments' links in the netns.
 pub async fn reconcile(
     ns: &NetNs,
     nl: &Netlink,
     state: &StateDir,
     cp: &mut Checkpoint,
     refused: &BTreeMap<u32, String>,
+    foreign: &BTreeSet<u32>,
 ) -> Result<Vec<Change>> {
     let mut changes = Vec::new();
     let mut survey = survey(ns, nl).await?;
-    // Links undone in this round: in the survey still, but gone now.
-    let mut undone = BTreeSet::new();
+    // Links left out of the description: those undone in this round (in the
+    // survey still, but gone now) and other attachments' TAPs and bridges
+    // (`foreign`: their state flips as a VMM opens them).
+    let mut undone = foreign.clone();
 
     let removed: BTreeSet<u32> = gone(&cp.plan, &survey.desc)
         .iter()
@@ -141,8 +145,7 @@ pub async fn reconcile(
         }
     }
 
-    // What this round undid is still in the survey: leave it out, with its
-    // routes and neighbours.
+    // Leave those out, with their routes and neighbours.
     let undone_names: Vec<String> = survey
         .desc
         .interfaces

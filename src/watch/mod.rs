@@ -468,7 +468,11 @@ impl<'a> Watcher<'a> {
                 if first {
                     late::recover(&nl, state, &mut cp).await?;
                 }
-                let changes = late::reconcile(ns, &nl, state, &mut cp, refused).await?;
+                let foreign: BTreeSet<u32> = siblings(state, id, ns.identity())
+                    .iter()
+                    .flat_map(|(_, other)| other.created.iter().map(|c| c.ifindex))
+                    .collect();
+                let changes = late::reconcile(ns, &nl, state, &mut cp, refused, &foreign).await?;
                 Ok(Some(changes))
             });
             let adopted = result.as_ref().is_ok_and(Option::is_some)
