@@ -342,7 +342,7 @@ impl<'a> Watcher<'a> {
     /// the locks, then put the VMM in step. `None`: the attachment is gone.
     fn round(&mut self, first: bool, emit: &mut dyn FnMut(&Event)) -> Result<bool> {
         let mut unplugged = self.unplug_departed(emit);
-        let (cp, changes) = match self.reconcile(first) {
+        let (cp, changes, others) = match self.reconcile(first) {
             Ok(Some(done)) => done,
             Ok(None) => return Ok(false),
             Err(e) if !first => {
@@ -367,7 +367,7 @@ impl<'a> Watcher<'a> {
                 _ => None,
             })
             .collect();
-        let synced = self.sync(&cp, &removed, emit);
+        let synced = self.sync(&cp, &others, &removed, emit);
         unplugged.extend(synced.unplugged);
         let rev = revision(cp.description.as_ref());
         let mut reported: BTreeSet<&str> = BTreeSet::new();
@@ -449,7 +449,8 @@ impl<'a> Watcher<'a> {
 
     /// The checkpoint brought up to date, and what changed; `None` when it is
     /// gone or now records another netns (detached, re-attached).
-    fn reconcile(&mut self, first: bool) -> Result<Option<(Checkpoint, Vec<Change>)>> {
+    /// The other attachments of the netns are read once, here, for the round.
+    fn reconcile(&mut self, first: bool) -> Result<Option<Reconciled>> {
         let (state, id, ns, refused) = (self.state, self.id, &self.ns, &self.refused);
         let boot_siblings = &mut self.boot_siblings;
         state.locked(id, || {
@@ -460,6 +461,7 @@ impl<'a> Watcher<'a> {
                 return Ok(None);
             }
             let netns_lock = state.lock_netns(ns.identity(), LOCK_TIMEOUT)?;
+            let others = siblings(state, id, ns.identity());
             let result = block_on(async {
                 let nl = Netlink::connect(ns)?;
                 if !cp.is_netns(ns.identity(), nl.cookie) {
@@ -468,7 +470,7 @@ impl<'a> Watcher<'a> {
                 if first {
                     late::recover(&nl, state, &mut cp).await?;
                 }
-                let foreign: BTreeSet<u32> = siblings(state, id, ns.identity())
+                let foreign: BTreeSet<u32> = others
                     .iter()
                     .flat_map(|(_, other)| other.created.iter().map(|c| c.ifindex))
                     .collect();
@@ -476,13 +478,13 @@ impl<'a> Watcher<'a> {
                 Ok(Some(changes))
             });
             let adopted = result.as_ref().is_ok_and(Option::is_some)
-                && adopt(state, id, ns.identity(), boot_siblings, &mut cp);
+                && adopt(&others, boot_siblings, &mut cp);
             netns_lock.release();
             let result = result?;
             if adopted {
                 state.save(&cp)?;
             }
-            Ok(result.map(|changes| (cp, changes)))
+            Ok(result.map(|changes| (cp, changes, others)))
         })
     }
 
@@ -503,14 +505,19 @@ impl<'a> Watcher<'a> {
         }) else {
             return done;
         };
-        for nic in cp
+        let departed: Vec<_> = cp
             .plan
             .nics
             .iter()
             .filter(|n| !present.contains(&n.pod.ifindex) && cp.late.contains(&n.tap.name))
-        {
+            .collect();
+        if departed.is_empty() {
+            return done;
+        }
+        let devices = vmm.devices().ok();
+        for nic in departed {
             let device = device_id(&nic.tap.name);
-            if vmm.devices().is_ok_and(|d| !d.contains(&device)) {
+            if devices.as_ref().is_some_and(|d| !d.contains(&device)) {
                 continue;
             }
             match vmm.unplug(&device) {
@@ -536,6 +543,7 @@ impl<'a> Watcher<'a> {
     fn sync(
         &mut self,
         cp: &Checkpoint,
+        others: &[(SandboxId, Checkpoint)],
         removed: &BTreeSet<String>,
         emit: &mut dyn FnMut(&Event),
     ) -> Synced {
@@ -543,7 +551,7 @@ impl<'a> Watcher<'a> {
         let Some(vmm) = self.vmm.take() else {
             return synced;
         };
-        self.sync_with(&vmm, cp, removed, emit, &mut synced);
+        self.sync_with(&vmm, cp, others, removed, emit, &mut synced);
         self.vmm = Some(vmm);
         synced
     }
@@ -552,6 +560,7 @@ impl<'a> Watcher<'a> {
         &mut self,
         vmm: &Vmm,
         cp: &Checkpoint,
+        others: &[(SandboxId, Checkpoint)],
         removed: &BTreeSet<String>,
         emit: &mut dyn FnMut(&Event),
         synced: &mut Synced,
@@ -571,7 +580,7 @@ impl<'a> Watcher<'a> {
             }
         };
         self.backoff.remove(VMM);
-        let wanted = wanted(self.state, self.id, cp);
+        let wanted = wanted(self.id, cp, others);
         for w in &wanted {
             let device = device_id(&w.tap);
             let replaced = self
@@ -621,10 +630,10 @@ impl<'a> Watcher<'a> {
         // Unplug only what no attachment in this netns has any more: a
         // device of a TAP that still exists may be another watch's.
         let mut keep: BTreeSet<String> = wanted.iter().map(|w| device_id(&w.tap)).collect();
-        let all = siblings(self.state, self.id, self.ns.identity())
-            .into_iter()
-            .filter_map(|(_, other)| other.description)
-            .chain(cp.description.clone());
+        let all = others
+            .iter()
+            .filter_map(|(_, other)| other.description.as_ref())
+            .chain(cp.description.as_ref());
         for desc in all {
             keep.extend(desc.attached().map(|(_, tap)| device_id(&tap.name)));
         }
@@ -683,6 +692,9 @@ impl<'a> Watcher<'a> {
 const ROUND: &str = "round";
 const VMM: &str = "vmm";
 
+/// A round's checkpoint, what changed, and the other attachments of the netns.
+type Reconciled = (Checkpoint, Vec<Change>, Vec<(SandboxId, Checkpoint)>);
+
 /// What [`Watcher::sync`] did.
 #[derive(Default)]
 struct Synced {
@@ -695,7 +707,7 @@ struct Synced {
 }
 
 /// The NICs the VMM should have: `cp`'s late NICs and its adopted ones.
-fn wanted(state: &StateDir, id: &SandboxId, cp: &Checkpoint) -> Vec<Wanted> {
+fn wanted(id: &SandboxId, cp: &Checkpoint, others: &[(SandboxId, Checkpoint)]) -> Vec<Wanted> {
     let mut out = Vec::new();
     let mut add = |owner: &SandboxId, desc: &Description, taps: &[String]| {
         for (iface, tap) in desc.attached() {
@@ -714,9 +726,9 @@ fn wanted(state: &StateDir, id: &SandboxId, cp: &Checkpoint) -> Vec<Wanted> {
         add(id, desc, &cp.late);
     }
     if !cp.adopted.is_empty() {
-        for (owner, other) in siblings(state, id, (cp.netns.dev, cp.netns.inode)) {
+        for (owner, other) in others {
             if let Some(desc) = &other.description {
-                add(&owner, desc, &cp.adopted);
+                add(owner, desc, &cp.adopted);
             }
         }
     }
@@ -728,13 +740,11 @@ fn wanted(state: &StateDir, id: &SandboxId, cp: &Checkpoint) -> Vec<Wanted> {
 /// `boot` (TAPs there at the start) loses the TAPs that are gone, so a TAP
 /// made again under the same name is adopted.
 fn adopt(
-    state: &StateDir,
-    id: &SandboxId,
-    identity: (u64, u64),
+    others: &[(SandboxId, Checkpoint)],
     boot: &mut BTreeSet<(String, u32)>,
     cp: &mut Checkpoint,
 ) -> bool {
-    let now: BTreeSet<(String, u32)> = siblings(state, id, identity)
+    let now: BTreeSet<(String, u32)> = others
         .iter()
         .flat_map(|(_, other)| sibling_taps(other))
         .collect();
