@@ -30,7 +30,7 @@ use std::sync::OnceLock;
 use common::{
     cni_plugin, conflist, container_id, iface, podtap_cmd, podtap_state, root_or_skip, settle, sh,
     sh_ok, snapshot, stderr, stdout, taps, tool_or_skip, unique, Chain, Netns, Pod, StateDir,
-    TempDir, PLUGINS,
+    TempDir, Watch, PLUGINS,
 };
 
 const QEMU: &str = "qemu-system-x86_64";
@@ -1146,60 +1146,6 @@ fn macvtap_guest_gets_its_queues_through_exec_both_ways_with_mtu_9000() {
     }
 }
 
-/// `podtap watch` for `id` with its events (one JSON object per line) on a channel.
-fn spawn_watch(
-    state: &Path,
-    id: &str,
-    qmp: &Path,
-) -> (
-    std::process::Child,
-    std::sync::mpsc::Receiver<serde_json::Value>,
-) {
-    use std::io::{BufRead, BufReader};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_podtap"))
-        .args(["watch", "--id", id, "--qmp"])
-        .arg(qmp)
-        .env("PODTAP_STATE_DIR", state)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start podtap watch");
-    let stdout = child.stdout.take().expect("watch stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            eprintln!("watch: {line}");
-            let event: serde_json::Value =
-                serde_json::from_str(&line).expect("every watch line is a JSON object");
-            if tx.send(event).is_err() {
-                break;
-            }
-        }
-    });
-    (child, rx)
-}
-
-/// The next watch event named `kind` within `secs` (others are skipped).
-fn next_event(
-    events: &std::sync::mpsc::Receiver<serde_json::Value>,
-    kind: &str,
-    secs: u64,
-) -> serde_json::Value {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
-    loop {
-        let left = deadline
-            .checked_duration_since(std::time::Instant::now())
-            .unwrap_or_else(|| panic!("no {kind:?} event within {secs}s"));
-        let event = events
-            .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("no {kind:?} event within {secs}s"));
-        assert_ne!(event["event"], "error", "watch reported an error: {event}");
-        if event["event"] == kind {
-            return event;
-        }
-    }
-}
-
 #[test]
 fn watch_hotplugs_a_late_interface_into_the_running_guest_and_unplugs_it() {
     let test = "watch_hotplugs_a_late_interface_into_the_running_guest_and_unplugs_it";
@@ -1235,8 +1181,9 @@ fn watch_hotplugs_a_late_interface_into_the_running_guest_and_unplugs_it() {
         &append,
         &["-qmp", &qmp_arg],
         |live| {
-            let (mut watch, events) = spawn_watch(&state.0, &id, &qmp);
-            let ready = next_event(&events, "ready", 30);
+            let qmp = qmp.display().to_string();
+            let watch = Watch::start(&state.0, &id, &["--qmp", &qmp]);
+            let ready = watch.next_within("ready", 30);
             assert_eq!(ready["interfaces"], serde_json::json!(["eth0"]));
 
             // A second network arrives in the pod after the VM booted.
@@ -1249,7 +1196,7 @@ fn watch_hotplugs_a_late_interface_into_the_running_guest_and_unplugs_it() {
             sh(&format!(
                 "ip -n {p} addr add {late_ip}/24 dev net1 && ip -n {p} link set net1 up"
             ));
-            let added = next_event(&events, "added", 30);
+            let added = watch.next_within("added", 30);
             assert_eq!(added["interface"], "net1", "{added}");
             assert_eq!(added["device"], "podtap-tap_net1", "{added}");
             assert_eq!(added["nic"]["guest_mac"], late_mac.as_str(), "{added}");
@@ -1268,7 +1215,7 @@ fn watch_hotplugs_a_late_interface_into_the_running_guest_and_unplugs_it() {
 
             // The network leaves: the device leaves the guest, the TAP the pod.
             pod.pod.ip("link del net1");
-            let removed = next_event(&events, "removed", 60);
+            let removed = watch.next_within("removed", 60);
             assert_eq!(removed["interface"], "net1", "{removed}");
             assert_eq!(removed["device"], "podtap-tap_net1", "{removed}");
             let gone = live
@@ -1280,11 +1227,10 @@ fn watch_hotplugs_a_late_interface_into_the_running_guest_and_unplugs_it() {
                 "the late TAP is still in the pod netns"
             );
 
-            sh(&format!("kill -TERM {}", watch.id()));
-            let stopped = next_event(&events, "stopped", 10);
+            watch.signal("TERM");
+            let stopped = watch.next_within("stopped", 10);
             assert_eq!(stopped["signal"], "SIGTERM");
-            let status = watch.wait().expect("wait for watch");
-            assert!(status.success(), "watch exited with {status:?}");
+            assert_eq!(watch.exit_code(), Some(0), "watch did not exit 0");
         },
     );
     assert_line(&console, &format!("PODTAP-PING OK {peer4}"));

@@ -5,94 +5,12 @@
 //! netns builds later (the QEMU guest test is in tests/vm.rs).
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::Receiver;
-use std::time::{Duration, Instant};
+use std::process::{Child, Command};
+use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
-
-/// A running `podtap watch` and its events.
-struct Watch {
-    child: Child,
-    events: Receiver<Value>,
-}
-
-impl Watch {
-    fn start(state: &Path, id: &str, extra: &[&str]) -> Watch {
-        let mut child = podtap_cmd(state)
-            .args(["watch", "--id", id])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start podtap watch");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, events) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                eprintln!("watch: {line}");
-                let event: Value = serde_json::from_str(&line).expect("a JSON object per line");
-                if tx.send(event).is_err() {
-                    break;
-                }
-            }
-        });
-        Watch { child, events }
-    }
-
-    /// The next event named `kind` (within 20 s); no `error` event may come first.
-    fn next(&self, kind: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let left = deadline
-                .checked_duration_since(Instant::now())
-                .unwrap_or_else(|| panic!("no {kind:?} event in 20 s"));
-            let event = self
-                .events
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("no {kind:?} event in 20 s"));
-            assert_ne!(event["event"], "error", "{event}");
-            if event["event"] == kind {
-                return event;
-            }
-        }
-    }
-
-    /// Events that come within `wait`, without blocking longer.
-    fn drain(&self, wait: Duration) -> Vec<Value> {
-        let mut out = Vec::new();
-        while let Ok(e) = self.events.recv_timeout(wait) {
-            out.push(e);
-        }
-        out
-    }
-
-    fn signal(&self, sig: &str) {
-        sh(&format!("kill -{sig} {}", self.child.id()));
-    }
-
-    /// Wait for the process to end; its exit code.
-    fn exit_code(mut self) -> Option<i32> {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status.code();
-            }
-            assert!(Instant::now() < deadline, "watch did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn attach(state: &StateDir, pod: &Pod, id: &str, mode: &str) -> Value {
     json_ok(&podtap_state(
