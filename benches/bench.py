@@ -139,7 +139,20 @@ class Bench:
             "qdiscs": sorted((q["dev"], q["kind"], q["handle"]) for q in qd),
         }
 
+    def wait_drained(self, ns, timeout=5.0):
+        """Bridges are deleted after detach returns (one rcu_barrier each, under RTNL,
+        by a forked child): wait until no bridge without ports is left, then compare."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            links = json.loads(sh(["ip", "-n", ns, "-d", "-j", "link", "show"]).stdout)
+            masters = {l.get("master") for l in links}
+            if not any(l.get("linkinfo", {}).get("info_kind") == "bridge" and l["ifname"] not in masters
+                       for l in links):
+                return
+            time.sleep(0.02)
+
     def check_clean(self, ns, baseline, who):
+        self.wait_drained(ns)
         now = self.snapshot_clean(ns)
         cps = [f for f in os.listdir(self.state) if f.endswith(".json")]
         bad = []

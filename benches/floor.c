@@ -15,8 +15,9 @@
 //
 //   floor attach-bridge NETNS N a bridge per link (group, alias, MTU), link and TAP enslaved
 //   floor detach-bridge-early NETNS
-//                               child deletes bridges one request each, then the TAPs by
-//                               group; we return once every group link's RTM_DELLINK was seen
+//                               pod links released, bridges out of the group; a child
+//                               deletes the TAPs by group, then the bridges one request
+//                               each; we return once every TAP's RTM_DELLINK was seen
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -238,28 +239,39 @@ static void attach_bridge(int n) {
     }
     read_acks(0);
 }
-// Bridges one request each (acked before the next), then the TAPs by group; the
-// parent returns once RTM_DELLINK was seen for every link of the group.
+// As podtap: the pod links leave their bridges, the bridges leave the group, then a
+// child deletes the TAPs by group and the bridges one request each (acked before the
+// next); the parent returns once RTM_DELLINK was seen for every TAP.
 static void detach_bridge_early(void) {
     int mon = nlopen(RTMGRP_LINK);
     dump_links();
-    int all[MAXIF], brs[MAXIF], k = 0, nb = 0;
-    for (int i = 0; i < nlinks; i++)
+    int taps[MAXIF], brs[MAXIF], k = 0, nb = 0;
+    for (int i = 0; i < nlinks; i++) {
         if (links[i].group == GROUP) {
-            all[k++] = links[i].idx;
             if (!strncmp(links[i].name, "fbr", 3)) brs[nb++] = links[i].idx;
-        }
+            else taps[k++] = links[i].idx;
+        } else if (!links[i].lo) enslave(links[i].idx, 0);
+    }
+    for (int i = 0; i < nb; i++) {
+        struct req r = { .h = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg)), .nlmsg_type = RTM_NEWLINK } };
+        ((struct ifinfomsg *)NLMSG_DATA(&r.h))->ifi_index = brs[i];
+        int g = 0;
+        addattr(&r.h, IFLA_GROUP, &g, 4);
+        sendreq(&r.h);
+    }
+    read_acks(0);
     pid_t c = fork();
     if (c < 0) die("fork");
     if (c == 0) {
         nl = nlopen(0); inflight = 0;
+        group_delete(); read_acks(0);
         for (int i = 0; i < nb; i++) {
             struct req r = { .h = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg)), .nlmsg_type = RTM_DELLINK } };
             ((struct ifinfomsg *)NLMSG_DATA(&r.h))->ifi_index = brs[i];
             sendreq(&r.h);
             read_acks(0);
         }
-        group_delete(); read_acks(0); _exit(0);
+        _exit(0);
     }
     int seen = 0, done[MAXIF] = { 0 };
     char buf[65536];
@@ -269,8 +281,9 @@ static void detach_bridge_early(void) {
         for (struct nlmsghdr *h = (void *)buf; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
             if (h->nlmsg_type != RTM_DELLINK) continue;
             struct ifinfomsg *i = NLMSG_DATA(h);
+            if (i->ifi_family != AF_UNSPEC) continue; // a port leaving a bridge (AF_BRIDGE)
             for (int j = 0; j < k; j++)
-                if (all[j] == i->ifi_index && !done[j]) { done[j] = 1; seen++; }
+                if (taps[j] == i->ifi_index && !done[j]) { done[j] = 1; seen++; }
         }
     }
 }

@@ -11,7 +11,7 @@ use std::process::Output;
 
 use common::{
     detach, iface, json_ok, podtap_state, settle_taps, sh, sh_ok, snapshot, stderr, stdout, taps,
-    wait_for, Netns, Pod, StateDir,
+    wait_for, wait_for_drained_bridges, Netns, Pod, StateDir,
 };
 use serde_json::Value;
 
@@ -811,13 +811,14 @@ fn corrupt_checkpoint_is_kept_and_force_cleans_up() {
             !filters(&pod.pod, "eth0").contains("mirred"),
             "{mode}: and podtap's filters"
         );
+        wait_for_drained_bridges(&pod.pod);
         assert!(
             pod.pod
                 .ip_json("link show type bridge")
                 .as_array()
                 .unwrap()
                 .is_empty(),
-            "{mode}: and podtap's bridges"
+            "{mode}: and podtap's bridges (deleted right after --force returns)"
         );
         assert_eq!(
             link(&pod.pod, "eth0")["address"],

@@ -138,6 +138,14 @@ pub async fn set_txqlen(handle: &Handle, ifindex: u32, txqlen: u32) -> Result<()
     Ok(handle.link().set(msg).execute().await?)
 }
 
+/// Move a link into link group `group` (0: the default group).
+pub async fn set_group(handle: &Handle, ifindex: u32, group: u32) -> Result<(), KernelError> {
+    let msg = LinkUnspec::new_with_index(ifindex)
+        .link_group(group)
+        .build();
+    Ok(handle.link().set(msg).execute().await?)
+}
+
 /// Delete every link in `group` with one request: one RCU grace period for all of them.
 pub async fn delete_group(handle: &Handle, group: u32) -> Result<(), KernelError> {
     let mut msg = LinkMessage::default();

@@ -84,6 +84,15 @@ pub enum Action {
         /// The recorded message.
         record: Recorded,
     },
+    /// Move a bridge out of the link group (group 0), so that the group
+    /// deletion of the TAPs does not take it too: every bridge deletion costs
+    /// an `rcu_barrier()` under RTNL, and bridges are deleted one request each.
+    LeaveGroup {
+        /// The bridge.
+        ifindex: u32,
+        /// Its name now.
+        name: String,
+    },
     /// Delete every link of a group with one request (one RCU grace period).
     DeleteGroup {
         /// The link group.
@@ -114,6 +123,7 @@ impl fmt::Display for Action {
                 write!(f, "{name} from its bridge (MAC {mac})")
             }
             Action::Restore { name, what, .. } => write!(f, "a recorded {what} of {name}"),
+            Action::LeaveGroup { name, .. } => write!(f, "bridge {name} out of its link group"),
             Action::DeleteGroup { group, .. } => write!(f, "link group {group}"),
             Action::DeleteLink { name, kind, .. } => write!(f, "{kind} {name}"),
         }
@@ -431,7 +441,8 @@ pub fn our_links_in<'a>(
 }
 
 /// Delete `ours`: one group deletion when the group holds exactly them (and
-/// some of them), then one by one for the rest.
+/// some of them), then one by one for the rest; bridges always one by one,
+/// last (see `execute`: their deletions finish after teardown returns).
 fn delete_links<'a>(
     group: u32,
     ours: &[&LinkState],
@@ -439,27 +450,43 @@ fn delete_links<'a>(
 ) -> Vec<Action> {
     let ours_idx: BTreeSet<u32> = ours.iter().map(|l| l.ifindex).collect();
     let foreign_in_group = { live }.any(|l| l.group == group && !ours_idx.contains(&l.ifindex));
-    let by_group = !foreign_in_group && ours.iter().any(|l| l.group == group);
+    let by_group = !foreign_in_group && ours.iter().any(|l| l.group == group && !is_bridge(l));
+    let (bridges, rest): (Vec<&LinkState>, Vec<&LinkState>) =
+        ours.iter().copied().partition(|l| is_bridge(l));
     let mut actions = Vec::new();
     if by_group {
         // Each bridge costs an rcu_barrier() under RTNL (br_multicast_dev_del):
-        // one request per bridge, so RTNL is never held across all of them.
-        let (bridges, rest): (Vec<&&LinkState>, Vec<&&LinkState>) = ours
-            .iter()
-            .filter(|l| l.group == group)
-            .partition(|l| l.kind.as_deref() == Some("bridge"));
-        actions.extend(bridges.into_iter().map(|l| delete_link(l)));
+        // out of the group first, so the group deletion (one grace period for
+        // every TAP) never holds RTNL across a bridge.
+        actions.extend(
+            bridges
+                .iter()
+                .filter(|l| l.group == group)
+                .map(|l| Action::LeaveGroup {
+                    ifindex: l.ifindex,
+                    name: l.name.clone(),
+                }),
+        );
         actions.push(Action::DeleteGroup {
             group,
-            members: rest.iter().map(|l| l.ifindex).collect(),
+            members: rest
+                .iter()
+                .filter(|l| l.group == group)
+                .map(|l| l.ifindex)
+                .collect(),
         });
     }
     actions.extend(
-        ours.iter()
+        rest.iter()
             .filter(|l| !(by_group && l.group == group))
             .map(|l| delete_link(l)),
     );
+    actions.extend(bridges.iter().map(|l| delete_link(l)));
     actions
+}
+
+fn is_bridge(l: &LinkState) -> bool {
+    l.kind.as_deref() == Some("bridge")
 }
 
 pub(super) fn delete_link(l: &LinkState) -> Action {

@@ -179,19 +179,24 @@ fn bridge_undo_releases_the_pod_interface_with_its_own_mac() {
         name: "eth2".into(),
         mac: mac(2)
     }));
-    // The bridge alone first (its rcu_barrier runs under RTNL), then the group.
+    // The bridge out of the group, the TAPs' group deletion, then the bridge
+    // alone (its rcu_barrier runs under RTNL).
     assert_eq!(
         undo.links,
         vec![
+            Action::LeaveGroup {
+                ifindex: 6,
+                name: our_bridge(6).name,
+            },
+            Action::DeleteGroup {
+                group: GROUP,
+                members: vec![5]
+            },
             Action::DeleteLink {
                 ifindex: 6,
                 name: our_bridge(6).name,
                 kind: "bridge".into()
             },
-            Action::DeleteGroup {
-                group: GROUP,
-                members: vec![5]
-            }
         ]
     );
 }

@@ -110,7 +110,18 @@ pub async fn execute(nl: &Netlink, undo: Undo, announce: bool) -> UndoReport {
     }))
     .await;
     let mut outcomes: Vec<(&Action, Result<()>)> = sides.into_iter().flatten().collect();
-    outcomes.extend(unlist_links(nl, &undo.links));
+    let (ungroup, deletes): (Vec<&Action>, Vec<&Action>) = undo
+        .links
+        .iter()
+        .partition(|a| matches!(a, Action::LeaveGroup { .. }));
+    let left = join_all(
+        ungroup
+            .iter()
+            .map(|a| async move { (*a, run(nl, a).await) }),
+    )
+    .await;
+    outcomes.extend(left);
+    outcomes.extend(unlist_links(nl, &deletes));
     for (action, outcome) in outcomes {
         match outcome {
             Ok(()) if announce => report.warnings.push(format!("removed {action}")),
@@ -118,6 +129,10 @@ pub async fn execute(nl: &Netlink, undo: Undo, announce: bool) -> UndoReport {
             Err(e) if matches!(action, Action::Restore { .. }) => report
                 .warnings
                 .push(format!("could not put back {action}: {e}")),
+            // The group deletion then takes the bridge too: slower, still undone.
+            Err(e) if matches!(action, Action::LeaveGroup { .. }) => report
+                .warnings
+                .push(format!("could not move {action}: {e}")),
             Err(e) => report.errors.push(e),
         }
     }
@@ -125,22 +140,31 @@ pub async fn execute(nl: &Netlink, undo: Undo, announce: bool) -> UndoReport {
 }
 
 /// Delete podtap's links in order, and return once the kernel has unlisted
-/// them all: the rest of the kernel's work (an rcu_barrier() and the wait
-/// for the last references) finishes in a child, out of the caller's way
-/// (see `kernel::unlist`).
-fn unlist_links<'a>(nl: &Netlink, links: &'a [Action]) -> Vec<(&'a Action, Result<()>)> {
+/// every one but the bridges: the rest of the kernel's work (an
+/// rcu_barrier() and the wait for the last references) finishes in a child,
+/// out of the caller's way (see `kernel::unlist`).
+///
+/// Bridges come last and are not waited for. Every bridge deletion holds
+/// RTNL for one rcu_barrier() (`br_multicast_dev_del`, 15-35 ms here), so
+/// they are deleted one request each, and waiting for N of them would be N
+/// barriers. By the time they are deleted their ports are gone (the pod
+/// interface was released, the TAP unlisted): they are inert, and the child
+/// deletes them within N barriers of teardown returning.
+fn unlist_links<'a>(nl: &Netlink, links: &[&'a Action]) -> Vec<(&'a Action, Result<()>)> {
     let mut deletes = Vec::new();
     let mut expect = BTreeSet::new();
     let mut actions = Vec::new();
-    for a in links {
+    for &a in links {
         match a {
             Action::DeleteGroup { group, members } => {
                 deletes.push(unlist::Delete::Group(*group));
                 expect.extend(members.iter().copied());
             }
-            Action::DeleteLink { ifindex, .. } => {
+            Action::DeleteLink { ifindex, kind, .. } => {
                 deletes.push(unlist::Delete::Link(*ifindex));
-                expect.insert(*ifindex);
+                if kind != "bridge" {
+                    expect.insert(*ifindex);
+                }
             }
             // Only link deletions come here (see `decide::Undo::links`).
             _ => continue,
@@ -211,6 +235,12 @@ async fn run(nl: &Netlink, action: &Action) -> Result<()> {
             name.clone(),
             replay::restore(h, record).await,
             false,
+        ),
+        Action::LeaveGroup { ifindex, name } => (
+            "move bridge out of its link group",
+            name.clone(),
+            links::set_group(h, *ifindex, 0).await,
+            true,
         ),
         Action::DeleteGroup { group, .. } => (
             "delete link group",

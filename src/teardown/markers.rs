@@ -57,6 +57,10 @@ pub fn undo_by_markers(id: &SandboxId, now: &Observed) -> Undo {
             undo.pod_side.push(steps);
         }
     }
-    undo.links = ours.into_iter().map(delete_link).collect();
+    // Bridges last: their deletions finish after teardown returns (see `execute`).
+    let (bridges, rest): (Vec<&LinkState>, Vec<&LinkState>) = ours
+        .into_iter()
+        .partition(|l| l.kind.as_deref() == Some("bridge"));
+    undo.links = rest.into_iter().chain(bridges).map(delete_link).collect();
     undo
 }

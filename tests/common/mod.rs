@@ -277,6 +277,7 @@ impl TempDir {
 /// An independent snapshot of a netns's links, qdiscs and ingress filters, read
 /// with iproute2/tc and stripped of counters, for before/after comparisons.
 pub fn snapshot(ns: &Netns) -> String {
+    wait_for_drained_bridges(ns);
     let links = ns.ip_json("-d link show");
     let mut out = String::new();
     for l in links.as_array().expect("links array") {
@@ -314,6 +315,24 @@ pub fn snapshot(ns: &Netns) -> String {
     out.push_str(&ns.ip("addr show"));
     out.push_str(&ns.ip("route show table all"));
     out
+}
+
+/// Wait (up to 5 s) until no podtap bridge without ports is left in `ns`: teardown
+/// returns before its bridges are deleted (each costs an rcu_barrier() under RTNL),
+/// and a forked child deletes them one by one. A bridge still there afterwards
+/// shows up in the snapshot, as any leftover does.
+pub fn wait_for_drained_bridges(ns: &Netns) {
+    poll(Duration::from_secs(5), Duration::from_millis(20), || {
+        let links = ns.ip_json("-d link show");
+        let links = links.as_array().expect("links array");
+        let str_of = |l: &Value, k: &str| l.get(k).and_then(|v| v.as_str()).map(str::to_string);
+        !links.iter().any(|l| {
+            let name = str_of(l, "ifname");
+            l["linkinfo"]["info_kind"] == "bridge"
+                && str_of(l, "ifalias").is_some_and(|a| a.starts_with("podtap:"))
+                && !links.iter().any(|p| str_of(p, "master") == name)
+        })
+    });
 }
 
 // ---- The CNI chain runner (shared by tests/cni.rs and tests/vm.rs) ----
