@@ -9,7 +9,9 @@
 //!
 //! So a forked child sends the requests, one at a time, and waits out their
 //! acks, while the caller returns once it has seen an `RTM_DELLINK` for every
-//! link it expects (or the child has finished). The child does nothing but
+//! link it expects (or the child has finished). [`Delete::Drained`] links
+//! (bridges) are not expected at all: the child deletes them after the
+//! others, one at a time on the node ([`DRAIN_LOCK`]). The child does nothing but
 //! raw system calls (no allocation, no locks: the parent may have other
 //! threads), points its stdin/stdout/stderr at /dev/null so a runtime reading
 //! our output sees EOF when we exit, and is reaped by a detached thread (or,
@@ -37,7 +39,19 @@ pub enum Delete {
     Group(u32),
     /// One link.
     Link(u32),
+    /// One link whose deletion the caller does not wait for (a bridge: see
+    /// [`DRAIN_LOCK`]). These come after every other request.
+    Drained(u32),
 }
+
+/// Taken (flock) by the child before its first [`Delete::Drained`] request
+/// and held until it exits: every bridge deletion holds RTNL for one
+/// `rcu_barrier()`, and drains of several detaches at once (a pod's CNI DELs
+/// one after another, each returning early) would queue their bridges on
+/// RTNL together, so that another netlink user on the node waits for all of
+/// them. One drain at a time on the node keeps it to one. Without the file
+/// (read-only /run) the drain runs unlocked.
+pub const DRAIN_LOCK: &str = "/run/podtap-bridge-drain.lock";
 
 /// How long to wait for the announcements before waiting for the child itself.
 const ANNOUNCE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -63,13 +77,17 @@ pub fn delete(
         .enumerate()
         .map(|(i, d)| serialize(*d, seq_of(i)))
         .collect();
+    let drain_from = deletes
+        .iter()
+        .position(|d| matches!(d, Delete::Drained(_)))
+        .unwrap_or(deletes.len());
     std::thread::scope(|s| {
         std::thread::Builder::new()
             .name("podtap-unlist".into())
             .spawn_scoped(s, || -> std::io::Result<_> {
                 // The sockets must be made inside the netns (they keep it).
                 setns(netns, CloneFlags::CLONE_NEWNET)?;
-                run(&requests, expect.clone())
+                run(&requests, drain_from, expect.clone())
             })?
             .join()
             .map_err(|_| std::io::Error::other("unlist thread panicked"))?
@@ -84,7 +102,7 @@ fn serialize(d: Delete, seq: u32) -> Vec<u8> {
     let mut link = LinkMessage::default();
     match d {
         Delete::Group(g) => link.attributes.push(LinkAttribute::Group(g)),
-        Delete::Link(i) => link.header.index = i,
+        Delete::Link(i) | Delete::Drained(i) => link.header.index = i,
     }
     let mut msg = NetlinkMessage::from(RouteNetlinkMessage::DelLink(link));
     msg.header.flags = NLM_F_REQUEST | NLM_F_ACK;
@@ -95,7 +113,11 @@ fn serialize(d: Delete, seq: u32) -> Vec<u8> {
     buf
 }
 
-fn run(requests: &[Vec<u8>], mut expect: BTreeSet<u32>) -> std::io::Result<Vec<Result<(), Errno>>> {
+fn run(
+    requests: &[Vec<u8>],
+    drain_from: usize,
+    mut expect: BTreeSet<u32>,
+) -> std::io::Result<Vec<Result<(), Errno>>> {
     let mut watch = Socket::new(NETLINK_ROUTE)?;
     watch.bind(&SocketAddr::new(0, RTMGRP_LINK))?;
     watch.set_non_blocking(true)?;
@@ -103,10 +125,29 @@ fn run(requests: &[Vec<u8>], mut expect: BTreeSet<u32>) -> std::io::Result<Vec<R
     sender.bind_auto()?;
     let devnull = File::options().read(true).write(true).open("/dev/null")?;
     let (report_r, report_w) = pipe()?;
+    let drain_lock = (drain_from < requests.len())
+        .then(|| {
+            use std::os::unix::fs::OpenOptionsExt;
+            File::options()
+                .read(true)
+                .write(true)
+                .create(true)
+                .mode(0o600)
+                .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+                .open(DRAIN_LOCK)
+                .ok()
+        })
+        .flatten();
     // SAFETY: the child runs only async-signal-safe system calls on memory
     // made before the fork (see `child`), then _exits.
     let child = match unsafe { fork() }? {
-        ForkResult::Child => child(requests, &sender, &devnull, &report_w),
+        ForkResult::Child => child(
+            requests,
+            (drain_from, drain_lock.as_ref()),
+            &sender,
+            &devnull,
+            &report_w,
+        ),
         ForkResult::Parent { child } => child,
     };
     drop(report_w);
@@ -206,16 +247,28 @@ fn read_failures(pipe: &OwnedFd, results: &mut [Result<(), Errno>]) {
 
 /// The child: send each request, wait for its ack, report failures, exit.
 /// Only raw system calls on memory allocated before the fork.
-fn child(requests: &[Vec<u8>], sender: &Socket, devnull: &File, report: &OwnedFd) -> ! {
+/// From request `drain.0` on, under the node's drain lock `drain.1`.
+fn child(
+    requests: &[Vec<u8>],
+    drain: (usize, Option<&File>),
+    sender: &Socket,
+    devnull: &File,
+    report: &OwnedFd,
+) -> ! {
     let fd = sender.as_raw_fd();
     let mut buf = [0u8; 8192];
-    // SAFETY: async-signal-safe calls only (dup2, send, recv, write, _exit),
-    // on fds and buffers that are valid for the child's lifetime.
+    // SAFETY: async-signal-safe calls only (dup2, flock, send, recv, write,
+    // _exit), on fds and buffers that are valid for the child's lifetime.
     unsafe {
         for target in 0..3 {
             libc::dup2(devnull.as_raw_fd(), target);
         }
         for (i, req) in requests.iter().enumerate() {
+            if let (true, Some(lock)) = (i == drain.0, drain.1) {
+                while libc::flock(lock.as_raw_fd(), libc::LOCK_EX) < 0
+                    && *libc::__errno_location() == libc::EINTR
+                {}
+            }
             let seq = seq_of(i);
             let errno = if libc::send(fd, req.as_ptr().cast(), req.len(), 0) < 0 {
                 *libc::__errno_location()

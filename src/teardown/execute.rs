@@ -160,11 +160,12 @@ fn unlist_links<'a>(nl: &Netlink, links: &[&'a Action]) -> Vec<(&'a Action, Resu
                 deletes.push(unlist::Delete::Group(*group));
                 expect.extend(members.iter().copied());
             }
-            Action::DeleteLink { ifindex, kind, .. } => {
+            Action::DeleteLink { ifindex, kind, .. } if kind == "bridge" => {
+                deletes.push(unlist::Delete::Drained(*ifindex));
+            }
+            Action::DeleteLink { ifindex, .. } => {
                 deletes.push(unlist::Delete::Link(*ifindex));
-                if kind != "bridge" {
-                    expect.insert(*ifindex);
-                }
+                expect.insert(*ifindex);
             }
             // Only link deletions come here (see `decide::Undo::links`).
             _ => continue,
