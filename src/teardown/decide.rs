@@ -287,30 +287,33 @@ fn restore_pod(
                 .is_some_and(|t| t == 0 || ctx.targets.contains(&t))
         });
         tc_ours = ours;
-        if ours {
-            steps.push(Action::DeleteFilter {
-                ifindex: pod.ifindex,
-                name: live.name.clone(),
-                prio: tcp.prio,
-            });
-        } else if !at_prio.is_empty() {
+        if !ours && !at_prio.is_empty() {
             warnings.push(format!(
                 "the filter at prio {} on {} does not redirect to podtap's TAP; left it",
                 tcp.prio, live.name
             ));
         }
-        if tcp.create_pod_qdisc {
-            let foreign = filters
-                .iter()
-                .filter(|f| !(ours && f.prio == tcp.prio))
-                .count();
-            if foreign == 0 {
-                tc_ours = true;
-                steps.push(Action::DeleteIngressQdisc {
+        let foreign = filters
+            .iter()
+            .filter(|f| !(ours && f.prio == tcp.prio))
+            .count();
+        // The qdisc podtap added, holding nothing but podtap's filter: deleting
+        // it takes the filter too (one request, not two, per interface).
+        if tcp.create_pod_qdisc && foreign == 0 {
+            tc_ours = true;
+            steps.push(Action::DeleteIngressQdisc {
+                ifindex: pod.ifindex,
+                name: live.name.clone(),
+            });
+        } else {
+            if ours {
+                steps.push(Action::DeleteFilter {
                     ifindex: pod.ifindex,
                     name: live.name.clone(),
+                    prio: tcp.prio,
                 });
-            } else {
+            }
+            if tcp.create_pod_qdisc {
                 warnings.push(format!(
                     "kept the ingress qdisc on {}: it now holds {foreign} filter(s) that are not podtap's",
                     live.name

@@ -23,12 +23,8 @@ fn tc_undo_removes_filter_qdisc_and_restores_txqlen_then_deletes_the_group() {
     );
     assert_eq!(
         undo.pod_side,
+        // The qdisc podtap added holds only podtap's filter: deleting it takes the filter.
         vec![vec![
-            Action::DeleteFilter {
-                ifindex: 2,
-                name: "eth2".into(),
-                prio: TC_PRIO_BASE
-            },
             Action::DeleteIngressQdisc {
                 ifindex: 2,
                 name: "eth2".into()
@@ -67,10 +63,58 @@ fn a_foreign_filter_keeps_the_qdisc() {
         &now,
         Proof::Recorded,
     );
-    assert!(!undo.pod_side[0]
-        .iter()
-        .any(|a| matches!(a, Action::DeleteIngressQdisc { .. })));
+    // The qdisc stays for the foreign filter, so podtap's goes by priority.
+    assert_eq!(
+        undo.pod_side[0],
+        vec![
+            Action::DeleteFilter {
+                ifindex: 2,
+                name: "eth2".into(),
+                prio: TC_PRIO_BASE
+            },
+            Action::SetTxqlen {
+                ifindex: 2,
+                name: "eth2".into(),
+                txqlen: 0
+            },
+        ]
+    );
     assert!(undo.warnings[0].contains("kept the ingress qdisc"));
+}
+
+#[test]
+fn a_qdisc_that_was_there_before_attach_keeps_and_loses_only_our_filter() {
+    let mut n = nic(2, "tap_eth2", Wiring::Tc);
+    if let Some(tc) = n.tc.as_mut() {
+        tc.create_pod_qdisc = false;
+    }
+    let plan = the_plan(vec![n]);
+    let now = observed(
+        vec![link(2, "eth2", Some("veth")), tap(5, "tap_eth2")],
+        vec![(2, vec![ours_filter(5)])],
+    );
+    let undo = undo_recorded(
+        &plan,
+        &[created(5, "tap_eth2", "tap")],
+        &now,
+        Proof::Recorded,
+    );
+    assert_eq!(
+        undo.pod_side[0],
+        vec![
+            Action::DeleteFilter {
+                ifindex: 2,
+                name: "eth2".into(),
+                prio: TC_PRIO_BASE
+            },
+            Action::SetTxqlen {
+                ifindex: 2,
+                name: "eth2".into(),
+                txqlen: 0
+            },
+        ]
+    );
+    assert!(undo.warnings.is_empty(), "{:?}", undo.warnings);
 }
 
 #[test]
@@ -301,10 +345,11 @@ fn tc_mode_removes_the_redirect_even_when_the_pod_mac_changed() {
         &now,
         Proof::Recorded,
     );
-    // The TAP goes, so a filter left behind would redirect into nothing.
+    // The TAP goes, so a filter left behind would redirect into nothing: it
+    // goes with the qdisc podtap added.
     assert!(undo.pod_side[0]
         .iter()
-        .any(|a| matches!(a, Action::DeleteFilter { ifindex: 2, .. })));
+        .any(|a| matches!(a, Action::DeleteIngressQdisc { ifindex: 2, .. })));
     assert_eq!(
         undo.links,
         vec![Action::DeleteGroup {
