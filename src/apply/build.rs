@@ -7,14 +7,15 @@ use std::time::Instant;
 use futures::future::join_all;
 use rtnetlink::packet_route::link::InfoKind;
 
-use super::micros;
+use super::{micros, requests};
 use crate::error::{Error, Result};
+use crate::kernel::batch::Request;
 use crate::kernel::links::LinkState;
 use crate::kernel::mac::MacAddr;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
 use crate::kernel::tap::{self, TapFlags, TapSpec};
-use crate::kernel::{bridge, links, macvtap, replay, sysctl, tc};
+use crate::kernel::{bridge, links, macvtap, replay, sysctl};
 use crate::model::Timings;
 use crate::plan::{self, BridgePlan, NicPlan, Plan};
 use crate::state::{created_ifindex, Created};
@@ -68,47 +69,75 @@ pub(super) async fn build(
     created.extend(bridges.iter().flatten().cloned());
     quiet_bridged_links(ns, plan)?;
 
-    let configured = join_all(plan.nics.iter().zip(&tap_indexes).zip(&bridges).map(
-        |((n, tap), br)| async move {
-            let controller = br.as_ref().map(|b| b.ifindex);
-            // A tc-wired TAP goes up only once its qdisc and filter exist:
-            // adding an ingress qdisc to a link that is up costs the kernel
-            // another RCU grace period, per TAP.
-            let up = n.tc.is_none();
-            links::configure_tap(
-                &nl.handle, *tap, n.tap.mtu, plan.group, marker, controller, up,
-            )
-            .await
-            .map_err(|e| nl.err("configure TAP", &n.tap.name, e))?;
-            if let (Some(b), Some(bp)) = (br, &n.bridge) {
-                links::set_up(&nl.handle, b.ifindex)
-                    .await
-                    .map_err(|e| nl.err("bring bridge up", &b.name, e))?;
-                hand_over_pod(nl, n, bp, b).await?;
-            }
-            Ok::<(), Error>(())
-        },
-    ))
-    .await;
-    configured.into_iter().collect::<Result<Vec<()>>>()?;
     timings.tap += micros(t);
 
+    // The NICs without a bridge are wired in one batch (a few system calls
+    // for all of them, in order); each bridged NIC then goes step by step,
+    // side by side with the others.
     let t = Instant::now();
-    wire_tc(nl, plan, &tap_indexes).await?;
-    let up = join_all(
+    let steps = requests::unbridged(&plan.nics, &tap_indexes, plan.group, marker);
+    run_steps(nl, &steps)?;
+    let bridged = join_all(
         plan.nics
             .iter()
             .zip(&tap_indexes)
-            .filter(|(n, _)| n.tc.is_some())
-            .map(|(n, tap)| async move {
-                links::set_up(&nl.handle, *tap)
-                    .await
-                    .map_err(|e| nl.err("bring TAP up", &n.tap.name, e))
-            }),
+            .zip(&bridges)
+            .filter_map(|((n, tap), br)| Some((n, *tap, br.as_ref()?)))
+            .map(|(n, tap, br)| wire_bridged(nl, plan.group, marker, n, tap, br)),
     )
     .await;
-    up.into_iter().collect::<Result<Vec<()>>>()?;
+    bridged.into_iter().collect::<Result<Vec<()>>>()?;
     timings.wiring = micros(t);
+    Ok(())
+}
+
+/// Send `steps` as one batch; the first that failed is the error.
+fn run_steps(nl: &Netlink, steps: &[requests::Step]) -> Result<()> {
+    if steps.is_empty() {
+        return Ok(());
+    }
+    let batch: Vec<Request> = steps.iter().map(|s| s.request.clone()).collect();
+    let results = nl
+        .batch
+        .run(&batch)
+        .map_err(|e| nl.err("send request batch", "", e))?;
+    match steps
+        .iter()
+        .zip(results)
+        .find_map(|(s, r)| Some((s, r.err()?)))
+    {
+        Some((step, errno)) => Err(nl.err(step.op, &step.on, errno)),
+        None => Ok(()),
+    }
+}
+
+/// Configure one bridged NIC's TAP into its bridge, bring the bridge up and
+/// hand the pod interface over to it.
+async fn wire_bridged(
+    nl: &Netlink,
+    group: u32,
+    marker: &str,
+    n: &NicPlan,
+    tap: u32,
+    b: &Created,
+) -> Result<()> {
+    links::configure_tap(
+        &nl.handle,
+        tap,
+        n.tap.mtu,
+        group,
+        marker,
+        Some(b.ifindex),
+        true,
+    )
+    .await
+    .map_err(|e| nl.err("configure TAP", &n.tap.name, e))?;
+    links::set_up(&nl.handle, b.ifindex)
+        .await
+        .map_err(|e| nl.err("bring bridge up", &b.name, e))?;
+    if let Some(bp) = &n.bridge {
+        hand_over_pod(nl, n, bp, b).await?;
+    }
     Ok(())
 }
 
@@ -302,49 +331,4 @@ fn made_link<'a>(
     let kind = kind.to_string();
     live.values()
         .find(|l| l.name == name && l.group == group && l.kind.as_deref() == Some(kind.as_str()))
-}
-
-/// Ingress qdiscs first (one wave), then the redirect filters both ways (a second wave).
-async fn wire_tc(nl: &Netlink, plan: &Plan, taps: &[u32]) -> Result<()> {
-    let tc_nics: Vec<_> = plan
-        .nics
-        .iter()
-        .zip(taps)
-        .filter_map(|(n, t)| n.tc.as_ref().map(|tc| (n, tc, *t)))
-        .collect();
-    let qdiscs = join_all(tc_nics.iter().map(|(n, tcp, tap)| async move {
-        if tcp.create_pod_qdisc {
-            tc::add_ingress_qdisc(&nl.handle, n.pod.ifindex)
-                .await
-                .map_err(|e| nl.err("add ingress qdisc", &n.pod.name, e))?;
-        }
-        tc::add_ingress_qdisc(&nl.handle, *tap)
-            .await
-            .map_err(|e| nl.err("add ingress qdisc", &n.tap.name, e))
-    }))
-    .await;
-    qdiscs.into_iter().collect::<Result<Vec<()>>>()?;
-    let filters = join_all(tc_nics.iter().map(|(n, tcp, tap)| async move {
-        tc::add_redirect(&nl.handle, n.pod.ifindex, *tap, tcp.prio)
-            .await
-            .map_err(|e| {
-                nl.err(
-                    "add tc redirect filter",
-                    format!("{} -> {}", n.pod.name, n.tap.name),
-                    e,
-                )
-            })?;
-        tc::add_redirect(&nl.handle, *tap, n.pod.ifindex, tcp.prio)
-            .await
-            .map_err(|e| {
-                nl.err(
-                    "add tc redirect filter",
-                    format!("{} -> {}", n.tap.name, n.pod.name),
-                    e,
-                )
-            })
-    }))
-    .await;
-    filters.into_iter().collect::<Result<Vec<()>>>()?;
-    Ok(())
 }

@@ -5,6 +5,7 @@
 
 mod build;
 pub(crate) mod late;
+mod requests;
 mod restore;
 
 use std::collections::BTreeSet;

@@ -111,6 +111,19 @@ pub async fn configure_tap(
     controller: Option<u32>,
     up: bool,
 ) -> Result<(), KernelError> {
+    let msg = tap_settings(ifindex, mtu, group, alias, controller, up);
+    Ok(handle.link().set(msg).execute().await?)
+}
+
+/// The message [`configure_tap`] sends (an `RTM_SETLINK`).
+pub fn tap_settings(
+    ifindex: u32,
+    mtu: u32,
+    group: u32,
+    alias: &str,
+    controller: Option<u32>,
+    up: bool,
+) -> LinkMessage {
     let mut b = LinkUnspec::new_with_index(ifindex)
         .mtu(mtu)
         .link_group(group)
@@ -121,12 +134,17 @@ pub async fn configure_tap(
     if let Some(c) = controller {
         b = b.controller(c);
     }
-    Ok(handle.link().set(b.build()).execute().await?)
+    b.build()
+}
+
+/// The message [`set_up`] sends (an `RTM_SETLINK`).
+pub fn up_settings(ifindex: u32) -> LinkMessage {
+    LinkUnspec::new_with_index(ifindex).up().build()
 }
 
 /// Bring a link up.
 pub async fn set_up(handle: &Handle, ifindex: u32) -> Result<(), KernelError> {
-    let msg = LinkUnspec::new_with_index(ifindex).up().build();
+    let msg = up_settings(ifindex);
     Ok(handle.link().set(msg).execute().await?)
 }
 

@@ -3,6 +3,7 @@
 //! Nothing here knows about plans or checkpoints: each function is one kind
 //! of kernel request, with its errors.
 
+pub mod batch;
 pub mod bridge;
 pub mod links;
 pub mod mac;

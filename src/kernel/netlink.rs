@@ -5,10 +5,13 @@
 //! netlink socket keeps the netns it was created in, whichever thread uses it.
 
 use futures::StreamExt;
-use rtnetlink::packet_core::{NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_REQUEST};
+use rtnetlink::packet_core::{
+    NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST,
+};
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::Handle;
 
+use super::batch::Batch;
 use super::netns::NetNs;
 use crate::error::{Error, KernelError, Result};
 
@@ -16,6 +19,8 @@ use crate::error::{Error, KernelError, Result};
 pub struct Netlink {
     /// The rtnetlink handle; its requests go to this netns.
     pub handle: Handle,
+    /// A blocking socket in the same netns for request batches.
+    pub batch: Batch,
     /// Whether IPv6 is enabled in the netns (`conf/all/disable_ipv6` is 0).
     pub ipv6_enabled: bool,
     /// The netns cookie (see [`super::netns::NetnsLink::cookie`]).
@@ -35,6 +40,7 @@ impl Netlink {
         });
         Ok(Netlink {
             handle,
+            batch: Batch::new(link.batch),
             ipv6_enabled: link.ipv6_enabled,
             cookie: link.cookie,
             netns: ns.display(),
@@ -90,10 +96,21 @@ impl<C: std::future::Future<Output = ()>> std::future::Future for Pipelined<C> {
 /// Send `msg` and wait for the kernel's ack.
 ///
 /// Only for requests rtnetlink 0.24 has no builder for (deleting a tc filter
-/// by priority: its `TrafficFilterDelRequest` cannot set the priority).
+/// by priority: its `TrafficFilterDelRequest` cannot set the priority), or
+/// whose message podtap also sends in a batch ([`super::batch`]).
 pub async fn ack(handle: &Handle, msg: RouteNetlinkMessage) -> Result<(), KernelError> {
+    request(handle, msg, 0).await
+}
+
+/// [`ack`] for a request that creates an object and fails if it exists
+/// (`NLM_F_CREATE | NLM_F_EXCL`, as rtnetlink's `add` builders send).
+pub async fn create(handle: &Handle, msg: RouteNetlinkMessage) -> Result<(), KernelError> {
+    request(handle, msg, NLM_F_CREATE | NLM_F_EXCL).await
+}
+
+async fn request(handle: &Handle, msg: RouteNetlinkMessage, flags: u16) -> Result<(), KernelError> {
     let mut req = NetlinkMessage::from(msg);
-    req.header.flags = NLM_F_REQUEST | NLM_F_ACK;
+    req.header.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
     let mut responses = handle.clone().request(req).map_err(KernelError::from)?;
     while let Some(reply) = responses.next().await {
         if let NetlinkPayload::Error(e) = reply.payload {

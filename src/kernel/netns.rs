@@ -32,6 +32,8 @@ pub struct NetNs {
 /// The kernel objects a netns thread hands back for the runtime to use.
 pub struct NetnsLink {
     pub socket: TokioSocket,
+    /// A second, blocking socket for batches ([`super::batch`]).
+    pub batch: Socket,
     pub ipv6_enabled: bool,
     /// `SO_NETNS_COOKIE`: unlike the nsfs inode, never reused for a later netns.
     pub cookie: Option<u64>,
@@ -171,24 +173,31 @@ impl NetNs {
     /// Open a rtnetlink socket inside the netns, and learn whether IPv6 is on there.
     /// Must be called from within a tokio runtime (the socket registers with its reactor).
     pub fn netlink(&self) -> Result<NetnsLink> {
-        let (fd, ipv6_enabled) = self.run(|| {
+        let (fd, batch, ipv6_enabled) = self.run(|| {
             let mut socket = Socket::new(NETLINK_ROUTE)?;
             socket.bind_auto()?;
             // A 64-link dump overflows the default buffer on busy machines.
             socket.set_rx_buf_sz(1 << 20)?;
+            let mut batch = Socket::new(NETLINK_ROUTE)?;
+            batch.bind_auto()?;
             // /proc/sys/net shows the netns of the thread that opens it.
             let ipv6 = match std::fs::read_to_string("/proc/sys/net/ipv6/conf/all/disable_ipv6") {
                 Ok(s) => s.trim() == "0",
                 Err(_) => false,
             };
             // SAFETY: into_raw_fd transfers ownership of a valid open fd.
-            Ok((unsafe { OwnedFd::from_raw_fd(socket.into_raw_fd()) }, ipv6))
+            Ok((
+                unsafe { OwnedFd::from_raw_fd(socket.into_raw_fd()) },
+                batch,
+                ipv6,
+            ))
         })?;
         let cookie = netns_cookie(&fd);
         // SAFETY: fd is an owned, open netlink socket; TokioSocket takes ownership.
         let socket = unsafe { TokioSocket::from_raw_fd(fd.into_raw_fd()) };
         Ok(NetnsLink {
             socket,
+            batch,
             ipv6_enabled,
             cookie,
         })

@@ -8,13 +8,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use futures::TryStreamExt;
 use rtnetlink::packet_route::tc::{
-    TcActionAttribute, TcActionMirrorOption, TcActionOption, TcAttribute, TcFilterU32Option,
-    TcHandle, TcMessage, TcOption,
+    TcAction, TcActionAttribute, TcActionGeneric, TcActionMirror, TcActionMirrorOption,
+    TcActionOption, TcActionType, TcAttribute, TcFilterU32, TcFilterU32Option, TcHandle, TcMessage,
+    TcMirror, TcMirrorActionType, TcOption, TcU32Key, TcU32Selector, TcU32SelectorFlags,
 };
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::Handle;
 
-use super::netlink::{ack, is_gone};
+use super::netlink::{ack, create, is_gone};
 use crate::error::KernelError;
 
 /// `TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS)`: the ingress hook of ingress and clsact qdiscs.
@@ -112,12 +113,17 @@ fn mirred_target(f: &TcMessage) -> Option<u32> {
 
 /// Add an `ingress` qdisc (`ffff:`); fails with EEXIST when the link has one.
 pub async fn add_ingress_qdisc(handle: &Handle, ifindex: u32) -> Result<(), KernelError> {
-    Ok(handle
-        .qdisc()
-        .add(index(ifindex))
-        .ingress()
-        .execute()
-        .await?)
+    create(handle, new_ingress_qdisc(ifindex)).await
+}
+
+/// The request for [`add_ingress_qdisc`], to send with `NLM_F_CREATE | NLM_F_EXCL`.
+pub fn new_ingress_qdisc(ifindex: u32) -> RouteNetlinkMessage {
+    let mut msg = TcMessage::with_index(index(ifindex));
+    msg.header.parent = TcHandle::INGRESS;
+    msg.header.handle = TcHandle::from(0xFFFF_0000);
+    msg.attributes
+        .push(TcAttribute::Kind("ingress".to_string()));
+    RouteNetlinkMessage::NewQueueDiscipline(msg)
 }
 
 /// Delete the ingress qdisc; the kernel takes its filters with it.
@@ -135,15 +141,41 @@ pub async fn add_redirect(
     to: u32,
     prio: u16,
 ) -> Result<(), KernelError> {
-    // priority() must come before protocol(): it overwrites the whole info word.
-    let req = handle
-        .traffic_filter(index(from))
-        .add()
-        .parent(INGRESS_PARENT)
-        .priority(prio)
-        .protocol(ETH_P_ALL_BE)
-        .redirect(to)?;
-    Ok(req.execute().await?)
+    create(handle, new_redirect(from, to, prio)).await
+}
+
+/// The request for [`add_redirect`], to send with `NLM_F_CREATE | NLM_F_EXCL`:
+/// the filter rtnetlink's `TrafficFilterNewRequest::redirect` builds (and
+/// `tc filter add dev FROM ingress prio PRIO protocol all u32 match u8 0 0
+/// action mirred egress redirect dev TO`), built here so that it can also go
+/// out in a batch.
+pub fn new_redirect(from: u32, to: u32, prio: u16) -> RouteNetlinkMessage {
+    let mut msg = TcMessage::with_index(index(from));
+    msg.header.parent = INGRESS_PARENT.into();
+    msg.header.info = (u32::from(prio) << 16) | u32::from(ETH_P_ALL_BE);
+    let mut selector = TcU32Selector::default();
+    selector.flags = TcU32SelectorFlags::Terminal;
+    selector.nkeys = 1;
+    selector.keys = vec![TcU32Key::default()];
+    let mut mirred = TcMirror::default();
+    mirred.generic = TcActionGeneric::default();
+    mirred.generic.action = TcActionType::Stolen;
+    mirred.eaction = TcMirrorActionType::EgressRedir;
+    mirred.ifindex = to;
+    let mut action = TcAction::default();
+    action.attributes = vec![
+        TcActionAttribute::Kind(TcActionMirror::KIND.to_string()),
+        TcActionAttribute::Options(vec![TcActionOption::Mirror(TcActionMirrorOption::Parms(
+            mirred,
+        ))]),
+    ];
+    msg.attributes
+        .push(TcAttribute::Kind(TcFilterU32::KIND.to_string()));
+    msg.attributes.push(TcAttribute::Options(vec![
+        TcOption::U32(TcFilterU32Option::Selector(selector)),
+        TcOption::U32(TcFilterU32Option::Action(vec![action])),
+    ]));
+    RouteNetlinkMessage::NewTrafficFilter(msg)
 }
 
 /// Delete every filter at `prio` on `ifindex`'s ingress hook.

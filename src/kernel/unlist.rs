@@ -55,7 +55,7 @@ pub const DRAIN_LOCK: &str = "/run/podtap-bridge-drain.lock";
 
 /// How long to wait for the announcements before waiting for the child itself.
 const ANNOUNCE_TIMEOUT: Duration = Duration::from_secs(10);
-const NLMSG_ERROR: u16 = 2;
+pub(super) const NLMSG_ERROR: u16 = 2;
 const RTM_DELLINK: u16 = 17;
 /// `sizeof(struct nlmsghdr)`.
 const NLMSG_HDRLEN: usize = 16;
@@ -214,7 +214,7 @@ fn unlisted(buf: &[u8], expect: &mut BTreeSet<u32>) {
 }
 
 /// `(type, seq, payload)` of each netlink message in `buf`.
-fn messages(buf: &[u8]) -> impl Iterator<Item = (u16, u32, &[u8])> {
+pub(super) fn messages(buf: &[u8]) -> impl Iterator<Item = (u16, u32, &[u8])> {
     let mut rest = buf;
     std::iter::from_fn(move || {
         if rest.len() < NLMSG_HDRLEN {

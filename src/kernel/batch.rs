@@ -1,0 +1,214 @@
+//! Many rtnetlink requests in a few system calls.
+//!
+//! The kernel handles every message of a `sendmsg(2)` buffer in order, inside
+//! that call, and answers a message without `NLM_F_ACK` only when it fails.
+//! So a batch goes out as buffers of up to [`WINDOW`] messages, only the last
+//! of each asking for an ack: one `sendmsg` and (when nothing fails) one
+//! `recvmsg` per window, where one request at a time through the rtnetlink
+//! connection costs a message build, a channel hop, a wake-up and a
+//! `recvmsg` each. Order within a batch is the order of the requests, so a
+//! request may depend on the ones before it (a TAP goes up after its
+//! filters). A failed request does not stop the ones after it; the caller
+//! gets one result per request and undoes what it must.
+//!
+//! The socket is a plain blocking one, made in the netns next to the
+//! connection's ([`super::netns::NetNs::netlink`]); every reply of a window
+//! is queued before its `sendmsg` returns, so a receive never waits on the
+//! kernel's work, and at most a window's worth of replies is ever queued.
+
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use nix::errno::Errno;
+use rtnetlink::packet_core::{NetlinkMessage, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST};
+use rtnetlink::packet_route::RouteNetlinkMessage;
+use rtnetlink::sys::Socket;
+
+use super::unlist::{messages, NLMSG_ERROR};
+
+/// Requests per `sendmsg`: at most this many error replies wait in the
+/// socket (an unbounded burst overran the receive queue with ENOBUFS).
+pub const WINDOW: usize = 64;
+
+/// How long a reply may take: the kernel queues them inside `sendmsg`, so
+/// this only bounds a kernel that misbehaves.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One request of a batch.
+#[derive(Debug, Clone)]
+pub struct Request {
+    message: RouteNetlinkMessage,
+    flags: u16,
+}
+
+impl Request {
+    /// A request that creates an object and fails if it exists
+    /// (`NLM_F_CREATE | NLM_F_EXCL`, as rtnetlink's `add` and `set` builders send).
+    pub fn create(message: RouteNetlinkMessage) -> Self {
+        Request {
+            message,
+            flags: NLM_F_CREATE | NLM_F_EXCL,
+        }
+    }
+
+    /// The message this request sends.
+    #[cfg(test)]
+    pub fn message(&self) -> &RouteNetlinkMessage {
+        &self.message
+    }
+}
+
+/// A blocking rtnetlink socket for batches, in one netns.
+#[derive(Debug)]
+pub struct Batch {
+    socket: Socket,
+    /// Index of the next request over this socket's life: sequence numbers
+    /// never repeat, so a reply left over from a failed batch is never taken
+    /// for another's.
+    sent: AtomicU32,
+}
+
+impl Batch {
+    /// Wrap a bound `NETLINK_ROUTE` socket.
+    pub fn new(socket: Socket) -> Self {
+        Batch {
+            socket,
+            sent: AtomicU32::new(0),
+        }
+    }
+
+    /// Send `requests` in order and return one result per request (the
+    /// errno of each that failed), or the I/O error that stopped the batch.
+    /// Requests after an I/O error were not sent; the error says so.
+    pub fn run(&self, requests: &[Request]) -> std::io::Result<Vec<Result<(), Errno>>> {
+        let mut results = vec![Ok(()); requests.len()];
+        let mut buf = Vec::new();
+        let mut reply = vec![0u8; 1 << 16];
+        let count = u32::try_from(requests.len()).unwrap_or(u32::MAX);
+        let base = self.sent.fetch_add(count, Ordering::Relaxed);
+        for (w, window) in requests.chunks(WINDOW).enumerate() {
+            let first = base.wrapping_add(u32::try_from(w * WINDOW).unwrap_or(u32::MAX));
+            encode(window, first, &mut buf);
+            self.socket.send(&buf, 0)?;
+            let len = u32::try_from(window.len()).unwrap_or(u32::MAX);
+            let last = seq_of(first.wrapping_add(len - 1));
+            self.replies(last, &mut reply, |seq, errno| {
+                let i = seq.wrapping_sub(seq_of(base));
+                if let Some(slot) = usize::try_from(i).ok().and_then(|i| results.get_mut(i)) {
+                    *slot = Err(errno);
+                }
+            })?;
+        }
+        Ok(results)
+    }
+
+    /// Read replies until the ack of `last`, calling `failed` for each error.
+    fn replies(
+        &self,
+        last: u32,
+        buf: &mut [u8],
+        mut failed: impl FnMut(u32, Errno),
+    ) -> std::io::Result<()> {
+        loop {
+            if !readable(&self.socket, REPLY_TIMEOUT) {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no netlink ack within 10 s",
+                ));
+            }
+            let n = match self.socket.recv(&mut &mut buf[..], 0) {
+                Ok(n) => n.min(buf.len()),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            for (kind, seq, body) in messages(&buf[..n]) {
+                if kind != NLMSG_ERROR || body.len() < 4 {
+                    continue;
+                }
+                let code = i32::from_ne_bytes([body[0], body[1], body[2], body[3]]);
+                if code != 0 {
+                    failed(seq, Errno::from_raw(-code));
+                }
+                if seq == last {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// Serialise one window into `buf`: request `first + i` gets sequence
+/// number `seq_of(first + i)`, and only the window's last asks for an ack.
+fn encode(window: &[Request], first: u32, buf: &mut Vec<u8>) {
+    buf.clear();
+    for (i, r) in window.iter().enumerate() {
+        let mut msg = NetlinkMessage::from(r.message.clone());
+        msg.header.flags = NLM_F_REQUEST | r.flags;
+        if i + 1 == window.len() {
+            msg.header.flags |= NLM_F_ACK;
+        }
+        let i_u32 = u32::try_from(i).unwrap_or(u32::MAX);
+        msg.header.sequence_number = seq_of(first.wrapping_add(i_u32));
+        msg.finalize();
+        let at = buf.len();
+        buf.resize(at + msg.buffer_len(), 0);
+        msg.serialize(&mut buf[at..]);
+    }
+}
+
+/// Sequence numbers of a batch start here, apart from the connection's
+/// (which count up from 1).
+const SEQ_BASE: u32 = 0x4000_0000;
+
+fn seq_of(i: u32) -> u32 {
+    SEQ_BASE.wrapping_add(i)
+}
+
+fn readable(socket: &Socket, timeout: Duration) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: socket.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    loop {
+        // SAFETY: one valid pollfd for the duration of the call.
+        let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if r >= 0 || Errno::last() != Errno::EINTR {
+            return r > 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtnetlink::packet_route::link::LinkMessage;
+
+    #[test]
+    fn a_window_is_the_requests_in_order_and_only_its_last_asks_for_an_ack() {
+        let reqs: Vec<Request> = (0..3)
+            .map(|_| Request::create(RouteNetlinkMessage::SetLink(LinkMessage::default())))
+            .collect();
+        let mut buf = Vec::new();
+        encode(&reqs, 5, &mut buf);
+        let flags: Vec<(u32, u16)> = {
+            let mut out = Vec::new();
+            let mut rest = &buf[..];
+            while rest.len() >= 16 {
+                let len = u32::from_ne_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+                let f = u16::from_ne_bytes([rest[6], rest[7]]);
+                let seq = u32::from_ne_bytes([rest[8], rest[9], rest[10], rest[11]]);
+                out.push((seq.wrapping_sub(SEQ_BASE), f));
+                rest = &rest[len..];
+            }
+            out
+        };
+        let create = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL;
+        assert_eq!(
+            flags,
+            vec![(5, create), (6, create), (7, create | NLM_F_ACK)]
+        );
+    }
+}
