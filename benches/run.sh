@@ -11,7 +11,8 @@
 #   --pods N   pods in the concurrency test (default 100).
 #   --no-tcp   skip the iperf3 TCP test (it runs only when iperf3 is installed).
 #
-# Uses target/release/podtap (built with `cargo build --release` first) unless
+# Uses target/<host triple>/release/podtap (built with `cargo build --release`; the
+# triple is in the path because .cargo/config.toml links statically) unless
 # PODTAP_BIN names a binary, and examples/bench_lib (the library-call
 # contender) unless PODTAP_LIB_BENCH names one. Needs root, ip/tc (iproute2), jq, gcc, python3.
 # Every object lives in netns named ptb<PID>-*; the root netns is never touched;
@@ -32,7 +33,7 @@ while [ $# -gt 0 ]; do
     --out=*) out=${1#*=} ;;
     --pods) pods=$2; shift ;;
     --no-tcp) tcp=0 ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -46,11 +47,14 @@ for t in ip tc jq gcc python3; do
     command -v "$t" >/dev/null || { echo "run.sh: $t is required" >&2; exit 2; }
 done
 
+# .cargo/config.toml builds for the host's own triple (static linking): artifacts
+# land in target/<triple>/release.
+release=${CARGO_TARGET_DIR:-$repo/target}/$(rustc -vV | sed -n 's/^host: //p')/release
 if [ -n "${PODTAP_BIN:-}" ]; then
     bin=$PODTAP_BIN
 else
     (cd "$repo" && cargo build --release --quiet --bin podtap)
-    bin=${CARGO_TARGET_DIR:-$repo/target}/release/podtap
+    bin=$release/podtap
 fi
 [ -x "$bin" ] || { echo "run.sh: no podtap binary at $bin" >&2; exit 2; }
 # The library-call contender (examples/bench_lib.rs), unless PODTAP_LIB_BENCH names one.
@@ -58,7 +62,7 @@ if [ -n "${PODTAP_LIB_BENCH:-}" ]; then
     libbench=$PODTAP_LIB_BENCH
 else
     (cd "$repo" && cargo build --release --quiet --example bench_lib)
-    libbench=${CARGO_TARGET_DIR:-$repo/target}/release/examples/bench_lib
+    libbench=$release/examples/bench_lib
 fi
 [ -x "$libbench" ] || { echo "run.sh: no bench_lib at $libbench" >&2; exit 2; }
 
