@@ -239,7 +239,7 @@ async fn create_macvtaps(
     .await;
     // Learn every macvtap that exists before reporting a failure, so the
     // rollback finds them by ifindex.
-    let live = dump_links(nl).await?;
+    let live = dump_links(nl)?;
     for n in &nics {
         if let Some(l) = made_link(&live, &n.tap.name, plan.group, InfoKind::MacVtap) {
             created.push(Created {
@@ -289,7 +289,7 @@ async fn create_bridges(nl: &Netlink, plan: &Plan) -> Result<Vec<Option<Created>
     )
     .await;
     made.into_iter().collect::<Result<Vec<()>>>()?;
-    let live = dump_links(nl).await?;
+    let live = dump_links(nl)?;
     plan.nics
         .iter()
         .map(|n| match &n.bridge {
@@ -314,10 +314,8 @@ async fn create_bridges(nl: &Netlink, plan: &Plan) -> Result<Vec<Option<Created>
         .collect()
 }
 
-async fn dump_links(nl: &Netlink) -> Result<BTreeMap<u32, LinkState>> {
-    links::list(&nl.handle)
-        .await
-        .map_err(|e| nl.err("dump links", "", e))
+fn dump_links(nl: &Netlink) -> Result<BTreeMap<u32, LinkState>> {
+    links::list(&nl.batch).map_err(|e| nl.err("dump links", "", e))
 }
 
 /// The link this attach just made as `name` (of `kind`, in its `group`), as

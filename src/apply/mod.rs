@@ -101,7 +101,7 @@ pub(crate) async fn survey(ns: &NetNs, nl: &Netlink) -> Result<Survey> {
         .filter(|i| i.eligible)
         .map(|i| i.ifindex)
         .collect();
-    let hooks = tc::ingress_hooks(&nl.handle, &eligible)
+    let hooks = tc::ingress_hooks(&nl.handle, &nl.batch, &eligible)
         .await
         .map_err(|e| nl.err("dump qdiscs", "", e))?;
     // Bridge mode changes the pod interface's MAC, which flushes its

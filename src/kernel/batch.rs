@@ -15,17 +15,25 @@
 //! connection's ([`super::netns::NetNs::netlink`]); every reply of a window
 //! is queued before its `sendmsg` returns, so a receive never waits on the
 //! kernel's work, and at most a window's worth of replies is ever queued.
+//!
+//! Dumps go over the same socket one at a time ([`Batch::dumps`],
+//! [`Batch::dump_raw`]): two system calls each, and no typed parse where
+//! the caller reads a few attributes of many messages.
 
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use nix::errno::Errno;
-use rtnetlink::packet_core::{NetlinkMessage, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST};
+use rtnetlink::packet_core::{
+    NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REQUEST,
+};
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::sys::Socket;
 
-use super::unlist::{messages, NLMSG_ERROR};
+use super::unlist::{NLMSG_ERROR, NLMSG_HDRLEN};
+
+const NLMSG_DONE: u16 = 3;
 
 /// Requests per `sendmsg`: at most this many error replies wait in the
 /// socket (an unbounded burst overran the receive queue with ENOBUFS).
@@ -122,11 +130,11 @@ impl Batch {
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
-            for (kind, seq, body) in messages(&buf[..n]) {
-                if kind != NLMSG_ERROR || body.len() < 4 {
+            for (kind, seq, frame) in frames(&buf[..n]) {
+                if kind != NLMSG_ERROR {
                     continue;
                 }
-                let code = i32::from_ne_bytes([body[0], body[1], body[2], body[3]]);
+                let code = code(frame);
                 if code != 0 {
                     failed(seq, Errno::from_raw(-code));
                 }
@@ -138,22 +146,124 @@ impl Batch {
     }
 }
 
+impl Batch {
+    /// Run dump requests one after another (the kernel allows one dump in
+    /// flight per socket) and return each one's messages, or the errno it
+    /// was answered with.
+    pub fn dumps(
+        &self,
+        requests: &[RouteNetlinkMessage],
+    ) -> std::io::Result<Vec<Result<Vec<RouteNetlinkMessage>, Errno>>> {
+        requests
+            .iter()
+            .map(|r| {
+                let mut msgs = Vec::new();
+                let mut bad = false;
+                let done = self.dump_raw(r.clone(), |frame| {
+                    match NetlinkMessage::<RouteNetlinkMessage>::deserialize(frame) {
+                        Ok(NetlinkMessage {
+                            payload: NetlinkPayload::InnerMessage(m),
+                            ..
+                        }) => msgs.push(m),
+                        Ok(_) => {}
+                        Err(_) => bad = true,
+                    }
+                })?;
+                Ok(match done {
+                    Ok(()) if bad => Err(Errno::EBADMSG),
+                    Ok(()) => Ok(msgs),
+                    Err(e) => Err(e),
+                })
+            })
+            .collect()
+    }
+
+    /// Run one dump and hand `each` every message of its answer (header
+    /// included), unparsed: for dumps large enough that parsing every
+    /// attribute into typed messages would cost more than the kernel's work.
+    pub fn dump_raw(
+        &self,
+        request: RouteNetlinkMessage,
+        mut each: impl FnMut(&[u8]),
+    ) -> std::io::Result<Result<(), Errno>> {
+        let seq = seq_of(self.sent.fetch_add(1, Ordering::Relaxed));
+        let mut buf = Vec::new();
+        push(&mut buf, request, NLM_F_REQUEST | NLM_F_DUMP, seq);
+        self.socket.send(&buf, 0)?;
+        let mut reply = vec![0u8; 1 << 16];
+        loop {
+            if !readable(&self.socket, REPLY_TIMEOUT) {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no netlink answer within 10 s",
+                ));
+            }
+            let n = match self.socket.recv(&mut &mut reply[..], 0) {
+                Ok(n) => n.min(reply.len()),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            for (kind, got, frame) in frames(&reply[..n]) {
+                if got != seq {
+                    continue;
+                }
+                match kind {
+                    // NLMSG_DONE carries the dump's own error, if any.
+                    NLMSG_DONE | NLMSG_ERROR if code(frame) < 0 => {
+                        return Ok(Err(Errno::from_raw(-code(frame))))
+                    }
+                    NLMSG_DONE => return Ok(Ok(())),
+                    NLMSG_ERROR => {}
+                    _ => each(frame),
+                }
+            }
+        }
+    }
+}
+
+/// `(type, sequence number, whole message)` of each netlink message in `buf`.
+fn frames(buf: &[u8]) -> impl Iterator<Item = (u16, u32, &[u8])> {
+    let mut rest = buf;
+    std::iter::from_fn(move || {
+        let header = rest.get(..NLMSG_HDRLEN)?;
+        let len = u32::from_ne_bytes([header[0], header[1], header[2], header[3]]) as usize;
+        let frame = rest.get(..len).filter(|_| len >= NLMSG_HDRLEN)?;
+        let kind = u16::from_ne_bytes([header[4], header[5]]);
+        let seq = u32::from_ne_bytes([header[8], header[9], header[10], header[11]]);
+        rest = rest.get(((len + 3) & !3).min(rest.len())..)?;
+        Some((kind, seq, frame))
+    })
+}
+
+/// The error code a control message (`NLMSG_DONE`, `NLMSG_ERROR`) carries.
+fn code(frame: &[u8]) -> i32 {
+    frame
+        .get(NLMSG_HDRLEN..NLMSG_HDRLEN + 4)
+        .map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Serialise `message` with `flags` and `seq` at the end of `buf`.
+fn push(buf: &mut Vec<u8>, message: RouteNetlinkMessage, flags: u16, seq: u32) {
+    let mut msg = NetlinkMessage::from(message);
+    msg.header.flags = flags;
+    msg.header.sequence_number = seq;
+    msg.finalize();
+    let at = buf.len();
+    buf.resize(at + msg.buffer_len(), 0);
+    msg.serialize(&mut buf[at..]);
+}
+
 /// Serialise one window into `buf`: request `first + i` gets sequence
 /// number `seq_of(first + i)`, and only the window's last asks for an ack.
 fn encode(window: &[Request], first: u32, buf: &mut Vec<u8>) {
     buf.clear();
     for (i, r) in window.iter().enumerate() {
-        let mut msg = NetlinkMessage::from(r.message.clone());
-        msg.header.flags = NLM_F_REQUEST | r.flags;
+        let mut flags = NLM_F_REQUEST | r.flags;
         if i + 1 == window.len() {
-            msg.header.flags |= NLM_F_ACK;
+            flags |= NLM_F_ACK;
         }
-        let i_u32 = u32::try_from(i).unwrap_or(u32::MAX);
-        msg.header.sequence_number = seq_of(first.wrapping_add(i_u32));
-        msg.finalize();
-        let at = buf.len();
-        buf.resize(at + msg.buffer_len(), 0);
-        msg.serialize(&mut buf[at..]);
+        let i = u32::try_from(i).unwrap_or(u32::MAX);
+        push(buf, r.message.clone(), flags, seq_of(first.wrapping_add(i)));
     }
 }
 
@@ -185,6 +295,7 @@ fn readable(socket: &Socket, timeout: Duration) -> bool {
 mod tests {
     use super::*;
     use rtnetlink::packet_route::link::LinkMessage;
+    use rtnetlink::packet_route::tc::TcMessage;
 
     #[test]
     fn a_window_is_the_requests_in_order_and_only_its_last_asks_for_an_ack() {
@@ -193,22 +304,56 @@ mod tests {
             .collect();
         let mut buf = Vec::new();
         encode(&reqs, 5, &mut buf);
-        let flags: Vec<(u32, u16)> = {
-            let mut out = Vec::new();
-            let mut rest = &buf[..];
-            while rest.len() >= 16 {
-                let len = u32::from_ne_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
-                let f = u16::from_ne_bytes([rest[6], rest[7]]);
-                let seq = u32::from_ne_bytes([rest[8], rest[9], rest[10], rest[11]]);
-                out.push((seq.wrapping_sub(SEQ_BASE), f));
-                rest = &rest[len..];
-            }
-            out
-        };
+        let flags: Vec<(u32, u16)> = frames(&buf)
+            .map(|(_, seq, frame)| {
+                let f = u16::from_ne_bytes([frame[6], frame[7]]);
+                (seq.wrapping_sub(SEQ_BASE), f)
+            })
+            .collect();
         let create = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL;
         assert_eq!(
             flags,
             vec![(5, create), (6, create), (7, create | NLM_F_ACK)]
         );
+    }
+
+    /// A control message (`NLMSG_DONE` or `NLMSG_ERROR`) carrying `code`.
+    fn control(kind: u16, seq: u32, code: i32) -> Vec<u8> {
+        let mut m = Vec::new();
+        m.extend_from_slice(&20u32.to_ne_bytes());
+        m.extend_from_slice(&kind.to_ne_bytes());
+        m.extend_from_slice(&0u16.to_ne_bytes());
+        m.extend_from_slice(&seq.to_ne_bytes());
+        m.extend_from_slice(&0u32.to_ne_bytes());
+        m.extend_from_slice(&code.to_ne_bytes());
+        m
+    }
+
+    #[test]
+    fn a_datagram_splits_into_whole_messages_with_their_codes() {
+        let mut buf = Vec::new();
+        push(
+            &mut buf,
+            RouteNetlinkMessage::NewTrafficFilter(TcMessage::with_index(4)),
+            0,
+            seq_of(1),
+        );
+        buf.extend(control(NLMSG_DONE, seq_of(1), 0));
+        buf.extend(control(NLMSG_ERROR, seq_of(2), -libc::EBUSY));
+        // A message cut short ends the datagram.
+        buf.extend(&control(NLMSG_DONE, seq_of(3), 0)[..12]);
+        let got: Vec<(u16, u32, i32)> = frames(&buf)
+            .map(|(kind, seq, frame)| (kind, seq.wrapping_sub(SEQ_BASE), code(frame)))
+            .collect();
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0].1, 1);
+        assert_eq!(got[1], (NLMSG_DONE, 1, 0));
+        assert_eq!(got[2], (NLMSG_ERROR, 2, -libc::EBUSY));
+        let first = frames(&buf).next().map(|(_, _, f)| f).unwrap_or_default();
+        let parsed = NetlinkMessage::<RouteNetlinkMessage>::deserialize(first).unwrap();
+        assert!(matches!(
+            parsed.payload,
+            NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewTrafficFilter(t)) if t.header.index == 4
+        ));
     }
 }

@@ -2,15 +2,16 @@
 
 use std::collections::BTreeMap;
 
-use futures::TryStreamExt;
 use rtnetlink::packet_route::link::{
     InfoKind, LinkAttribute, LinkExtentMask, LinkFlags, LinkInfo, LinkMessage,
 };
-use rtnetlink::packet_route::AddressFamily;
 use rtnetlink::{Handle, LinkUnspec};
 
+use super::batch::Batch;
 use super::mac::MacAddr;
 use crate::error::KernelError;
+use nix::errno::Errno;
+use rtnetlink::packet_route::RouteNetlinkMessage;
 
 /// What teardown and check need to know about a live link.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -55,20 +56,94 @@ impl LinkState {
 }
 
 /// All links of the netns by ifindex.
-pub async fn list(handle: &Handle) -> Result<BTreeMap<u32, LinkState>, KernelError> {
+///
+/// Dumped on the batch socket and read raw: a typed parse of every
+/// attribute of every link (devconf arrays, IPv6 statistics, link info)
+/// took 3 ms for 129 links, ten times the kernel's dump, for the ten
+/// attributes podtap reads.
+pub fn list(batch: &Batch) -> Result<BTreeMap<u32, LinkState>, KernelError> {
+    let mut msg = LinkMessage::default();
     // No per-link statistics: nothing here reads them.
-    let msgs: Vec<LinkMessage> = handle
-        .link()
-        .get()
-        .set_filter_mask(AddressFamily::Unspec, vec![LinkExtentMask::SkipStats])
-        .execute()
-        .try_collect()
-        .await?;
-    Ok(msgs
-        .iter()
-        .map(link_state)
-        .map(|s| (s.ifindex, s))
-        .collect())
+    msg.attributes
+        .push(LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats]));
+    let mut out = BTreeMap::new();
+    batch
+        .dump_raw(RouteNetlinkMessage::GetLink(msg), |frame| {
+            // The payload follows the 16-byte netlink header.
+            if let Some(s) = frame.get(16..).and_then(parse_link) {
+                out.insert(s.ifindex, s);
+            }
+        })
+        .map_err(|e| KernelError::from(Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))))?
+        .map_err(KernelError::from)?;
+    Ok(out)
+}
+
+// Attribute types of an RTM_NEWLINK (linux/if_link.h).
+const IFLA_ADDRESS: u16 = 1;
+const IFLA_IFNAME: u16 = 3;
+const IFLA_MTU: u16 = 4;
+const IFLA_LINK: u16 = 5;
+const IFLA_MASTER: u16 = 10;
+const IFLA_TXQLEN: u16 = 13;
+const IFLA_LINKINFO: u16 = 18;
+const IFLA_IFALIAS: u16 = 20;
+const IFLA_GROUP: u16 = 27;
+const IFLA_INFO_KIND: u16 = 1;
+/// `NLA_TYPE_MASK`: the type without the nested and byte-order flags.
+const NLA_TYPE_MASK: u16 = 0x3FFF;
+/// `sizeof(struct ifinfomsg)`.
+const IFINFOMSG_LEN: usize = 16;
+const IFF_UP: u32 = 1;
+
+/// The [`LinkState`] of one RTM_NEWLINK payload (`struct ifinfomsg` and its
+/// attributes); `None` when it is too short to be one.
+fn parse_link(body: &[u8]) -> Option<LinkState> {
+    let header = body.get(..IFINFOMSG_LEN)?;
+    let u32_at = |b: &[u8], at: usize| -> Option<u32> {
+        Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+    };
+    let flags = u32_at(header, 8)?;
+    let mut s = LinkState {
+        ifindex: u32_at(header, 4)?,
+        up: flags & IFF_UP != 0,
+        ..LinkState::default()
+    };
+    let text = |v: &[u8]| {
+        let end = v.iter().position(|b| *b == 0).unwrap_or(v.len());
+        String::from_utf8_lossy(&v[..end]).into_owned()
+    };
+    for (kind, value) in attributes(&body[IFINFOMSG_LEN..]) {
+        match kind {
+            IFLA_ADDRESS => s.mac = MacAddr::from_bytes(value),
+            IFLA_IFNAME => s.name = text(value),
+            IFLA_MTU => s.mtu = u32_at(value, 0).unwrap_or_default(),
+            IFLA_LINK => s.lower = u32_at(value, 0),
+            IFLA_MASTER => s.controller = u32_at(value, 0),
+            IFLA_TXQLEN => s.txqlen = u32_at(value, 0),
+            IFLA_IFALIAS => s.alias = Some(text(value)),
+            IFLA_GROUP => s.group = u32_at(value, 0).unwrap_or_default(),
+            IFLA_LINKINFO => {
+                s.kind = attributes(value)
+                    .find(|(k, _)| *k == IFLA_INFO_KIND)
+                    .map(|(_, v)| text(v));
+            }
+            _ => {}
+        }
+    }
+    Some(s)
+}
+
+/// `(type, value)` of each netlink attribute in `buf`.
+fn attributes(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    let mut rest = buf;
+    std::iter::from_fn(move || {
+        let len = usize::from(u16::from_ne_bytes([*rest.first()?, *rest.get(1)?]));
+        let kind = u16::from_ne_bytes([*rest.get(2)?, *rest.get(3)?]) & NLA_TYPE_MASK;
+        let value = rest.get(4..len)?;
+        rest = rest.get(((len + 3) & !3).min(rest.len())..)?;
+        Some((kind, value))
+    })
 }
 
 /// The parts of a link message podtap reads.
@@ -174,4 +249,74 @@ pub async fn delete_group(handle: &Handle, group: u32) -> Result<(), KernelError
 /// Delete one link.
 pub async fn delete(handle: &Handle, ifindex: u32) -> Result<(), KernelError> {
     Ok(handle.link().del(ifindex).execute().await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtnetlink::packet_core::NetlinkMessage;
+
+    fn message(index: u32, up: bool, attributes: Vec<LinkAttribute>) -> LinkMessage {
+        let mut msg = LinkMessage::default();
+        msg.header.index = index;
+        if up {
+            msg.header.flags = LinkFlags::Up | LinkFlags::Broadcast;
+        }
+        msg.attributes = attributes;
+        msg
+    }
+
+    /// The payload of `msg` as the kernel sends it (after the netlink header).
+    fn wire(msg: LinkMessage) -> Vec<u8> {
+        let mut nl = NetlinkMessage::from(RouteNetlinkMessage::NewLink(msg));
+        nl.finalize();
+        let mut buf = vec![0u8; nl.buffer_len()];
+        nl.serialize(&mut buf);
+        buf[16..].to_vec()
+    }
+
+    #[test]
+    fn the_raw_reader_agrees_with_the_typed_parse() {
+        let msg = message(
+            7,
+            true,
+            vec![
+                LinkAttribute::IfName("tap_eth0".into()),
+                LinkAttribute::Mtu(9000),
+                LinkAttribute::TxQueueLen(1000),
+                LinkAttribute::Group(1_885_613_138),
+                LinkAttribute::Controller(4),
+                LinkAttribute::Link(2),
+                LinkAttribute::IfAlias("podtap:pod-1".into()),
+                LinkAttribute::Address(vec![2, 0xaa, 0xbb, 0xcc, 0xdd, 0xee]),
+                LinkAttribute::LinkInfo(vec![LinkInfo::Kind(InfoKind::Tun)]),
+            ],
+        );
+        let typed = link_state(&msg);
+        assert_eq!(parse_link(&wire(msg)), Some(typed.clone()));
+        assert_eq!(typed.kind.as_deref(), Some("tun"));
+        assert!(typed.up);
+
+        let bare = message(1, false, vec![LinkAttribute::IfName("lo".into())]);
+        let parsed = parse_link(&wire(bare.clone()));
+        assert_eq!(parsed, Some(link_state(&bare)));
+        assert_eq!(parsed.map(|l| l.up), Some(false));
+    }
+
+    #[test]
+    fn a_short_or_cut_payload_reads_as_far_as_it_goes() {
+        assert_eq!(parse_link(&[0u8; 8]), None);
+        let msg = message(
+            3,
+            false,
+            vec![
+                LinkAttribute::IfName("eth0".into()),
+                LinkAttribute::Mtu(1500),
+            ],
+        );
+        let full = wire(msg);
+        // The last attribute cut off: the ones before it still count.
+        let cut = parse_link(&full[..full.len() - 2]).expect("a header");
+        assert_eq!((cut.ifindex, cut.name.as_str(), cut.mtu), (3, "eth0", 0));
+    }
 }

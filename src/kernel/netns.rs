@@ -180,6 +180,7 @@ impl NetNs {
             socket.set_rx_buf_sz(1 << 20)?;
             let mut batch = Socket::new(NETLINK_ROUTE)?;
             batch.bind_auto()?;
+            batch.set_rx_buf_sz(1 << 20)?;
             // /proc/sys/net shows the netns of the thread that opens it.
             let ipv6 = match std::fs::read_to_string("/proc/sys/net/ipv6/conf/all/disable_ipv6") {
                 Ok(s) => s.trim() == "0",

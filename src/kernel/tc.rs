@@ -15,6 +15,7 @@ use rtnetlink::packet_route::tc::{
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::Handle;
 
+use super::batch::Batch;
 use super::netlink::{ack, create, is_gone};
 use crate::error::KernelError;
 
@@ -44,10 +45,11 @@ pub struct IngressHook {
 /// The ingress hooks of the given links (links without an ingress or clsact qdisc are absent).
 pub async fn ingress_hooks(
     handle: &Handle,
+    batch: &Batch,
     ifindexes: &BTreeSet<u32>,
 ) -> Result<BTreeMap<u32, IngressHook>, KernelError> {
     let qdiscs: Vec<TcMessage> = handle.qdisc().get().execute().try_collect().await?;
-    let mut out = BTreeMap::new();
+    let mut hooked = BTreeMap::new();
     for q in qdiscs {
         let Ok(ifindex) = u32::try_from(q.header.index) else {
             continue;
@@ -60,11 +62,57 @@ pub async fn ingress_hooks(
             _ => None,
         });
         if let Some(qdisc) = kind.filter(|k| k == "ingress" || k == "clsact") {
-            let filters = filters(handle, ifindex).await?;
-            out.insert(ifindex, IngressHook { qdisc, filters });
+            hooked.insert(ifindex, qdisc);
         }
     }
+    let links: Vec<u32> = hooked.keys().copied().collect();
+    let mut out = BTreeMap::new();
+    for ((ifindex, qdisc), filters) in hooked
+        .into_iter()
+        .zip(filters_of(handle, batch, &links).await)
+    {
+        out.insert(
+            ifindex,
+            IngressHook {
+                qdisc,
+                filters: filters?,
+            },
+        );
+    }
     Ok(out)
+}
+
+/// The filters on the ingress hooks of `ifindexes`, one result per link in
+/// order (none for a link that is gone or has no ingress qdisc). Dumped on
+/// the batch socket ([`Batch::dumps`]); a link whose dump failed there is
+/// dumped again through `handle`, which reports the error.
+pub async fn filters_of(
+    handle: &Handle,
+    batch: &Batch,
+    ifindexes: &[u32],
+) -> Vec<Result<Vec<FilterInfo>, KernelError>> {
+    let requests: Vec<RouteNetlinkMessage> = ifindexes.iter().map(|i| dump_filters(*i)).collect();
+    let batched = batch.dumps(&requests).unwrap_or_default();
+    let mut out = Vec::with_capacity(ifindexes.len());
+    for (k, ifindex) in ifindexes.iter().enumerate() {
+        let answer = match batched.get(k) {
+            Some(Ok(msgs)) => Ok(filter_info(msgs.iter().filter_map(|m| match m {
+                RouteNetlinkMessage::NewTrafficFilter(f) => Some(f),
+                _ => None,
+            }))),
+            Some(Err(e)) if is_gone(&KernelError::from(*e)) => Ok(Vec::new()),
+            _ => filters(handle, *ifindex).await,
+        };
+        out.push(answer);
+    }
+    out
+}
+
+/// The dump request for the filters on `ifindex`'s ingress hook.
+fn dump_filters(ifindex: u32) -> RouteNetlinkMessage {
+    let mut msg = TcMessage::with_index(index(ifindex));
+    msg.header.parent = INGRESS_PARENT.into();
+    RouteNetlinkMessage::GetTrafficFilter(msg)
 }
 
 /// Filters on the ingress hook of `ifindex` (empty when it has no ingress qdisc).
@@ -76,21 +124,26 @@ pub async fn filters(handle: &Handle, ifindex: u32) -> Result<Vec<FilterInfo>, K
         .execute()
         .try_collect()
         .await;
-    let replies = match replies.map_err(KernelError::from) {
-        Ok(r) => r,
-        Err(e) if is_gone(&e) => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
+    match replies.map_err(KernelError::from) {
+        Ok(r) => Ok(filter_info(r.iter())),
+        Err(e) if is_gone(&e) => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// One entry per priority, with the redirect target where a filter of that
+/// priority carries one.
+fn filter_info<'a>(replies: impl Iterator<Item = &'a TcMessage>) -> Vec<FilterInfo> {
     let mut out: Vec<FilterInfo> = Vec::new();
     for f in replies {
         let prio = (f.header.info >> 16) as u16;
-        let redirect_to = mirred_target(&f);
+        let redirect_to = mirred_target(f);
         match out.iter_mut().find(|x| x.prio == prio) {
             Some(existing) => existing.redirect_to = existing.redirect_to.or(redirect_to),
             None => out.push(FilterInfo { prio, redirect_to }),
         }
     }
-    Ok(out)
+    out
 }
 
 fn mirred_target(f: &TcMessage) -> Option<u32> {

@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sched::{setns, CloneFlags};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::{fork, pipe, ForkResult};
+use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::{fork, ForkResult};
 use rtnetlink::constants::RTMGRP_LINK;
 use rtnetlink::packet_core::{NetlinkMessage, NLM_F_ACK, NLM_F_REQUEST};
 use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
@@ -58,7 +58,7 @@ const ANNOUNCE_TIMEOUT: Duration = Duration::from_secs(10);
 pub(super) const NLMSG_ERROR: u16 = 2;
 const RTM_DELLINK: u16 = 17;
 /// `sizeof(struct nlmsghdr)`.
-const NLMSG_HDRLEN: usize = 16;
+pub(super) const NLMSG_HDRLEN: usize = 16;
 
 /// Carry out `deletes` in order in the netns `netns` and return when every
 /// link in `expect` has been unlisted (or every request has been answered).
@@ -81,17 +81,22 @@ pub fn delete(
         .iter()
         .position(|d| matches!(d, Delete::Drained(_)))
         .unwrap_or(deletes.len());
-    std::thread::scope(|s| {
-        std::thread::Builder::new()
-            .name("podtap-unlist".into())
-            .spawn_scoped(s, || -> std::io::Result<_> {
-                // The sockets must be made inside the netns (they keep it).
-                setns(netns, CloneFlags::CLONE_NEWNET)?;
-                run(&requests, drain_from, expect.clone())
-            })?
-            .join()
-            .map_err(|_| std::io::Error::other("unlist thread panicked"))?
-    })
+    let netns = netns.try_clone_to_owned()?;
+    let expect = expect.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Not joined: the thread hands the results over and then closes its
+    // sockets and exits on its own, off the caller's path.
+    std::thread::Builder::new()
+        .name("podtap-unlist".into())
+        .spawn(move || {
+            // The sockets must be made inside the netns (they keep it).
+            let outcome = setns(&netns, CloneFlags::CLONE_NEWNET)
+                .map_err(std::io::Error::from)
+                .and_then(|()| run(&requests, drain_from, expect));
+            let _ = tx.send(outcome);
+        })?;
+    rx.recv()
+        .map_err(|_| std::io::Error::other("unlist thread panicked"))?
 }
 
 fn seq_of(i: usize) -> u32 {
@@ -124,7 +129,11 @@ fn run(
     let mut sender = Socket::new(NETLINK_ROUTE)?;
     sender.bind_auto()?;
     let devnull = File::options().read(true).write(true).open("/dev/null")?;
-    let (report_r, report_w) = pipe()?;
+    let (report_r, report_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    nix::fcntl::fcntl(
+        &report_r,
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    )?;
     let drain_lock = (drain_from < requests.len())
         .then(|| {
             use std::os::unix::fs::OpenOptionsExt;
@@ -152,52 +161,64 @@ fn run(
     };
     drop(report_w);
     drop(sender);
+    // Reaped by a thread of its own, started now, while the kernel works, so
+    // nothing is left to start once the links are unlisted. The child's end
+    // of the report pipe closing says that it is done.
+    let reaper = std::thread::spawn(move || waitpid(child, None));
     let mut results = vec![Ok(()); requests.len()];
     let deadline = Instant::now() + ANNOUNCE_TIMEOUT;
     let mut buf = vec![0u8; 1 << 16];
     loop {
         if expect.is_empty() {
             // Every link is unlisted: the rest is the kernel's own cleanup.
-            std::thread::spawn(move || waitpid(child, None));
             return Ok(results);
         }
-        match waitpid(child, Some(WaitPidFlag::WNOHANG))? {
-            WaitStatus::StillAlive => {}
-            _ => {
-                read_failures(&report_r, &mut results);
-                return Ok(results);
-            }
+        if child_done(&report_r, &mut results) {
+            return Ok(results);
         }
         if Instant::now() > deadline {
-            waitpid(child, None)?;
-            read_failures(&report_r, &mut results);
-            return Ok(results);
+            return Ok(after_child(reaper, &report_r, results));
         }
-        wait_readable(&watch, Duration::from_millis(5));
+        wait_readable(
+            &[watch.as_raw_fd(), report_r.as_raw_fd()],
+            Duration::from_millis(5),
+        );
         loop {
             match watch.recv(&mut &mut buf[..], 0) {
                 Ok(n) => unlisted(&buf[..n.min(buf.len())], &mut expect),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 // ENOBUFS: announcements were dropped; only the child can tell now.
-                Err(_) => {
-                    waitpid(child, None)?;
-                    read_failures(&report_r, &mut results);
-                    return Ok(results);
-                }
+                Err(_) => return Ok(after_child(reaper, &report_r, results)),
             }
         }
     }
 }
 
-fn wait_readable(socket: &Socket, timeout: Duration) {
-    let mut pfd = libc::pollfd {
-        fd: socket.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
+/// Wait for the child to finish and return `results` with its failures.
+fn after_child(
+    reaper: std::thread::JoinHandle<nix::Result<WaitStatus>>,
+    report: &OwnedFd,
+    mut results: Vec<Result<(), Errno>>,
+) -> Vec<Result<(), Errno>> {
+    let _ = reaper.join();
+    // The child has exited: the pipe ends after its records.
+    while !child_done(report, &mut results) {}
+    results
+}
+
+fn wait_readable(fds: &[std::os::fd::RawFd], timeout: Duration) {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: *fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
     let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(5);
-    // SAFETY: one valid pollfd for the duration of the call.
-    unsafe { libc::poll(&mut pfd, 1, ms) };
+    let n = libc::nfds_t::try_from(pfds.len()).unwrap_or(0);
+    // SAFETY: `n` valid pollfds for the duration of the call.
+    unsafe { libc::poll(pfds.as_mut_ptr(), n, ms) };
 }
 
 /// Remove from `expect` every ifindex an `RTM_DELLINK` in `buf` announces.
@@ -214,7 +235,7 @@ fn unlisted(buf: &[u8], expect: &mut BTreeSet<u32>) {
 }
 
 /// `(type, seq, payload)` of each netlink message in `buf`.
-pub(super) fn messages(buf: &[u8]) -> impl Iterator<Item = (u16, u32, &[u8])> {
+fn messages(buf: &[u8]) -> impl Iterator<Item = (u16, u32, &[u8])> {
     let mut rest = buf;
     std::iter::from_fn(move || {
         if rest.len() < NLMSG_HDRLEN {
@@ -232,15 +253,27 @@ pub(super) fn messages(buf: &[u8]) -> impl Iterator<Item = (u16, u32, &[u8])> {
     })
 }
 
-/// Each failure the child reported: request index and errno.
-fn read_failures(pipe: &OwnedFd, results: &mut [Result<(), Errno>]) {
+/// Take the failures the child has reported so far (request index and
+/// errno) from the non-blocking `pipe`; true once the child has closed it
+/// (it is done, every record read).
+fn child_done(pipe: &OwnedFd, results: &mut [Result<(), Errno>]) -> bool {
     let mut record = [0u8; 8];
-    // SAFETY: reads into a local buffer of the given size.
-    while unsafe { libc::read(pipe.as_raw_fd(), record.as_mut_ptr().cast(), record.len()) } == 8 {
-        let i = u32::from_ne_bytes([record[0], record[1], record[2], record[3]]) as usize;
-        let errno = i32::from_ne_bytes([record[4], record[5], record[6], record[7]]);
-        if let Some(slot) = results.get_mut(i) {
-            *slot = Err(Errno::from_raw(errno));
+    loop {
+        // SAFETY: reads into a local buffer of the given size.
+        let n = unsafe { libc::read(pipe.as_raw_fd(), record.as_mut_ptr().cast(), record.len()) };
+        match n {
+            8 => {
+                let i = u32::from_ne_bytes([record[0], record[1], record[2], record[3]]) as usize;
+                let errno = i32::from_ne_bytes([record[4], record[5], record[6], record[7]]);
+                if let Some(slot) = results.get_mut(i) {
+                    *slot = Err(Errno::from_raw(errno));
+                }
+            }
+            0 => return true,
+            _ if Errno::last() == Errno::EINTR => {}
+            // EAGAIN: the child is still at work. (A record is written whole:
+            // 8 bytes are below PIPE_BUF.)
+            _ => return false,
         }
     }
 }

@@ -33,9 +33,7 @@ pub async fn observe(
     nl: &Netlink,
     with_filters: impl Fn(&links::LinkState) -> bool,
 ) -> Result<Observed> {
-    let links = links::list(&nl.handle)
-        .await
-        .map_err(|e| nl.err("dump links", "", e))?;
+    let links = links::list(&nl.batch).map_err(|e| nl.err("dump links", "", e))?;
     let mut now = Observed {
         links,
         ..Observed::default()
@@ -46,12 +44,10 @@ pub async fn observe(
         .filter(|l| with_filters(l))
         .map(|l| (l.ifindex, l.name.clone()))
         .collect();
-    // One after another: the kernel allows one dump in flight per socket
-    // (EBUSY), and the connection pipelines whatever is issued together.
-    for (idx, name) in &wanted {
-        let filters = tc::filters(&nl.handle, *idx)
-            .await
-            .map_err(|e| nl.err("dump tc filters", name, e))?;
+    let indexes: Vec<u32> = wanted.iter().map(|(i, _)| *i).collect();
+    let dumped = tc::filters_of(&nl.handle, &nl.batch, &indexes).await;
+    for ((idx, name), filters) in wanted.iter().zip(dumped) {
+        let filters = filters.map_err(|e| nl.err("dump tc filters", name, e))?;
         now.filters.insert(*idx, filters);
     }
     Ok(now)
