@@ -93,7 +93,7 @@ pub(crate) struct Survey {
 
 /// Dump the netns `nl` talks to and read what a plan needs.
 pub(crate) async fn survey(ns: &NetNs, nl: &Netlink) -> Result<Survey> {
-    let dump = scan::dump(nl).await?;
+    let dump = scan::dump(nl)?;
     let desc = scan::from_dump(ns, nl.ipv6_enabled, &dump);
     let eligible: BTreeSet<u32> = desc
         .interfaces

@@ -12,11 +12,12 @@ mod routes;
 
 use std::path::Path;
 
-use futures::TryStreamExt;
-use rtnetlink::packet_route::link::LinkExtentMask;
-use rtnetlink::packet_route::route::RouteMessage;
-use rtnetlink::packet_route::AddressFamily;
-use rtnetlink::IpVersion;
+use rtnetlink::packet_route::address::AddressMessage;
+use rtnetlink::packet_route::link::{LinkAttribute, LinkExtentMask, LinkMessage};
+use rtnetlink::packet_route::neighbour::NeighbourMessage;
+use rtnetlink::packet_route::route::{RouteHeader, RouteMessage};
+use rtnetlink::packet_route::rule::{RuleAction, RuleMessage};
+use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 
 use crate::error::Result;
 use crate::kernel::netlink::Netlink;
@@ -39,70 +40,85 @@ pub fn scan(netns: &Path, allow_host_netns: bool) -> Result<Description> {
 pub(crate) fn scan_ns(ns: &NetNs) -> Result<Description> {
     crate::kernel::runtime::block_on(async {
         let nl = Netlink::connect(ns)?;
-        let dump = dump(&nl).await?;
+        let dump = dump(&nl)?;
         Ok(from_dump(ns, nl.ipv6_enabled, &dump))
     })
 }
 
-/// Dump links, addresses, routes (all families, every table) and neighbours.
+/// Dump links, addresses, routes (all families, every table), neighbours
+/// and policy rules.
 ///
-/// The dumps run one after another: the kernel allows one dump in flight per socket.
-pub(crate) async fn dump(nl: &Netlink) -> Result<Dump> {
-    let h = &nl.handle;
+/// The dumps run one after another on the batch socket (the kernel allows
+/// one dump in flight per socket): two system calls each, where the
+/// rtnetlink connection's stream machinery cost several wake-ups.
+pub(crate) fn dump(nl: &Netlink) -> Result<Dump> {
+    let mut links = LinkMessage::default();
     // No per-link statistics: nothing reads them, and they are most of a dump.
-    let links = h
-        .link()
-        .get()
-        .set_filter_mask(AddressFamily::Unspec, vec![LinkExtentMask::SkipStats])
-        .execute()
-        .try_collect()
-        .await
-        .map_err(|e| nl.err("dump links", "", e))?;
-    let addresses = h
-        .address()
-        .get()
-        .execute()
-        .try_collect()
-        .await
-        .map_err(|e| nl.err("dump addresses", "", e))?;
-    let routes = h
-        .route()
-        .get(RouteMessage::default())
-        .execute()
-        .try_collect()
-        .await
-        .map_err(|e| nl.err("dump routes", "", e))?;
-    let neighbours = h
-        .neighbours()
-        .get()
-        .execute()
-        .try_collect()
-        .await
-        .map_err(|e| nl.err("dump neighbours", "", e))?;
-    let mut rules: Vec<_> = h
-        .rule()
-        .get(IpVersion::V4)
-        .execute()
-        .try_collect()
-        .await
-        .map_err(|e| nl.err("dump IPv4 rules", "", e))?;
+    links
+        .attributes
+        .push(LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats]));
+    let mut requests = vec![
+        ("dump links", RouteNetlinkMessage::GetLink(links)),
+        (
+            "dump addresses",
+            RouteNetlinkMessage::GetAddress(AddressMessage::default()),
+        ),
+        (
+            "dump routes",
+            RouteNetlinkMessage::GetRoute(RouteMessage::default()),
+        ),
+        (
+            "dump neighbours",
+            RouteNetlinkMessage::GetNeighbour(NeighbourMessage::default()),
+        ),
+        ("dump IPv4 rules", rules_of(AddressFamily::Inet)),
+    ];
     if nl.ipv6_enabled {
-        let v6: Vec<_> = h
-            .rule()
-            .get(IpVersion::V6)
-            .execute()
-            .try_collect()
-            .await
-            .map_err(|e| nl.err("dump IPv6 rules", "", e))?;
-        rules.extend(v6);
+        requests.push(("dump IPv6 rules", rules_of(AddressFamily::Inet6)));
     }
-    Ok(Dump {
-        links,
-        addresses,
-        routes,
-        neighbours,
-        rules,
-    })
+    let messages: Vec<RouteNetlinkMessage> = {
+        let asked: Vec<RouteNetlinkMessage> = requests.iter().map(|(_, m)| m.clone()).collect();
+        let answers = nl
+            .batch
+            .dumps(&asked)
+            .map_err(|e| nl.err("dump the netns", "", errno_of(&e)))?;
+        let mut all = Vec::new();
+        for ((what, _), answer) in requests.iter().zip(answers) {
+            all.extend(answer.map_err(|e| nl.err(what, "", e))?);
+        }
+        all
+    };
+    let mut dump = Dump {
+        links: Vec::new(),
+        addresses: Vec::new(),
+        routes: Vec::new(),
+        neighbours: Vec::new(),
+        rules: Vec::new(),
+    };
+    for m in messages {
+        match m {
+            RouteNetlinkMessage::NewLink(l) => dump.links.push(l),
+            RouteNetlinkMessage::NewAddress(a) => dump.addresses.push(a),
+            RouteNetlinkMessage::NewRoute(r) => dump.routes.push(r),
+            RouteNetlinkMessage::NewNeighbour(n) => dump.neighbours.push(n),
+            RouteNetlinkMessage::NewRule(r) => dump.rules.push(r),
+            _ => {}
+        }
+    }
+    Ok(dump)
+}
+
+/// The rule dump request of one family, as rtnetlink's `RuleGetRequest` makes it.
+fn rules_of(family: AddressFamily) -> RouteNetlinkMessage {
+    let mut msg = RuleMessage::default();
+    msg.header.family = family;
+    msg.header.action = RuleAction::Unspec;
+    msg.header.table = RouteHeader::RT_TABLE_UNSPEC;
+    RouteNetlinkMessage::GetRule(msg)
+}
+
+fn errno_of(e: &std::io::Error) -> nix::errno::Errno {
+    nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
 /// Pure: the description of what a dump of `ns` holds (no attachment yet).
