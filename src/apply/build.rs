@@ -44,7 +44,7 @@ pub(super) async fn build(
             group: n.tap.group,
         })
         .collect();
-    let (made, failed) = create_taps(ns, &specs);
+    let (made, failed) = create_taps(nl, &specs);
     created.extend(specs.iter().zip(&made).map(|(s, (i, mac))| Created {
         name: s.name.clone(),
         ifindex: *i,
@@ -67,7 +67,7 @@ pub(super) async fn build(
     let marker = marker.as_str();
     let bridges = create_bridges(nl, plan).await?;
     created.extend(bridges.iter().flatten().cloned());
-    quiet_bridged_links(ns, plan)?;
+    quiet_bridged_links(nl, plan)?;
 
     timings.tap += micros(t);
 
@@ -144,7 +144,7 @@ async fn wire_bridged(
 /// podtap's bridge and TAP take no part in IPv6 in the pod netns (no
 /// link-local, DAD, RS or MLD on the pod's wire, no SLAAC from a router
 /// advertisement): switched off before either is up.
-fn quiet_bridged_links(ns: &NetNs, plan: &Plan) -> Result<()> {
+fn quiet_bridged_links(nl: &Netlink, plan: &Plan) -> Result<()> {
     let settings: Vec<(String, bool)> = plan
         .nics
         .iter()
@@ -154,7 +154,7 @@ fn quiet_bridged_links(ns: &NetNs, plan: &Plan) -> Result<()> {
     if settings.is_empty() {
         return Ok(());
     }
-    sysctl::set_ipv6_disabled(ns, &settings)
+    sysctl::set_ipv6_disabled(&nl.worker, settings)
 }
 
 /// Give the wire to the guest: the pod interface takes its bridged MAC and
@@ -178,12 +178,13 @@ async fn hand_over_pod(nl: &Netlink, n: &NicPlan, bp: &BridgePlan, b: &Created) 
     Ok(())
 }
 
-/// Create the persistent TAPs on one netns thread and learn their ifindexes.
+/// Create the persistent TAPs on the netns thread and learn their ifindexes.
 /// Returns the ifindexes of those made, and the error that stopped it, if any.
-fn create_taps(ns: &NetNs, specs: &[TapSpec]) -> (Vec<(u32, MacAddr)>, Option<Error>) {
-    let outcome = ns.run(|| {
+fn create_taps(nl: &Netlink, specs: &[TapSpec]) -> (Vec<(u32, MacAddr)>, Option<Error>) {
+    let specs = specs.to_vec();
+    let outcome = nl.worker.run(move || {
         let mut made = Vec::with_capacity(specs.len());
-        for spec in specs {
+        for spec in &specs {
             match tap::create_persistent(spec) {
                 Ok(made_one) => made.push(made_one),
                 Err(e) => return Ok((made, Some((spec.name.clone(), e)))),
@@ -193,14 +194,8 @@ fn create_taps(ns: &NetNs, specs: &[TapSpec]) -> (Vec<(u32, MacAddr)>, Option<Er
     });
     match outcome {
         Ok((made, failed)) => {
-            let err = failed.map(|(name, e)| {
-                Error::kernel(
-                    &ns.display(),
-                    "create TAP (TUNSETIFF/TUNSETPERSIST)",
-                    name,
-                    e,
-                )
-            });
+            let err =
+                failed.map(|(name, e)| nl.err("create TAP (TUNSETIFF/TUNSETPERSIST)", name, e));
             (made, err)
         }
         Err(e) => (Vec::new(), Some(e)),

@@ -11,6 +11,7 @@ pub mod macvtap;
 pub mod netlink;
 pub mod netns;
 pub mod netns_search;
+pub mod netns_worker;
 pub mod replay;
 pub mod runtime;
 pub mod subscribe;

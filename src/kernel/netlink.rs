@@ -13,6 +13,7 @@ use rtnetlink::Handle;
 
 use super::batch::Batch;
 use super::netns::NetNs;
+use super::netns_worker::NetnsWorker;
 use crate::error::{Error, KernelError, Result};
 
 /// A live rtnetlink connection into one netns.
@@ -21,13 +22,13 @@ pub struct Netlink {
     pub handle: Handle,
     /// A blocking socket in the same netns for request batches.
     pub batch: Batch,
+    /// A thread inside the netns, for work that must run there.
+    pub worker: NetnsWorker,
     /// Whether IPv6 is enabled in the netns (`conf/all/disable_ipv6` is 0).
     pub ipv6_enabled: bool,
     /// The netns cookie (see [`super::netns::NetnsLink::cookie`]).
     pub cookie: Option<u64>,
     netns: String,
-    /// The netns itself, for work that needs its own thread in it.
-    netns_fd: std::os::fd::OwnedFd,
 }
 
 impl Netlink {
@@ -41,17 +42,11 @@ impl Netlink {
         Ok(Netlink {
             handle,
             batch: Batch::new(link.batch),
+            worker: link.worker,
             ipv6_enabled: link.ipv6_enabled,
             cookie: link.cookie,
             netns: ns.display(),
-            netns_fd: ns.fd_clone()?,
         })
-    }
-
-    /// The netns this session talks to.
-    pub fn netns_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        use std::os::fd::AsFd;
-        self.netns_fd.as_fd()
     }
 
     /// Wrap a kernel failure with this netns and the operation.

@@ -1,8 +1,10 @@
 //! The one way into a network namespace.
 //!
 //! `setns(2)` changes only the calling thread, so podtap never calls it on a
-//! tokio worker. [`NetNs::run`] enters the namespace on a fresh OS thread that
-//! exits when the work is done. Sockets and `/dev/net/tun` fds created there
+//! tokio worker. [`NetNs::netlink`] starts a thread that stays in the
+//! namespace for the command's further work there ([`NetnsWorker`]);
+//! [`NetNs::run`] enters it on a fresh OS thread that exits when the work is
+//! done, for the rare visits without a connection. Sockets and `/dev/net/tun` fds created there
 //! keep that namespace for life, so the thread hands them back and the rest
 //! of podtap drives them from the normal runtime.
 
@@ -15,6 +17,7 @@ use std::path::{Path, PathBuf};
 use nix::sched::{setns, CloneFlags};
 use rtnetlink::sys::{protocols::NETLINK_ROUTE, Socket, TokioSocket};
 
+use super::netns_worker::NetnsWorker;
 use crate::error::{Error, Result};
 
 /// `PROC_NET_INIT_INO`: the nsfs inode of the kernel's initial netns.
@@ -37,6 +40,8 @@ pub struct NetnsLink {
     pub ipv6_enabled: bool,
     /// `SO_NETNS_COOKIE`: unlike the nsfs inode, never reused for a later netns.
     pub cookie: Option<u64>,
+    /// The thread that opened them, still inside the netns for more work.
+    pub worker: NetnsWorker,
 }
 
 impl NetNs {
@@ -153,14 +158,7 @@ impl NetNs {
                 .map(|h| h.join())
         });
         match result {
-            Ok(Ok(value)) => value.map_err(|e| match e.kind() {
-                io::ErrorKind::PermissionDenied => Error::Permission {
-                    what: "enter netns",
-                    path: self.path.clone(),
-                    source: e,
-                },
-                _ => Error::kernel(&self.display(), "enter netns / open", "", e),
-            }),
+            Ok(Ok(value)) => value.map_err(|e| self.entry_error(e)),
             Ok(Err(_)) => Err(Error::io(
                 "run netns worker for",
                 self.path.clone(),
@@ -170,10 +168,11 @@ impl NetNs {
         }
     }
 
-    /// Open a rtnetlink socket inside the netns, and learn whether IPv6 is on there.
+    /// Start a [`NetnsWorker`] inside the netns, open a rtnetlink socket
+    /// (and a second one for batches) there, and learn whether IPv6 is on.
     /// Must be called from within a tokio runtime (the socket registers with its reactor).
     pub fn netlink(&self) -> Result<NetnsLink> {
-        let (fd, batch, ipv6_enabled) = self.run(|| {
+        let opened = NetnsWorker::start(self.fd_clone()?, self.display(), || {
             let mut socket = Socket::new(NETLINK_ROUTE)?;
             socket.bind_auto()?;
             // A 64-link dump overflows the default buffer on busy machines.
@@ -192,7 +191,8 @@ impl NetNs {
                 batch,
                 ipv6,
             ))
-        })?;
+        });
+        let (worker, (fd, batch, ipv6_enabled)) = opened.map_err(|e| self.entry_error(e))?;
         let cookie = netns_cookie(&fd);
         // SAFETY: fd is an owned, open netlink socket; TokioSocket takes ownership.
         let socket = unsafe { TokioSocket::from_raw_fd(fd.into_raw_fd()) };
@@ -201,7 +201,20 @@ impl NetNs {
             batch,
             ipv6_enabled,
             cookie,
+            worker,
         })
+    }
+
+    /// The error for work inside the netns that failed with `e`.
+    fn entry_error(&self, e: io::Error) -> Error {
+        match e.kind() {
+            io::ErrorKind::PermissionDenied => Error::Permission {
+                what: "enter netns",
+                path: self.path.clone(),
+                source: e,
+            },
+            _ => Error::kernel(&self.display(), "enter netns / open", "", e),
+        }
     }
 }
 

@@ -1,11 +1,11 @@
 //! Per-interface IPv6 switches (`net.ipv6.conf.<if>.disable_ipv6`).
 //!
 //! `/proc/sys/net` shows the netns of the thread that opens it, so these run
-//! on a netns thread ([`NetNs::run`]). rtnetlink has no request for them.
+//! on the netns thread ([`NetnsWorker`]). rtnetlink has no request for them.
 
 use std::io;
 
-use super::netns::NetNs;
+use super::netns_worker::NetnsWorker;
 use crate::error::Result;
 
 fn path(ifname: &str) -> io::Result<String> {
@@ -19,9 +19,9 @@ fn path(ifname: &str) -> io::Result<String> {
 }
 
 /// Set `disable_ipv6` on each `(ifname, disabled)`; a missing switch (no IPv6) is skipped.
-pub fn set_ipv6_disabled(ns: &NetNs, settings: &[(String, bool)]) -> Result<()> {
-    ns.run(|| {
-        for (name, disabled) in settings {
+pub fn set_ipv6_disabled(worker: &NetnsWorker, settings: Vec<(String, bool)>) -> Result<()> {
+    worker.run(move || {
+        for (name, disabled) in &settings {
             match std::fs::write(path(name)?, if *disabled { "1" } else { "0" }) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}

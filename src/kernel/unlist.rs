@@ -19,11 +19,10 @@
 
 use std::collections::BTreeSet;
 use std::fs::File;
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
-use nix::sched::{setns, CloneFlags};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{fork, ForkResult};
 use rtnetlink::constants::RTMGRP_LINK;
@@ -31,6 +30,8 @@ use rtnetlink::packet_core::{NetlinkMessage, NLM_F_ACK, NLM_F_REQUEST};
 use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+
+use super::netns_worker::NetnsWorker;
 
 /// One link deletion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,7 +66,7 @@ pub(super) const NLMSG_HDRLEN: usize = 16;
 /// One result per request: `Ok` when it succeeded or is still running after
 /// its links were unlisted, else its errno.
 pub fn delete(
-    netns: BorrowedFd<'_>,
+    worker: &NetnsWorker,
     deletes: &[Delete],
     expect: &BTreeSet<u32>,
 ) -> std::io::Result<Vec<Result<(), Errno>>> {
@@ -81,22 +82,18 @@ pub fn delete(
         .iter()
         .position(|d| matches!(d, Delete::Drained(_)))
         .unwrap_or(deletes.len());
-    let netns = netns.try_clone_to_owned()?;
     let expect = expect.clone();
     let (tx, rx) = std::sync::mpsc::channel();
-    // Not joined: the thread hands the results over and then closes its
-    // sockets and exits on its own, off the caller's path.
-    std::thread::Builder::new()
-        .name("podtap-unlist".into())
-        .spawn(move || {
-            // The sockets must be made inside the netns (they keep it).
-            let outcome = setns(&netns, CloneFlags::CLONE_NEWNET)
-                .map_err(std::io::Error::from)
-                .and_then(|()| run(&requests, drain_from, expect));
-            let _ = tx.send(outcome);
-        })?;
+    // On the netns thread, whose sockets are made inside the netns (they
+    // keep it). Not waited for: the job hands the results over, then
+    // closes its sockets, off the caller's path.
+    worker
+        .submit(move || {
+            let _ = tx.send(run(&requests, drain_from, expect));
+        })
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
     rx.recv()
-        .map_err(|_| std::io::Error::other("unlist thread panicked"))?
+        .map_err(|_| std::io::Error::other("the netns thread ended"))?
 }
 
 fn seq_of(i: usize) -> u32 {

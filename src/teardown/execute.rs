@@ -168,7 +168,7 @@ fn unlist_links<'a>(nl: &Netlink, links: &[&'a Action]) -> Vec<(&'a Action, Resu
         }
         actions.push(a);
     }
-    match unlist::delete(nl.netns_fd(), &deletes, &expect) {
+    match unlist::delete(&nl.worker, &deletes, &expect) {
         Ok(results) => actions
             .into_iter()
             .zip(results)

@@ -1,0 +1,117 @@
+//! One thread that stays in a netns and runs podtap's work there.
+//!
+//! `setns(2)` changes only the calling thread. A command acts inside the
+//! pod netns several times (open its netlink sockets, create the TAPs, fork
+//! the link deleter): one thread enters once and takes each of those as a
+//! job, instead of a thread spawned, moved and joined per visit. The thread
+//! ends when its [`NetnsWorker`] is dropped (its job queue closes); it is
+//! never joined, so dropping one costs nothing.
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::mpsc;
+
+use nix::sched::{setns, CloneFlags};
+
+use crate::error::{Error, Result};
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The handle on a thread inside one netns.
+#[derive(Debug)]
+pub struct NetnsWorker {
+    jobs: mpsc::Sender<Job>,
+    netns: String,
+}
+
+impl NetnsWorker {
+    /// Start a thread in the netns `fd` (named `netns` in errors), run
+    /// `first` there and return its result with the worker. Fails as `first`
+    /// does, or when the netns cannot be entered.
+    pub fn start<T: Send + 'static>(
+        fd: OwnedFd,
+        netns: String,
+        first: impl FnOnce() -> io::Result<T> + Send + 'static,
+    ) -> io::Result<(Self, T)> {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let (ready, started) = mpsc::sync_channel(1);
+        std::thread::Builder::new()
+            .name("podtap-netns".into())
+            .spawn(move || {
+                let entered = setns(&fd, CloneFlags::CLONE_NEWNET).map_err(io::Error::from);
+                drop(fd);
+                let outcome = entered.and_then(|()| first());
+                let ok = outcome.is_ok();
+                let _ = ready.send(outcome);
+                if ok {
+                    for job in queue {
+                        job();
+                    }
+                }
+            })?;
+        let value = started
+            .recv()
+            .map_err(|_| io::Error::other("netns thread ended before it started"))??;
+        Ok((NetnsWorker { jobs, netns }, value))
+    }
+
+    /// Run `work` in the netns and wait for its result.
+    pub fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> io::Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.submit(move || {
+            let _ = tx.send(work());
+        })?;
+        rx.recv()
+            .map_err(|_| self.gone())?
+            .map_err(|e| Error::kernel(&self.netns, "work inside the netns", "", e))
+    }
+
+    /// Queue `job` to run in the netns, after the jobs before it, and return
+    /// at once.
+    pub fn submit(&self, job: impl FnOnce() + Send + 'static) -> Result<()> {
+        self.jobs.send(Box::new(job)).map_err(|_| self.gone())
+    }
+
+    fn gone(&self) -> Error {
+        Error::io(
+            "run work in netns",
+            self.netns.clone(),
+            io::Error::other("the netns thread ended"),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_run_in_order_on_one_thread() {
+        // Our own netns: entering it changes nothing.
+        let fd = std::fs::File::open("/proc/thread-self/ns/net").map(OwnedFd::from);
+        let Ok(fd) = fd else {
+            eprintln!("skipped: no /proc/thread-self/ns/net");
+            return;
+        };
+        let started = NetnsWorker::start(fd, "self".into(), || Ok(std::thread::current().id()));
+        let (worker, first) = match started {
+            Ok(w) => w,
+            // setns needs CAP_SYS_ADMIN even into one's own netns.
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                eprintln!("skipped: setns needs root");
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        let second = worker.run(|| Ok(std::thread::current().id())).unwrap();
+        assert_eq!(first, second);
+        assert_ne!(first, std::thread::current().id());
+        let failed = worker.run(|| -> io::Result<()> { Err(io::Error::other("no")) });
+        assert!(failed.is_err());
+        // The worker outlives a failed job.
+        assert!(worker.run(|| Ok(1)).is_ok());
+    }
+}
