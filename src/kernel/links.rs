@@ -10,7 +10,6 @@ use rtnetlink::{Handle, LinkUnspec};
 use super::batch::Batch;
 use super::mac::MacAddr;
 use crate::error::KernelError;
-use nix::errno::Errno;
 use rtnetlink::packet_route::RouteNetlinkMessage;
 
 /// What teardown and check need to know about a live link.
@@ -74,7 +73,7 @@ pub fn list(batch: &Batch) -> Result<BTreeMap<u32, LinkState>, KernelError> {
                 out.insert(s.ifindex, s);
             }
         })
-        .map_err(|e| KernelError::from(Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))))?
+        .map_err(|e| KernelError::from(super::netlink::errno(&e)))?
         .map_err(KernelError::from)?;
     Ok(out)
 }

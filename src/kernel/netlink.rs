@@ -126,3 +126,9 @@ pub fn is_gone(e: &KernelError) -> bool {
         Some(Errno::ENOENT | Errno::ENODEV | Errno::EINVAL | Errno::ESRCH)
     )
 }
+
+/// The errno of an I/O error on a netlink socket (EIO when it has none),
+/// for callers whose errors are kernel errors.
+pub fn errno(e: &std::io::Error) -> nix::errno::Errno {
+    nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
+}

@@ -48,9 +48,15 @@ pub async fn ingress_hooks(
     batch: &Batch,
     ifindexes: &BTreeSet<u32>,
 ) -> Result<BTreeMap<u32, IngressHook>, KernelError> {
-    let qdiscs: Vec<TcMessage> = handle.qdisc().get().execute().try_collect().await?;
+    let dumped = batch
+        .dumps(&[RouteNetlinkMessage::GetQueueDiscipline(TcMessage::default())])
+        .map_err(|e| KernelError::from(super::netlink::errno(&e)))?;
+    let qdiscs = dumped.into_iter().next().unwrap_or(Ok(Vec::new()))?;
     let mut hooked = BTreeMap::new();
-    for q in qdiscs {
+    for q in qdiscs.into_iter().filter_map(|m| match m {
+        RouteNetlinkMessage::NewQueueDiscipline(q) => Some(q),
+        _ => None,
+    }) {
         let Ok(ifindex) = u32::try_from(q.header.index) else {
             continue;
         };

@@ -81,7 +81,7 @@ pub(crate) fn dump(nl: &Netlink) -> Result<Dump> {
         let answers = nl
             .batch
             .dumps(&asked)
-            .map_err(|e| nl.err("dump the netns", "", errno_of(&e)))?;
+            .map_err(|e| nl.err("dump the netns", "", crate::kernel::netlink::errno(&e)))?;
         let mut all = Vec::new();
         for ((what, _), answer) in requests.iter().zip(answers) {
             all.extend(answer.map_err(|e| nl.err(what, "", e))?);
@@ -115,10 +115,6 @@ fn rules_of(family: AddressFamily) -> RouteNetlinkMessage {
     msg.header.action = RuleAction::Unspec;
     msg.header.table = RouteHeader::RT_TABLE_UNSPEC;
     RouteNetlinkMessage::GetRule(msg)
-}
-
-fn errno_of(e: &std::io::Error) -> nix::errno::Errno {
-    nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
 /// Pure: the description of what a dump of `ns` holds (no attachment yet).

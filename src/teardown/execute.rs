@@ -182,7 +182,7 @@ fn unlist_links<'a>(nl: &Netlink, links: &[&'a Action]) -> Vec<(&'a Action, Resu
             })
             .collect(),
         Err(e) => {
-            let errno = nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO));
+            let errno = crate::kernel::netlink::errno(&e);
             actions
                 .into_iter()
                 .map(|a| (a, Err(nl.err("delete", a.to_string(), errno))))
