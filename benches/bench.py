@@ -755,7 +755,7 @@ class Bench:
             ma, mb = med(S.get(a, [])), med(S.get(b, []))
             return ma / mb if mb and mb == mb and ma == ma else float("nan")
 
-        L.append("\n### Ratios (medians) against the targets of issue 6\n")
+        L.append("\n### Ratios (medians) against the targets of issues 6 and 12\n")
         L.append("| quantity | measured | target | met |")
         L.append("|---|---|---|---|")
         tgt = []
