@@ -111,6 +111,24 @@ impl Batch {
         Ok(results)
     }
 
+    /// Wait (up to [`REPLY_TIMEOUT`]) for the next datagram and read it into
+    /// `buf`; its length.
+    fn receive(&self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            if !readable(&self.socket, REPLY_TIMEOUT) {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no netlink answer within 10 s",
+                ));
+            }
+            match self.socket.recv(&mut &mut buf[..], 0) {
+                Ok(n) => return Ok(n.min(buf.len())),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Read replies until the ack of `last`, calling `failed` for each error.
     fn replies(
         &self,
@@ -119,17 +137,7 @@ impl Batch {
         mut failed: impl FnMut(u32, Errno),
     ) -> std::io::Result<()> {
         loop {
-            if !readable(&self.socket, REPLY_TIMEOUT) {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "no netlink ack within 10 s",
-                ));
-            }
-            let n = match self.socket.recv(&mut &mut buf[..], 0) {
-                Ok(n) => n.min(buf.len()),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
+            let n = self.receive(buf)?;
             for (kind, seq, frame) in frames(&buf[..n]) {
                 if kind != NLMSG_ERROR {
                     continue;
@@ -192,17 +200,7 @@ impl Batch {
         self.socket.send(&buf, 0)?;
         let mut reply = vec![0u8; 1 << 16];
         loop {
-            if !readable(&self.socket, REPLY_TIMEOUT) {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "no netlink answer within 10 s",
-                ));
-            }
-            let n = match self.socket.recv(&mut &mut reply[..], 0) {
-                Ok(n) => n.min(reply.len()),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
+            let n = self.receive(&mut reply)?;
             for (kind, got, frame) in frames(&reply[..n]) {
                 if got != seq {
                     continue;
