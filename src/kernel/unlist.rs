@@ -23,7 +23,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
-use nix::sys::wait::{waitpid, WaitStatus};
+use nix::sys::wait::waitpid;
 use nix::unistd::{fork, ForkResult};
 use rtnetlink::constants::RTMGRP_LINK;
 use rtnetlink::packet_core::{NetlinkMessage, NLM_F_ACK, NLM_F_REQUEST};
@@ -160,8 +160,19 @@ fn run(
     drop(sender);
     // Reaped by a thread of its own, started now, while the kernel works, so
     // nothing is left to start once the links are unlisted. The child's end
-    // of the report pipe closing says that it is done.
-    let reaper = std::thread::spawn(move || waitpid(child, None));
+    // of the report pipe closing says that it is done. (Without that thread,
+    // a child still at work when this returns is reaped by whoever inherits
+    // it once this process exits.)
+    let reaped = std::thread::Builder::new()
+        .name("podtap-reaper".into())
+        .spawn(move || waitpid(child, None))
+        .is_ok();
+    let reap = |results| {
+        if !reaped {
+            let _ = waitpid(child, None);
+        }
+        results
+    };
     let mut results = vec![Ok(()); requests.len()];
     let deadline = Instant::now() + ANNOUNCE_TIMEOUT;
     let mut buf = vec![0u8; 1 << 16];
@@ -171,10 +182,10 @@ fn run(
             return Ok(results);
         }
         if child_done(&report_r, &mut results) {
-            return Ok(results);
+            return Ok(reap(results));
         }
         if Instant::now() > deadline {
-            return Ok(after_child(reaper, &report_r, results));
+            return Ok(reap(after_child(&report_r, results)));
         }
         wait_readable(
             &[watch.as_raw_fd(), report_r.as_raw_fd()],
@@ -185,21 +196,18 @@ fn run(
                 Ok(n) => unlisted(&buf[..n.min(buf.len())], &mut expect),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 // ENOBUFS: announcements were dropped; only the child can tell now.
-                Err(_) => return Ok(after_child(reaper, &report_r, results)),
+                Err(_) => return Ok(reap(after_child(&report_r, results))),
             }
         }
     }
 }
 
-/// Wait for the child to finish and return `results` with its failures.
-fn after_child(
-    reaper: std::thread::JoinHandle<nix::Result<WaitStatus>>,
-    report: &OwnedFd,
-    mut results: Vec<Result<(), Errno>>,
-) -> Vec<Result<(), Errno>> {
-    let _ = reaper.join();
-    // The child has exited: the pipe ends after its records.
-    while !child_done(report, &mut results) {}
+/// Wait for the child to finish (its end of `report` closes) and return
+/// `results` with the failures it reported.
+fn after_child(report: &OwnedFd, mut results: Vec<Result<(), Errno>>) -> Vec<Result<(), Errno>> {
+    while !child_done(report, &mut results) {
+        wait_readable(&[report.as_raw_fd()], Duration::from_millis(100));
+    }
     results
 }
 
