@@ -101,9 +101,8 @@ pub(crate) async fn survey(ns: &NetNs, nl: &Netlink) -> Result<Survey> {
         .filter(|i| i.eligible)
         .map(|i| i.ifindex)
         .collect();
-    let hooks = tc::ingress_hooks(&nl.handle, &nl.batch, &eligible)
-        .await
-        .map_err(|e| nl.err("dump qdiscs", "", e))?;
+    let hooks =
+        tc::ingress_hooks(&nl.batch, &eligible).map_err(|e| nl.err("dump qdiscs", "", e))?;
     // Bridge mode changes the pod interface's MAC, which flushes its
     // neighbours: record the permanent ones to put back.
     let restore = eligible

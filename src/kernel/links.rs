@@ -61,13 +61,9 @@ impl LinkState {
 /// took 3 ms for 129 links, ten times the kernel's dump, for the ten
 /// attributes podtap reads.
 pub fn list(batch: &Batch) -> Result<BTreeMap<u32, LinkState>, KernelError> {
-    let mut msg = LinkMessage::default();
-    // No per-link statistics: nothing here reads them.
-    msg.attributes
-        .push(LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats]));
     let mut out = BTreeMap::new();
     batch
-        .dump_raw(RouteNetlinkMessage::GetLink(msg), |frame| {
+        .dump_raw(dump_request(), |frame| {
             // The payload follows the 16-byte netlink header.
             if let Some(s) = frame.get(16..).and_then(parse_link) {
                 out.insert(s.ifindex, s);
@@ -76,6 +72,15 @@ pub fn list(batch: &Batch) -> Result<BTreeMap<u32, LinkState>, KernelError> {
         .map_err(|e| KernelError::from(super::netlink::errno(&e)))?
         .map_err(KernelError::from)?;
     Ok(out)
+}
+
+/// The request that dumps every link of the netns, without per-link
+/// statistics: nothing in podtap reads them, and they are most of a dump.
+pub fn dump_request() -> RouteNetlinkMessage {
+    let mut msg = LinkMessage::default();
+    msg.attributes
+        .push(LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats]));
+    RouteNetlinkMessage::GetLink(msg)
 }
 
 // Attribute types of an RTM_NEWLINK (linux/if_link.h).

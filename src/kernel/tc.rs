@@ -6,7 +6,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use futures::TryStreamExt;
 use rtnetlink::packet_route::tc::{
     TcAction, TcActionAttribute, TcActionGeneric, TcActionMirror, TcActionMirrorOption,
     TcActionOption, TcActionType, TcAttribute, TcFilterU32, TcFilterU32Option, TcHandle, TcMessage,
@@ -16,7 +15,7 @@ use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::Handle;
 
 use super::batch::Batch;
-use super::netlink::{ack, create, is_gone};
+use super::netlink::{ack, create, errno, is_gone};
 use crate::error::KernelError;
 
 /// `TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS)`: the ingress hook of ingress and clsact qdiscs.
@@ -43,14 +42,13 @@ pub struct IngressHook {
 }
 
 /// The ingress hooks of the given links (links without an ingress or clsact qdisc are absent).
-pub async fn ingress_hooks(
-    handle: &Handle,
+pub fn ingress_hooks(
     batch: &Batch,
     ifindexes: &BTreeSet<u32>,
 ) -> Result<BTreeMap<u32, IngressHook>, KernelError> {
     let dumped = batch
         .dumps(&[RouteNetlinkMessage::GetQueueDiscipline(TcMessage::default())])
-        .map_err(|e| KernelError::from(super::netlink::errno(&e)))?;
+        .map_err(|e| KernelError::from(errno(&e)))?;
     let qdiscs = dumped.into_iter().next().unwrap_or(Ok(Vec::new()))?;
     let mut hooked = BTreeMap::new();
     for q in qdiscs.into_iter().filter_map(|m| match m {
@@ -73,10 +71,7 @@ pub async fn ingress_hooks(
     }
     let links: Vec<u32> = hooked.keys().copied().collect();
     let mut out = BTreeMap::new();
-    for ((ifindex, qdisc), filters) in hooked
-        .into_iter()
-        .zip(filters_of(handle, batch, &links).await)
-    {
+    for ((ifindex, qdisc), filters) in hooked.into_iter().zip(filters_of(batch, &links)) {
         out.insert(
             ifindex,
             IngressHook {
@@ -89,52 +84,33 @@ pub async fn ingress_hooks(
 }
 
 /// The filters on the ingress hooks of `ifindexes`, one result per link in
-/// order (none for a link that is gone or has no ingress qdisc). Dumped on
-/// the batch socket ([`Batch::dumps`]); a link whose dump failed there is
-/// dumped again through `handle`, which reports the error.
-pub async fn filters_of(
-    handle: &Handle,
-    batch: &Batch,
-    ifindexes: &[u32],
-) -> Vec<Result<Vec<FilterInfo>, KernelError>> {
+/// order (none for a link that is gone or has no ingress qdisc), dumped one
+/// after another on the batch socket ([`Batch::dumps`]).
+pub fn filters_of(batch: &Batch, ifindexes: &[u32]) -> Vec<Result<Vec<FilterInfo>, KernelError>> {
     let requests: Vec<RouteNetlinkMessage> = ifindexes.iter().map(|i| dump_filters(*i)).collect();
-    let batched = batch.dumps(&requests).unwrap_or_default();
-    let mut out = Vec::with_capacity(ifindexes.len());
-    for (k, ifindex) in ifindexes.iter().enumerate() {
-        let answer = match batched.get(k) {
-            Some(Ok(msgs)) => Ok(filter_info(msgs.iter().filter_map(|m| match m {
+    let dumped = match batch.dumps(&requests) {
+        Ok(d) => d,
+        Err(e) => return ifindexes.iter().map(|_| Err(errno(&e).into())).collect(),
+    };
+    dumped
+        .into_iter()
+        .map(|answer| match answer.map_err(KernelError::from) {
+            Ok(msgs) => Ok(filter_info(msgs.iter().filter_map(|m| match m {
                 RouteNetlinkMessage::NewTrafficFilter(f) => Some(f),
                 _ => None,
             }))),
-            Some(Err(e)) if is_gone(&KernelError::from(*e)) => Ok(Vec::new()),
-            _ => filters(handle, *ifindex).await,
-        };
-        out.push(answer);
-    }
-    out
+            Err(e) if is_gone(&e) => Ok(Vec::new()),
+            Err(e) => Err(e),
+        })
+        .collect()
 }
 
-/// The dump request for the filters on `ifindex`'s ingress hook.
+/// The dump request for the filters on `ifindex`'s ingress hook (what
+/// `tc filter show dev X ingress` asks).
 fn dump_filters(ifindex: u32) -> RouteNetlinkMessage {
     let mut msg = TcMessage::with_index(index(ifindex));
     msg.header.parent = INGRESS_PARENT.into();
     RouteNetlinkMessage::GetTrafficFilter(msg)
-}
-
-/// Filters on the ingress hook of `ifindex` (empty when it has no ingress qdisc).
-pub async fn filters(handle: &Handle, ifindex: u32) -> Result<Vec<FilterInfo>, KernelError> {
-    let replies: Result<Vec<TcMessage>, _> = handle
-        .traffic_filter(index(ifindex))
-        .get()
-        .ingress()
-        .execute()
-        .try_collect()
-        .await;
-    match replies.map_err(KernelError::from) {
-        Ok(r) => Ok(filter_info(r.iter())),
-        Err(e) if is_gone(&e) => Ok(Vec::new()),
-        Err(e) => Err(e),
-    }
 }
 
 /// One entry per priority, with the redirect target where a filter of that

@@ -13,7 +13,6 @@ mod routes;
 use std::path::Path;
 
 use rtnetlink::packet_route::address::AddressMessage;
-use rtnetlink::packet_route::link::{LinkAttribute, LinkExtentMask, LinkMessage};
 use rtnetlink::packet_route::neighbour::NeighbourMessage;
 use rtnetlink::packet_route::route::{RouteHeader, RouteMessage};
 use rtnetlink::packet_route::rule::{RuleAction, RuleMessage};
@@ -52,13 +51,8 @@ pub(crate) fn scan_ns(ns: &NetNs) -> Result<Description> {
 /// one dump in flight per socket): two system calls each, where the
 /// rtnetlink connection's stream machinery cost several wake-ups.
 pub(crate) fn dump(nl: &Netlink) -> Result<Dump> {
-    let mut links = LinkMessage::default();
-    // No per-link statistics: nothing reads them, and they are most of a dump.
-    links
-        .attributes
-        .push(LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats]));
     let mut requests = vec![
-        ("dump links", RouteNetlinkMessage::GetLink(links)),
+        ("dump links", crate::kernel::links::dump_request()),
         (
             "dump addresses",
             RouteNetlinkMessage::GetAddress(AddressMessage::default()),

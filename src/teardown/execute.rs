@@ -45,7 +45,7 @@ pub async fn observe(
         .map(|l| (l.ifindex, l.name.clone()))
         .collect();
     let indexes: Vec<u32> = wanted.iter().map(|(i, _)| *i).collect();
-    let dumped = tc::filters_of(&nl.handle, &nl.batch, &indexes).await;
+    let dumped = tc::filters_of(&nl.batch, &indexes);
     for ((idx, name), filters) in wanted.iter().zip(dumped) {
         let filters = filters.map_err(|e| nl.err("dump tc filters", name, e))?;
         now.filters.insert(*idx, filters);
