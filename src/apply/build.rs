@@ -96,7 +96,7 @@ fn run_steps(nl: &Netlink, steps: &[requests::Step]) -> Result<()> {
     if steps.is_empty() {
         return Ok(());
     }
-    let batch: Vec<Request> = steps.iter().map(|s| s.request.clone()).collect();
+    let batch: Vec<&Request> = steps.iter().map(|s| &s.request).collect();
     let results = nl
         .batch
         .run(&batch)

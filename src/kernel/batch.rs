@@ -20,6 +20,7 @@
 //! [`Batch::dump_raw`]): two system calls each, and no typed parse where
 //! the caller reads a few attributes of many messages.
 
+use std::borrow::Borrow;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -89,7 +90,10 @@ impl Batch {
     /// Send `requests` in order and return one result per request (the
     /// errno of each that failed), or the I/O error that stopped the batch.
     /// Requests after an I/O error were not sent; the error says so.
-    pub fn run(&self, requests: &[Request]) -> std::io::Result<Vec<Result<(), Errno>>> {
+    pub fn run<R: Borrow<Request>>(
+        &self,
+        requests: &[R],
+    ) -> std::io::Result<Vec<Result<(), Errno>>> {
         let mut results = vec![Ok(()); requests.len()];
         let mut buf = Vec::new();
         let mut reply = vec![0u8; 1 << 16];
@@ -152,9 +156,7 @@ impl Batch {
             }
         }
     }
-}
 
-impl Batch {
     /// Run dump requests one after another (the kernel allows one dump in
     /// flight per socket) and return each one's messages, or the errno it
     /// was answered with.
@@ -162,12 +164,13 @@ impl Batch {
         &self,
         requests: &[RouteNetlinkMessage],
     ) -> std::io::Result<Vec<Result<Vec<RouteNetlinkMessage>, Errno>>> {
+        let mut reply = vec![0u8; 1 << 16];
         requests
             .iter()
             .map(|r| {
                 let mut msgs = Vec::new();
                 let mut bad = false;
-                let done = self.dump_raw(r.clone(), |frame| {
+                let done = self.dump_into(r.clone(), &mut reply, |frame| {
                     match NetlinkMessage::<RouteNetlinkMessage>::deserialize(frame) {
                         Ok(NetlinkMessage {
                             payload: NetlinkPayload::InnerMessage(m),
@@ -192,15 +195,24 @@ impl Batch {
     pub fn dump_raw(
         &self,
         request: RouteNetlinkMessage,
+        each: impl FnMut(&[u8]),
+    ) -> std::io::Result<Result<(), Errno>> {
+        self.dump_into(request, &mut vec![0u8; 1 << 16], each)
+    }
+
+    /// [`Batch::dump_raw`], reading into `reply`.
+    fn dump_into(
+        &self,
+        request: RouteNetlinkMessage,
+        reply: &mut [u8],
         mut each: impl FnMut(&[u8]),
     ) -> std::io::Result<Result<(), Errno>> {
         let seq = seq_of(self.sent.fetch_add(1, Ordering::Relaxed));
         let mut buf = Vec::new();
         push(&mut buf, request, NLM_F_REQUEST | NLM_F_DUMP, seq);
         self.socket.send(&buf, 0)?;
-        let mut reply = vec![0u8; 1 << 16];
         loop {
-            let n = self.receive(&mut reply)?;
+            let n = self.receive(reply)?;
             for (kind, got, frame) in frames(&reply[..n]) {
                 if got != seq {
                     continue;
@@ -253,9 +265,10 @@ fn push(buf: &mut Vec<u8>, message: RouteNetlinkMessage, flags: u16, seq: u32) {
 
 /// Serialise one window into `buf`: request `first + i` gets sequence
 /// number `seq_of(first + i)`, and only the window's last asks for an ack.
-fn encode(window: &[Request], first: u32, buf: &mut Vec<u8>) {
+fn encode<R: Borrow<Request>>(window: &[R], first: u32, buf: &mut Vec<u8>) {
     buf.clear();
     for (i, r) in window.iter().enumerate() {
+        let r = r.borrow();
         let mut flags = NLM_F_REQUEST | r.flags;
         if i + 1 == window.len() {
             flags |= NLM_F_ACK;

@@ -4,9 +4,10 @@
 //! tokio worker. [`NetNs::netlink`] starts a thread that stays in the
 //! namespace for the command's further work there ([`NetnsWorker`]);
 //! [`NetNs::run`] enters it on a fresh OS thread that exits when the work is
-//! done, for the rare visits without a connection. Sockets and `/dev/net/tun` fds created there
-//! keep that namespace for life, so the thread hands them back and the rest
-//! of podtap drives them from the normal runtime.
+//! done, for the rare visits without a connection. Sockets and
+//! `/dev/net/tun` fds created there keep that namespace for life, so the
+//! thread hands them back and the rest of podtap drives them from the
+//! normal runtime.
 
 use std::fs::File;
 use std::io;
