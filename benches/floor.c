@@ -9,7 +9,7 @@
 //                               redirect each way, TAP up after tc
 //   floor detach NETNS          pod ingress qdiscs deleted, group delete, waits for the ack
 //   floor probe NETNS           RTNL stall probe: RTM_GETLINK round trips until SIGTERM,
-//                               prints the worst one as JSON
+//                               prints the worst one and every one over 5 ms as JSON
 //   floor detach-early NETNS    as detach, but a forked child sends the group delete; we
 //                               return once RTM_DELLINK was seen for every TAP ifindex
 //
@@ -343,8 +343,9 @@ static void detach(int early) {
     }
 }
 
-// floor probe NETNS: RTM_GETLINK of lo in a loop until SIGTERM/SIGINT or EOF-free
-// timeout; prints {"worst_ms":..,"n":..} (the worst round trip = worst RTNL stall seen).
+// floor probe NETNS: RTM_GETLINK of lo in a loop until SIGTERM/SIGINT; prints
+// {"worst_ms":..,"n":..,"over5_ms":[..]}: the worst round trip (the worst RTNL
+// stall seen) and every round trip over 5 ms (each one RTNL hold it waited for).
 static volatile sig_atomic_t stop;
 static void onsig(int s) { (void)s; stop = 1; }
 static double mono(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e3 + t.tv_nsec / 1e6; }
@@ -353,6 +354,7 @@ static void probe(void) {
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     double worst = 0; long n = 0;
+    static double hold[4096]; int nhold = 0;  // round trips over 5 ms: one RTNL hold each
     char buf[8192];
     while (!stop) {
         struct req r = { .h = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg)), .nlmsg_type = RTM_GETLINK,
@@ -363,10 +365,13 @@ static void probe(void) {
         if (recv(nl, buf, sizeof buf, 0) < 0) { if (errno == EINTR) break; die("recv probe"); }
         double d = mono() - t0;
         if (d > worst) worst = d;
+        if (d > 5 && nhold < 4096) hold[nhold++] = d;
         if (n++ == 0) { printf("ready\n"); fflush(stdout); }
         usleep(200);
     }
-    printf("{\"worst_ms\":%.3f,\"n\":%ld}\n", worst, n);
+    printf("{\"worst_ms\":%.3f,\"n\":%ld,\"over5_ms\":[", worst, n);
+    for (int i = 0; i < nhold; i++) printf("%s%.3f", i ? "," : "", hold[i]);
+    printf("]}\n");
 }
 
 int main(int argc, char **argv) {
