@@ -73,10 +73,8 @@ pub(crate) fn attach_in(
 ) -> Result<Attached> {
     let ns = NetNs::open(netns, false)?;
     state.locked(id, || {
-        let netns_lock = state.lock_netns(ns.identity(), LOCK_TIMEOUT)?;
-        let result = attach_locked(&ns, id, opts, state);
-        netns_lock.release();
-        result
+        let _netns_lock = ns.lock(id.as_str(), LOCK_TIMEOUT)?;
+        attach_locked(&ns, id, opts, state)
     })
 }
 

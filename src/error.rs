@@ -100,9 +100,9 @@ pub enum Error {
     /// Another podtap holds the lock and did not release it in time (exit 9).
     #[error("sandbox {id}: busy, another podtap holds {path}")]
     Busy {
-        /// The sandbox id (or netns lock name).
+        /// The sandbox id.
         id: String,
-        /// The lock file.
+        /// The lock file, or the netns whose lock another attach holds.
         path: PathBuf,
     },
     /// A netlink request or ioctl failed (exit 10; 6 for EPERM/EACCES).

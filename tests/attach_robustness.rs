@@ -7,6 +7,7 @@
 
 mod common;
 
+use std::os::fd::AsRawFd;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -386,6 +387,43 @@ fn two_concurrent_attaches_of_one_id_leave_one_attachment() {
         assert_eq!(code(&d), 0, "round {round}: {}", stderr(&d));
         assert_eq!(snapshot(&pod.pod), before, "round {round}: restored");
     }
+}
+
+#[test]
+fn an_attach_waits_for_the_netns_lock_however_the_netns_is_named() {
+    if !ready("an_attach_waits_for_the_netns_lock_however_the_netns_is_named") {
+        return;
+    }
+    let pod = small_pod();
+    let state = StateDir::new();
+    let before = snapshot(&pod.pod);
+    // Another attach into this netns holds its lock: here a flock taken on
+    // the netns through /proc/PID/ns/net of a process inside it, not through
+    // the /run/netns path podtap is given.
+    let mut inside = Command::new("ip")
+        .args(["netns", "exec", &pod.pod.name, "sleep", "30"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let ns = std::fs::File::open(format!("/proc/{}/ns/net", inside.id())).unwrap();
+    // SAFETY: flock on a file we keep open.
+    assert_eq!(unsafe { libc::flock(ns.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let id = common::unique("wait");
+    let mut a = attach_cmd(&state, &pod, &id, "tc")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(a.try_wait().unwrap().is_none(), "attach waits for the lock");
+    assert!(taps(&pod.pod).is_empty(), "and builds nothing meanwhile");
+    drop(ns);
+    json_ok(&a.wait_with_output().unwrap());
+    assert_eq!(taps(&pod.pod).len(), 1);
+    let _ = inside.kill();
+    let _ = inside.wait();
+    assert_eq!(code(&detach(&state, &id)), 0);
+    assert_eq!(snapshot(&pod.pod), before);
 }
 
 #[test]

@@ -10,6 +10,7 @@ pub mod mac;
 pub mod macvtap;
 pub mod netlink;
 pub mod netns;
+pub mod netns_lock;
 pub mod netns_search;
 pub mod netns_worker;
 pub mod replay;

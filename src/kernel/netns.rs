@@ -134,6 +134,11 @@ impl NetNs {
         is_host_identity(self.identity())
     }
 
+    /// The netns fd, for as long as `self` lives.
+    pub(super) fn borrow_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+
     /// A second fd on this netns.
     pub fn fd_clone(&self) -> Result<OwnedFd> {
         self.file

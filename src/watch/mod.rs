@@ -460,7 +460,7 @@ impl<'a> Watcher<'a> {
             if (cp.netns.dev, cp.netns.inode) != ns.identity() || cp.phase != Phase::Complete {
                 return Ok(None);
             }
-            let netns_lock = state.lock_netns(ns.identity(), LOCK_TIMEOUT)?;
+            let netns_lock = ns.lock(id.as_str(), LOCK_TIMEOUT)?;
             let others = siblings(state, id, ns.identity());
             let result = block_on(async {
                 let nl = Netlink::connect(ns)?;
@@ -479,7 +479,7 @@ impl<'a> Watcher<'a> {
             });
             let adopted = result.as_ref().is_ok_and(Option::is_some)
                 && adopt(&others, boot_siblings, &mut cp);
-            netns_lock.release();
+            drop(netns_lock);
             let result = result?;
             if adopted {
                 state.save(&cp)?;
