@@ -274,22 +274,23 @@ fn killed_writers_leave_nothing_that_blocks_or_accumulates() {
     let pod = pod();
     let state = StateDir::new();
     ensure_dir(&state);
-    // What a writer killed between create and rename leaves. Its pid says
-    // nothing (a writer in another PID namespace has another pid; here it is
-    // a live one): holding the id's lock proves every writer of k1 is done.
-    let leftover = state
-        .0
-        .join(format!(".k1.json.tmp.{}.5.0", std::process::id()));
-    std::fs::write(&leftover, b"{").unwrap();
-    // Another id's temp file is not k1's to sweep.
-    let other = state.0.join(".k10.json.tmp.1.5.0");
+    // What a writer killed between create and rename leaves: the id's one
+    // temp file. Holding the id's lock proves every writer of k1 is done, so
+    // the next write simply writes over it.
+    let leftover = state.0.join(".k1.json.tmp");
+    std::fs::write(&leftover, b"{ a longer half-written checkpoint").unwrap();
+    // Another id's temp file is not k1's.
+    let other = state.0.join(".k10.json.tmp");
     std::fs::write(&other, b"{").unwrap();
     json_ok(&attach(&state.0, &pod, "k1", "tc"));
-    assert!(!leftover.exists(), "swept");
-    assert!(other.exists(), "another id's temp file is kept");
+    assert!(!leftover.exists(), "written over and renamed into place");
+    // Killed again, during a later write: the temp file goes with the id.
+    std::fs::write(&leftover, b"{").unwrap();
     assert!(podtap_state(&state.0, &["detach", "--id", "k1"])
         .status
         .success());
+    assert!(!leftover.exists(), "removed with the id");
+    assert!(other.exists(), "another id's temp file is kept");
 }
 
 #[test]

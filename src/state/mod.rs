@@ -96,26 +96,22 @@ impl StateDir {
         Lock::acquire(self.dir.join(format!("{id}.lock")), id.as_str(), timeout)
     }
 
-    /// Serialise the attaches into one netns (whatever their ids): planning
-    /// reads the netns, so two plans made side by side could claim the same
-    /// interface. Release it with [`Lock::release`].
-    pub(crate) fn lock_netns(&self, (dev, inode): (u64, u64), timeout: Duration) -> Result<Lock> {
-        self.ensure()?;
-        let name = format!("netns-{dev}-{inode}");
-        Lock::acquire(self.dir.join(format!("{name}.lock")), &name, timeout)
-    }
-
     /// Run `work` under the lock for `id`. If no checkpoint is left afterwards
-    /// (detached, failed, unknown), the lock file goes too. Temp files that a
-    /// killed writer of this id left are swept first.
+    /// (detached, failed, unknown), its temp file (left by a killed writer)
+    /// and the lock file go too.
     pub(crate) fn locked<T>(&self, id: &SandboxId, work: impl FnOnce() -> Result<T>) -> Result<T> {
         let lock = self.lock(id, LOCK_TIMEOUT)?;
-        write::sweep_temp_files_of(&self.file(id));
         let result = work();
         if !self.file(id).exists() {
+            write::remove_temp_of(&self.file(id));
             lock.release();
         }
         result
+    }
+
+    /// Write the file of `id` (under its lock: see [`Self::locked`]).
+    pub(crate) fn write(&self, id: &SandboxId, bytes: &[u8]) -> Result<()> {
+        write::write_locked(&self.file(id), bytes, 0o600)
     }
 
     /// Read the checkpoint for `id`: `Ok(None)` if there is none.
@@ -165,7 +161,7 @@ impl StateDir {
         // Compact: a 32-interface pod's checkpoint is read and written on every call.
         let text = serde_json::to_vec(cp)
             .map_err(|e| Error::Invalid(format!("serialize checkpoint: {e}")))?;
-        write_atomic(&self.file(&cp.id), &text, 0o600)
+        self.write(&cp.id, &text)
     }
 
     /// Remove the checkpoint (and its lock file's name; the lock itself stays held until drop).

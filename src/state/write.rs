@@ -29,29 +29,52 @@ pub fn read_entry(path: &Path) -> Result<Option<String>> {
     }
 }
 
-/// Remove the temp files of `path` that writers killed between create and
-/// rename left behind. Call it only under the lock that every writer of
-/// `path` holds: then no such writer is alive, whatever PID namespace it ran
-/// in (a pid in the name proves nothing across PID namespaces).
-pub fn sweep_temp_files_of(path: &Path) {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
-        return;
-    };
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    let prefix = format!(".{name}{TMP_MARK}");
-    for e in entries.flatten() {
-        if e.file_name()
-            .to_str()
-            .is_some_and(|n| n.starts_with(&prefix))
-        {
-            let _ = fs::remove_file(e.path());
-        }
+/// The one temp file of a state-dir file `path` (see [`write_locked`]).
+fn temp_of(path: &Path) -> Option<std::path::PathBuf> {
+    let name = path.file_name()?.to_str()?;
+    Some(path.with_file_name(format!(".{name}.tmp")))
+}
+
+/// Remove the temp file of `path` that a writer killed between create and
+/// rename left behind. Only under the lock that every writer of `path` holds.
+pub fn remove_temp_of(path: &Path) {
+    if let Some(tmp) = temp_of(path) {
+        let _ = fs::remove_file(tmp);
     }
 }
 
-/// Write `bytes` to `path` via a temp file in the same directory, fsync, rename.
+/// Write `bytes` to `path` via its one temp file, then rename: for state-dir
+/// files, whose every writer holds the same lock, so no two writes share the
+/// temp file, and one a killed writer left is replaced (or removed with the
+/// id: [`remove_temp_of`]). No directory listing per call.
+pub fn write_locked(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    let tmp =
+        temp_of(path).ok_or_else(|| Error::Invalid(format!("{}: no file name", path.display())))?;
+    let write = || -> std::io::Result<()> {
+        // A leftover goes first: the new file gets our mode, and nothing
+        // written over is anyone else's (a hard link, say).
+        match fs::remove_file(&tmp) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        // No fdatasync: see `write_atomic`.
+        fs::rename(&tmp, path)
+    };
+    write().map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        Error::io("write", path, e)
+    })
+}
+
+/// Write `bytes` to `path` via a temp file of its own in the same directory,
+/// then rename: for files outside the state dir, whose writers hold no common lock.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     let dir = path
         .parent()
@@ -61,8 +84,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    // Unique per write: a killed writer's leftover never blocks a later one
-    // with the same pid (see `sweep_temp_files_of`).
+    // Unique per write: writers hold no common lock.
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
@@ -115,16 +137,26 @@ mod tests {
     }
 
     #[test]
-    fn only_the_locked_files_leftovers_are_swept() {
-        let dir = std::env::temp_dir().join(format!("podtap-sweep-{}", std::process::id()));
+    fn a_locked_write_replaces_a_killed_writers_temp_file() {
+        let dir = std::env::temp_dir().join(format!("podtap-locked-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
-        let ours = dir.join(".a.json.tmp.2147483632.1.0");
-        let other = dir.join(format!(".ab.json.tmp.{}.1.0", std::process::id()));
-        fs::write(&ours, b"x").unwrap();
+        let p = dir.join("a.json");
+        let left = dir.join(".a.json.tmp");
+        let other = dir.join(".ab.json.tmp");
+        fs::write(&left, b"a longer half-written leftover").unwrap();
+        fs::set_permissions(&left, fs::Permissions::from_mode(0o644)).unwrap();
         fs::write(&other, b"x").unwrap();
-        sweep_temp_files_of(&dir.join("a.json"));
-        assert!(!ours.exists());
-        assert!(other.exists());
+        write_locked(&p, b"one", 0o600).unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "one");
+        assert!(!left.exists(), "renamed into place");
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        fs::write(&left, b"x").unwrap();
+        remove_temp_of(&p);
+        assert!(!left.exists());
+        assert!(other.exists(), "another file's temp file is not ours");
         fs::remove_dir_all(&dir).unwrap();
     }
 }

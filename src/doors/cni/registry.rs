@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::state::{read_entry, write_atomic, SandboxId, StateDir};
+use crate::state::{read_entry, SandboxId, StateDir};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
@@ -46,7 +46,7 @@ impl Registry {
             }
             let text = serde_json::to_vec(entry)
                 .map_err(|e| Error::Invalid(format!("serialize CNI registry entry: {e}")))?;
-            write_atomic(&self.dir.file(id), &text, 0o600)
+            self.dir.write(id, &text)
         })
     }
 
