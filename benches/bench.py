@@ -100,6 +100,7 @@ class Bench:
         self.rss = {}            # (what, n) -> list of KiB
         self.netns = []          # every netns made, for cleanup
         self.extra = {}
+        self.timing = True       # False in the probe rounds: nothing is recorded but stalls
 
     # ---------- fixtures ----------
     def ns_add(self, name):
@@ -218,6 +219,8 @@ class Bench:
             raise RuntimeError(f"could not restore fixture {ns} after leftovers")
 
     def record(self, key, ms):
+        if not self.timing:
+            return
         self.samples.setdefault(key, []).append(ms)
         self.cpu.setdefault(key, []).append(last_cpu_ms)
 
@@ -238,7 +241,8 @@ class Bench:
             self.record(("podtap", mode, "attach", n), ms)
             try:
                 d = json.loads(out)
-                self.phases.setdefault((mode, n), []).append(d["attachment"]["timings_us"])
+                if self.timing:
+                    self.phases.setdefault((mode, n), []).append(d["attachment"]["timings_us"])
                 ntap = sum(1 for i in d["interfaces"] if i.get("tap"))
                 if ntap != n:
                     problems.append(f"podtap attach --mode {mode}: {ntap} TAPs for {n} interfaces")
@@ -328,7 +332,7 @@ class Bench:
                 ("detach", [self.bin, "detach", "--id", cid]),
                 ("scan", [self.bin, "scan", "--netns", f"/var/run/netns/{ns}"])):
             kib = self.peak_rss(argv, f"podtap {what} n={n}")
-            if kib is not None:
+            if kib is not None and self.timing:
                 self.rss.setdefault((what, "tc" if what != "scan" else "-", n), []).append(kib)
         self.check_clean(ns, base, f"podtap (RSS run) n={n}")
 
@@ -694,35 +698,56 @@ class Bench:
         self.phases.clear()
         self.rss.clear()
         t0 = time.time()
+        # Timed rounds first, without the RTNL probe: on 2 vCPUs its 5000
+        # requests a second perturb a contender with several threads more
+        # than a single-threaded one (podtap attach at 64: 1.23x floor.c
+        # without it, 1.35x with it, in interleaved pairs). Then the probe
+        # rounds: the same contenders, the same rotation, the probe around
+        # each, and only the stalls kept.
+        for rep in range(a.reps):
+            self.round(rep, sizes, contenders, None)
+            log(f"rep {rep + 1}/{a.reps} done ({time.time() - t0:.0f} s)")
         probe_ns = f"{self.prefix}-probe"
         self.ns_add(probe_ns)
         self.stall = {}
         self.holds = {}
-        for rep in range(a.reps):
-            for n in sizes:
-                # rotate the order every repetition so drift hits all contenders alike
-                k = (rep + n) % len(contenders)
-                for name, fn in contenders[k:] + contenders[:k]:
-                    self.settle()
-                    # RTNL stall probe: RTM_GETLINK round trips in a netns of our own
-                    # for as long as this contender runs; the worst one is kept
-                    pr = subprocess.Popen([a.floor, "probe", probe_ns], stdout=subprocess.PIPE, text=True)
-                    pr.stdout.readline()  # "ready": the probe is in its loop before the contender starts
-                    fn(n, rep)
-                    pr.terminate()
-                    outp, _ = pr.communicate()
-                    try:
-                        pj = json.loads(outp.strip().splitlines()[-1])
-                        key = (name, n)
-                        self.stall[key] = max(self.stall.get(key, 0.0), pj["worst_ms"])
-                        self.holds.setdefault(key, []).extend(pj.get("over5_ms", []))
-                    except (ValueError, KeyError, IndexError):
-                        pass
-            log(f"rep {rep + 1}/{a.reps} done ({time.time() - t0:.0f} s)")
+        self.timing = False
+        for rep in range(self.probe_reps()):
+            self.round(rep, sizes, contenders, probe_ns)
+            log(f"probe round {rep + 1}/{self.probe_reps()} done ({time.time() - t0:.0f} s)")
+        self.timing = True
         self.concurrency(a.pods)
         self.datapath(a.dp_rounds, a.dp_secs)
         if a.tcp:
             self.tcp(a.tcp_secs, a.tcp_rounds)
+
+    def probe_reps(self):
+        return max(2, self.a.reps // 2)
+
+    def round(self, rep, sizes, contenders, probe_ns):
+        """Every contender once per size, in an order rotated every repetition
+        so that drift hits all contenders alike; with `probe_ns`, the RTNL
+        probe (RTM_GETLINK round trips in a netns of our own) runs around each
+        contender and its worst round trip and every one over 5 ms are kept."""
+        for n in sizes:
+            k = (rep + n) % len(contenders)
+            for name, fn in contenders[k:] + contenders[:k]:
+                self.settle()
+                if probe_ns is None:
+                    fn(n, rep)
+                    continue
+                pr = subprocess.Popen([self.a.floor, "probe", probe_ns], stdout=subprocess.PIPE, text=True)
+                pr.stdout.readline()  # "ready": the probe is in its loop before the contender starts
+                fn(n, rep)
+                pr.terminate()
+                outp, _ = pr.communicate()
+                try:
+                    pj = json.loads(outp.strip().splitlines()[-1])
+                    key = (name, n)
+                    self.stall[key] = max(self.stall.get(key, 0.0), pj["worst_ms"])
+                    self.holds.setdefault(key, []).extend(pj.get("over5_ms", []))
+                except (ValueError, KeyError, IndexError):
+                    pass
 
     # ---------- report ----------
     def report(self):
@@ -777,7 +802,7 @@ class Bench:
         stall = getattr(self, "stall", {})
         if stall:
             L.append("\nWorst RTNL stall seen by the probe (RTM_GETLINK round trip in another netns, "
-                     "ms, max over repetitions) while each contender ran:\n")
+                     f"ms, max over {self.probe_reps()} probe rounds, untimed) while each contender ran:\n")
             names = sorted({k[0] for k in stall})
             L.append("| contender | " + " | ".join(f"{n} if" for n in sizes) + " |")
             L.append("|---|" + "---|" * len(sizes))
@@ -786,7 +811,7 @@ class Bench:
             holds = getattr(self, "holds", {})
             if any(holds.values()):
                 L.append("\nEvery probe round trip over 5 ms (each is one RTNL hold the probe waited for, "
-                         "usually one rcu_barrier()): count over all repetitions, median / p95 / max (ms):\n")
+                         "usually one rcu_barrier()): count over the probe rounds, median / p95 / max (ms):\n")
                 L.append("| contender | " + " | ".join(f"{n} if" for n in sizes) + " |")
                 L.append("|---|" + "---|" * len(sizes))
                 for nm in names:
