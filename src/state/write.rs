@@ -50,27 +50,12 @@ pub fn remove_temp_of(path: &Path) {
 pub fn write_locked(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     let tmp =
         temp_of(path).ok_or_else(|| Error::Invalid(format!("{}: no file name", path.display())))?;
-    let write = || -> std::io::Result<()> {
-        // A leftover goes first: the new file gets our mode, and nothing
-        // written over is anyone else's (a hard link, say).
-        match fs::remove_file(&tmp) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        // No fdatasync: see `write_atomic`.
-        fs::rename(&tmp, path)
-    };
-    write().map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        Error::io("write", path, e)
-    })
+    // A leftover goes first: the new file gets our mode, and nothing written
+    // over is anyone else's (a hard link, say).
+    match fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io("write", path, e)),
+        _ => write_via(&tmp, path, bytes, mode),
+    }
 }
 
 /// Write `bytes` to `path` via a temp file of its own in the same directory,
@@ -93,26 +78,31 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
         ".{name}{TMP_MARK}{}.{nanos}.{seq}",
         std::process::id()
     ));
+    write_via(&tmp, path, bytes, mode)
+}
+
+/// Create `tmp` (never an existing file, never through a symlink), write
+/// `bytes`, rename it to `path`; on failure `tmp` is removed.
+fn write_via(tmp: &Path, path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     let write = || -> std::io::Result<()> {
         let mut f = OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(mode)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&tmp)?;
+            .open(tmp)?;
         f.write_all(bytes)?;
         // No fdatasync, and no fsync of the directory: the rename alone makes
         // the write atomic for every reader and survives the writer's kill -9
         // (the page cache is the kernel's, not the process's). Only a reboot
         // could lose it, and nothing a checkpoint describes (TAPs, bridges,
         // filters, the netns itself) outlives a reboot either.
-        fs::rename(&tmp, path)
+        fs::rename(tmp, path)
     };
-    if let Err(e) = write() {
-        let _ = fs::remove_file(&tmp);
-        return Err(Error::io("write", path, e));
-    }
-    Ok(())
+    write().map_err(|e| {
+        let _ = fs::remove_file(tmp);
+        Error::io("write", path, e)
+    })
 }
 
 #[cfg(test)]

@@ -22,6 +22,9 @@ cat > "$W"/net.d/10-podtap.conflist <<J
  {"type":"podtap","mode":"tc","queues":1,"stateDir":"$W/state"}]}
 J
 # OCI image layout: one layer (the rootfs), a config, a manifest, an index.
+# The manifest's ref.name annotation names the image, as in cri.sh. (An
+# --index-name of the same name made a second image record under that name;
+# once, in CI, `ctr run` then found the layer's content and snapshot gone.)
 blob() { local d; d=$(sha256sum "$1" | cut -d' ' -f1); mv "$1" "$W/img/blobs/sha256/$d"; echo "$d"; }
 tar -C "$W"/rootfs -cf "$W"/layer.tar .
 LS=$(stat -c %s "$W"/layer.tar); LD=$(blob "$W"/layer.tar)
@@ -52,7 +55,7 @@ CPID=\$!
 trap \"kill \$CPID; wait \$CPID\" EXIT
 for i in \$(seq 100); do [ -S $W/c.sock ] && break; sleep 0.1; done
 C=\"ctr --address $W/c.sock\"
-\$C image import --index-name localhost/podtap-busybox:test $W/image.tar >/dev/null
+\$C image import $W/image.tar >/dev/null
 \$C run --rm --cni localhost/podtap-busybox:test ptc1 /bin/links
 '
 " 9<"/run/netns/$NODE"
