@@ -100,7 +100,8 @@ class Bench:
         self.rss = {}            # (what, n) -> list of KiB
         self.netns = []          # every netns made, for cleanup
         self.extra = {}
-        self.timing = True       # False in the probe rounds: nothing is recorded but stalls
+        self.stall = {}          # (contender, n) -> worst probe round trip, ms
+        self.holds = {}          # (contender, n) -> every probe round trip over 5 ms
 
     # ---------- fixtures ----------
     def ns_add(self, name):
@@ -219,8 +220,6 @@ class Bench:
             raise RuntimeError(f"could not restore fixture {ns} after leftovers")
 
     def record(self, key, ms):
-        if not self.timing:
-            return
         self.samples.setdefault(key, []).append(ms)
         self.cpu.setdefault(key, []).append(last_cpu_ms)
 
@@ -241,8 +240,7 @@ class Bench:
             self.record(("podtap", mode, "attach", n), ms)
             try:
                 d = json.loads(out)
-                if self.timing:
-                    self.phases.setdefault((mode, n), []).append(d["attachment"]["timings_us"])
+                self.phases.setdefault((mode, n), []).append(d["attachment"]["timings_us"])
                 ntap = sum(1 for i in d["interfaces"] if i.get("tap"))
                 if ntap != n:
                     problems.append(f"podtap attach --mode {mode}: {ntap} TAPs for {n} interfaces")
@@ -332,7 +330,7 @@ class Bench:
                 ("detach", [self.bin, "detach", "--id", cid]),
                 ("scan", [self.bin, "scan", "--netns", f"/var/run/netns/{ns}"])):
             kib = self.peak_rss(argv, f"podtap {what} n={n}")
-            if kib is not None and self.timing:
+            if kib is not None:
                 self.rss.setdefault((what, "tc" if what != "scan" else "-", n), []).append(kib)
         self.check_clean(ns, base, f"podtap (RSS run) n={n}")
 
@@ -709,13 +707,13 @@ class Bench:
             log(f"rep {rep + 1}/{a.reps} done ({time.time() - t0:.0f} s)")
         probe_ns = f"{self.prefix}-probe"
         self.ns_add(probe_ns)
-        self.stall = {}
-        self.holds = {}
-        self.timing = False
+        # what the contenders record in the probe rounds is dropped: only stalls are kept
+        kept = (self.samples, self.cpu, self.phases, self.rss)
+        self.samples, self.cpu, self.phases, self.rss = {}, {}, {}, {}
         for rep in range(self.probe_reps()):
             self.round(rep, sizes, contenders, probe_ns)
             log(f"probe round {rep + 1}/{self.probe_reps()} done ({time.time() - t0:.0f} s)")
-        self.timing = True
+        self.samples, self.cpu, self.phases, self.rss = kept
         self.concurrency(a.pods)
         self.datapath(a.dp_rounds, a.dp_secs)
         if a.tcp:
@@ -799,7 +797,7 @@ class Bench:
         for name, k in rows:
             L.append(f"| {name} | " + " | ".join(fm(med(self.cpu.get(k + (n,), []))) for n in sizes) + " |")
 
-        stall = getattr(self, "stall", {})
+        stall = self.stall
         if stall:
             L.append("\nWorst RTNL stall seen by the probe (RTM_GETLINK round trip in another netns, "
                      f"ms, max over {self.probe_reps()} probe rounds, untimed) while each contender ran:\n")
@@ -808,7 +806,7 @@ class Bench:
             L.append("|---|" + "---|" * len(sizes))
             for nm in names:
                 L.append(f"| {nm} | " + " | ".join(fm(stall.get((nm, n), float("nan"))) for n in sizes) + " |")
-            holds = getattr(self, "holds", {})
+            holds = self.holds
             if any(holds.values()):
                 L.append("\nEvery probe round trip over 5 ms (each is one RTNL hold the probe waited for, "
                          "usually one rcu_barrier()): count over the probe rounds, median / p95 / max (ms):\n")
@@ -850,7 +848,7 @@ class Bench:
         if 8 in sizes:
             m = med(S.get(("podtap", "bridge", "detach", 8), []))
             tgt.append(("bridge detach 8 if, returned (median)", f"{m:.1f} ms", "≤ 60 ms", m <= 60))
-            w = getattr(self, "stall", {}).get(("podtap-bridge", 8), float("nan"))
+            w = self.stall.get(("podtap-bridge", 8), float("nan"))
             tgt.append(("worst RTNL stall during podtap bridge attach+detach, 8 if", f"{w:.1f} ms", "≤ 25 ms", w <= 25))
         if 1 in sizes:
             m = med(S.get(("cni", "tc", "detach", 1), []))
