@@ -29,7 +29,7 @@ use std::path::Path;
 use crate::apply;
 use crate::error::{Error, Result};
 use crate::kernel::netlink::Netlink;
-use crate::kernel::netns::NetNs;
+use crate::kernel::netns::{NetNs, OpeningLink};
 use crate::kernel::runtime::block_on;
 use crate::model::Description;
 use crate::state::{Phase, SandboxId, StateDir, LOCK_TIMEOUT};
@@ -72,14 +72,17 @@ pub(crate) fn attach_in(
     state: &StateDir,
 ) -> Result<Attached> {
     let ns = NetNs::open(netns, false)?;
+    // The netns thread opens its sockets while this one takes the locks.
+    let opening = ns.open_netlink()?;
     state.locked(id, || {
         let _netns_lock = ns.lock(id.as_str(), LOCK_TIMEOUT)?;
-        attach_locked(&ns, id, opts, state)
+        attach_locked(&ns, opening, id, opts, state)
     })
 }
 
 fn attach_locked(
     ns: &NetNs,
+    opening: OpeningLink,
     id: &SandboxId,
     opts: &AttachOptions,
     state: &StateDir,
@@ -89,8 +92,9 @@ fn attach_locked(
         fresh: true,
     };
     block_on(async {
-        let nl = Netlink::connect(ns)?;
-        if let Some(cp) = state.load(id)? {
+        let recorded = state.load(id)?;
+        let nl = Netlink::connect_opening(ns, opening)?;
+        if let Some(cp) = recorded {
             if (cp.netns.dev, cp.netns.inode) == ns.identity()
                 && !cp.is_netns(ns.identity(), nl.cookie)
             {

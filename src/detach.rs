@@ -172,8 +172,10 @@ fn detach_locked(id: &SandboxId, state: &StateDir, netns: Option<&Path>) -> Resu
     let hints: Vec<&Path> = netns.into_iter().collect();
     match teardown::open_recorded(&cp, &state.file(id), &hints)? {
         Ok(ns) => {
+            // The netns thread opens its sockets while this one starts the runtime.
+            let opening = ns.open_netlink()?;
             let warnings = block_on(async {
-                let nl = Netlink::connect(&ns)?;
+                let nl = Netlink::connect_opening(&ns, opening)?;
                 if !cp.is_netns(ns.identity(), nl.cookie) {
                     return Ok(vec![format!(
                         "netns {} is now a different namespace (same inode, new netns cookie); left it untouched",

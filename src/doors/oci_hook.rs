@@ -46,7 +46,8 @@ pub struct State {
     pub annotations: BTreeMap<String, String>,
 }
 
-/// Options of `podtap oci-hook` (annotations `io.podtap.*` override them).
+// Options of `podtap oci-hook` (annotations `io.podtap.*` override them). A plain
+// comment: a doc comment would replace the subcommand's own `about`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct OciHookArgs {
     #[command(flatten)]

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use crate::state::StateDir;
 
-/// Where checkpoints live.
+// Where checkpoints live. (A plain comment: a doc comment here would become
+// the `about` of every subcommand that flattens these arguments.)
 #[derive(Debug, Clone, clap::Args)]
 pub struct StateArgs {
     /// State directory (tmpfs, like the netns it describes).

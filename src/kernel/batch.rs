@@ -12,7 +12,7 @@
 //! gets one result per request and undoes what it must.
 //!
 //! The socket is a plain blocking one, made in the netns next to the
-//! connection's ([`super::netns::NetNs::netlink`]); every reply of a window
+//! connection's ([`super::netns::NetNs::open_netlink`]); every reply of a window
 //! is queued before its `sendmsg` returns, so a receive never waits on the
 //! kernel's work, and at most a window's worth of replies is ever queued.
 //!

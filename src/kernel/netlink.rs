@@ -1,7 +1,7 @@
 //! One rtnetlink session into one netns, and which errors mean "already gone".
 //!
 //! The socket is made inside the netns on a dedicated thread
-//! ([`NetNs::netlink`]) and then driven from the caller's tokio runtime: a
+//! ([`NetNs::open_netlink`]) and then driven from the caller's tokio runtime: a
 //! netlink socket keeps the netns it was created in, whichever thread uses it.
 
 use futures::StreamExt;
@@ -12,7 +12,7 @@ use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::Handle;
 
 use super::batch::Batch;
-use super::netns::NetNs;
+use super::netns::{NetNs, OpeningLink};
 use super::netns_worker::NetnsWorker;
 use crate::error::{Error, KernelError, Result};
 
@@ -34,7 +34,13 @@ pub struct Netlink {
 impl Netlink {
     /// Open a connection inside `ns`. Must be called from within a tokio runtime.
     pub fn connect(ns: &NetNs) -> Result<Self> {
-        let link = ns.netlink()?;
+        Self::connect_opening(ns, ns.open_netlink()?)
+    }
+
+    /// [`Netlink::connect`] with sockets whose opening started earlier
+    /// ([`NetNs::open_netlink`]).
+    pub fn connect_opening(ns: &NetNs, opening: OpeningLink) -> Result<Self> {
+        let link = opening.finish(ns)?;
         let (connection, handle, _) = rtnetlink::from_socket(link.socket);
         tokio::spawn(Pipelined {
             connection: Box::pin(connection),

@@ -25,14 +25,15 @@ pub struct NetnsWorker {
 }
 
 impl NetnsWorker {
-    /// Start a thread in the netns `fd` (named `netns` in errors), run
-    /// `first` there and return its result with the worker. Fails as `first`
-    /// does, or when the netns cannot be entered.
-    pub fn start<T: Send + 'static>(
+    /// Start a thread in the netns `fd` (named `netns` in errors) that runs
+    /// `first` there while the caller goes on; [`Starting::wait`] returns its
+    /// result with the worker, and fails as `first` does or when the netns
+    /// cannot be entered. Dropped unwaited, the thread ends after `first`.
+    pub fn spawn<T: Send + 'static>(
         fd: OwnedFd,
         netns: String,
         first: impl FnOnce() -> io::Result<T> + Send + 'static,
-    ) -> io::Result<(Self, T)> {
+    ) -> io::Result<Starting<T>> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let (ready, started) = mpsc::sync_channel(1);
         std::thread::Builder::new()
@@ -49,10 +50,10 @@ impl NetnsWorker {
                     }
                 }
             })?;
-        let value = started
-            .recv()
-            .map_err(|_| io::Error::other("netns thread ended before it started"))??;
-        Ok((NetnsWorker { jobs, netns }, value))
+        Ok(Starting {
+            worker: NetnsWorker { jobs, netns },
+            started,
+        })
     }
 
     /// Run `work` in the netns and wait for its result.
@@ -84,6 +85,24 @@ impl NetnsWorker {
     }
 }
 
+/// A [`NetnsWorker`] whose first job may still be running.
+#[derive(Debug)]
+pub struct Starting<T> {
+    worker: NetnsWorker,
+    started: mpsc::Receiver<io::Result<T>>,
+}
+
+impl<T> Starting<T> {
+    /// Wait for the first job and return the worker with its result.
+    pub fn wait(self) -> io::Result<(NetnsWorker, T)> {
+        let value = self
+            .started
+            .recv()
+            .map_err(|_| io::Error::other("netns thread ended before it started"))??;
+        Ok((self.worker, value))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,7 +115,8 @@ mod tests {
             eprintln!("skipped: no /proc/thread-self/ns/net");
             return;
         };
-        let started = NetnsWorker::start(fd, "self".into(), || Ok(std::thread::current().id()));
+        let started = NetnsWorker::spawn(fd, "self".into(), || Ok(std::thread::current().id()))
+            .and_then(Starting::wait);
         let (worker, first) = match started {
             Ok(w) => w,
             // setns needs CAP_SYS_ADMIN even into one's own netns.
