@@ -162,7 +162,7 @@ pub fn detach_for_teardown(
 }
 
 fn detach_locked(id: &SandboxId, state: &StateDir, netns: Option<&Path>) -> Result<DetachReport> {
-    let Some(cp) = state.load(id)? else {
+    let Some(cp) = state.load_for_teardown(id)? else {
         return Ok(DetachReport::default());
     };
     let mut report = DetachReport {

@@ -21,8 +21,14 @@ pub enum Phase {
 }
 
 /// The content of one checkpoint file.
+///
+/// `D` is the description's type: [`Description`], or
+/// [`serde::de::IgnoredAny`] for teardown, which never needs it (read
+/// through [`crate::state::StateDir::load_for_teardown`]: checked as JSON,
+/// never built; it is nine tenths of a 64-interface checkpoint).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Checkpoint {
+#[serde(bound(deserialize = "D: Deserialize<'de>"))]
+pub struct Checkpoint<D = Description> {
     /// [`VERSION`].
     pub version: u32,
     /// The sandbox id (also the file's name).
@@ -42,7 +48,7 @@ pub struct Checkpoint {
     /// The description attach printed, once complete (and as `podtap watch`
     /// revised it since).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<Description>,
+    pub description: Option<D>,
     /// The pod interfaces attach was limited to (`--interfaces`); `podtap
     /// watch` wires only these when they appear. `None`: every eligible one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -61,7 +67,7 @@ pub struct Checkpoint {
     pub pending: Vec<String>,
 }
 
-impl Checkpoint {
+impl<D> Checkpoint<D> {
     /// Whether an open netns (identity and cookie) is the one this checkpoint recorded.
     /// The kernel may give a freed nsfs inode number to a new netns; the cookie never repeats.
     pub fn is_netns(&self, identity: (u64, u64), cookie: Option<u64>) -> bool {
@@ -102,12 +108,12 @@ pub fn created_ifindex(created: &[Created], name: &str) -> u32 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    #[test]
-    fn netns_identity_needs_inode_and_cookie() {
-        let id = SandboxId::new("s").unwrap();
+    /// A finished checkpoint of `id` with no NICs.
+    pub(crate) fn sample(id: &str) -> Checkpoint {
+        let id = SandboxId::new(id).unwrap();
         let plan = Plan {
             id: id.clone(),
             mode: crate::model::Wiring::Tc,
@@ -115,7 +121,7 @@ mod tests {
             nics: vec![],
             taps: None,
         };
-        let cp = Checkpoint {
+        Checkpoint {
             version: VERSION,
             id,
             netns: NetnsRef {
@@ -132,7 +138,12 @@ mod tests {
             late: vec![],
             adopted: vec![],
             pending: vec![],
-        };
+        }
+    }
+
+    #[test]
+    fn netns_identity_needs_inode_and_cookie() {
+        let cp = sample("s");
         assert!(cp.is_netns((4, 10), Some(77)));
         assert!(
             !cp.is_netns((4, 10), Some(78)),

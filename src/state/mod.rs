@@ -17,6 +17,8 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use serde::de::{DeserializeOwned, IgnoredAny};
+
 pub use crate::id::{SandboxId, MAX_ID_LEN};
 pub(crate) use checkpoint::created_ifindex;
 pub use checkpoint::{Checkpoint, Created, Phase, VERSION};
@@ -116,6 +118,16 @@ impl StateDir {
 
     /// Read the checkpoint for `id`: `Ok(None)` if there is none.
     pub fn load(&self, id: &SandboxId) -> Result<Option<Checkpoint>> {
+        self.load_as(id)
+    }
+
+    /// [`StateDir::load`] for teardown: the description is read past, not
+    /// built (a file whose description is unreadable JSON is still corrupt).
+    pub fn load_for_teardown(&self, id: &SandboxId) -> Result<Option<Checkpoint<IgnoredAny>>> {
+        self.load_as(id)
+    }
+
+    fn load_as<D: DeserializeOwned>(&self, id: &SandboxId) -> Result<Option<Checkpoint<D>>> {
         if !self.check()? {
             return Ok(None);
         }
@@ -134,7 +146,7 @@ impl StateDir {
             Err(EntryError::Untrusted(why)) => return Err(entry::untrusted_error(&path, why)),
             Err(EntryError::Io(e)) => return Err(Error::io("read checkpoint", &path, e)),
         };
-        let cp: Checkpoint = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
+        let cp: Checkpoint<D> = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
         if cp.version != VERSION {
             return Err(corrupt(format!("unknown version {}", cp.version)));
         }
@@ -250,6 +262,28 @@ mod tests {
             sd.lock(&s1, Duration::from_secs(1)).is_ok(),
             "re-created after release"
         );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn teardown_reads_past_the_description() {
+        let dir = std::env::temp_dir().join(format!("podtap-cp4-{}", std::process::id()));
+        let sd = StateDir::new(&dir);
+        sd.ensure().unwrap();
+        let s1 = id("s1");
+        let mut v = serde_json::to_value(checkpoint::tests::sample("s1")).unwrap();
+        v["description"] = serde_json::json!({"not": ["a", "description"]});
+        fs::write(sd.file(&s1), v.to_string()).unwrap();
+        let err = sd.load(&s1).unwrap_err();
+        assert_eq!(err.exit_code(), crate::error::exit::CORRUPT_STATE);
+        let cp = sd.load_for_teardown(&s1).unwrap().unwrap();
+        assert_eq!(cp.netns.inode, 10, "what teardown needs is read");
+        // Still JSON it must be: a cut-off description is a corrupt file.
+        let text = v.to_string();
+        let cut = text.find("\"description\"").unwrap() + 20;
+        fs::write(sd.file(&s1), &text[..cut]).unwrap();
+        let err = sd.load_for_teardown(&s1).unwrap_err();
+        assert_eq!(err.exit_code(), crate::error::exit::CORRUPT_STATE);
         fs::remove_dir_all(&dir).unwrap();
     }
 

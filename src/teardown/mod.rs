@@ -119,8 +119,8 @@ pub async fn missing(nl: &Netlink, plan: &Plan, created: &[Created]) -> Result<V
 /// `(dev, inode)`. A checkpoint that names the host's netns is corrupt: podtap
 /// never records it. Any other failure (permission, fd limit, ...) is an
 /// error and the checkpoint stays, since podtap's objects may still be there.
-pub fn open_recorded(
-    cp: &Checkpoint,
+pub fn open_recorded<D>(
+    cp: &Checkpoint<D>,
     file: &Path,
     hints: &[&Path],
 ) -> Result<std::result::Result<NetNs, String>> {
