@@ -61,6 +61,11 @@ impl Request {
         }
     }
 
+    /// A request that changes or deletes an existing object (no create flags).
+    pub fn change(message: RouteNetlinkMessage) -> Self {
+        Request { message, flags: 0 }
+    }
+
     /// The message this request sends.
     #[cfg(test)]
     pub fn message(&self) -> &RouteNetlinkMessage {

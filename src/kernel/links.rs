@@ -227,12 +227,12 @@ pub async fn set_up(handle: &Handle, ifindex: u32) -> Result<(), KernelError> {
     Ok(handle.link().set(msg).execute().await?)
 }
 
-/// Put back a link's transmit queue length.
-pub async fn set_txqlen(handle: &Handle, ifindex: u32, txqlen: u32) -> Result<(), KernelError> {
+/// The request that sets a link's transmit queue length.
+pub fn set_txqlen(ifindex: u32, txqlen: u32) -> RouteNetlinkMessage {
     let msg = LinkUnspec::new_with_index(ifindex)
         .txqueuelen(txqlen)
         .build();
-    Ok(handle.link().set(msg).execute().await?)
+    RouteNetlinkMessage::SetLink(msg)
 }
 
 /// Move a link into link group `group` (0: the default group).

@@ -94,24 +94,13 @@ impl<C: std::future::Future<Output = ()>> std::future::Future for Pipelined<C> {
     }
 }
 
-/// Send `msg` and wait for the kernel's ack.
-///
-/// Only for requests rtnetlink 0.24 has no builder for (deleting a tc filter
-/// by priority: its `TrafficFilterDelRequest` cannot set the priority), or
-/// whose message podtap also sends in a batch ([`super::batch`]).
-pub async fn ack(handle: &Handle, msg: RouteNetlinkMessage) -> Result<(), KernelError> {
-    request(handle, msg, 0).await
-}
-
-/// [`ack`] for a request that creates an object and fails if it exists
-/// (`NLM_F_CREATE | NLM_F_EXCL`, as rtnetlink's `add` builders send).
+/// Send `msg`, a request that creates an object and fails if it exists
+/// (`NLM_F_CREATE | NLM_F_EXCL`, as rtnetlink's `add` builders send), and
+/// wait for the kernel's ack. For messages podtap also sends in a batch
+/// ([`super::batch`]).
 pub async fn create(handle: &Handle, msg: RouteNetlinkMessage) -> Result<(), KernelError> {
-    request(handle, msg, NLM_F_CREATE | NLM_F_EXCL).await
-}
-
-async fn request(handle: &Handle, msg: RouteNetlinkMessage, flags: u16) -> Result<(), KernelError> {
     let mut req = NetlinkMessage::from(msg);
-    req.header.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
+    req.header.flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL;
     let mut responses = handle.clone().request(req).map_err(KernelError::from)?;
     while let Some(reply) = responses.next().await {
         if let NetlinkPayload::Error(e) = reply.payload {

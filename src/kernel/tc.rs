@@ -15,7 +15,7 @@ use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::Handle;
 
 use super::batch::Batch;
-use super::netlink::{ack, create, errno, is_gone};
+use super::netlink::{create, errno, is_gone};
 use crate::error::KernelError;
 
 /// `TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS)`: the ingress hook of ingress and clsact qdiscs.
@@ -161,12 +161,12 @@ pub fn new_ingress_qdisc(ifindex: u32) -> RouteNetlinkMessage {
     RouteNetlinkMessage::NewQueueDiscipline(msg)
 }
 
-/// Delete the ingress qdisc; the kernel takes its filters with it.
-pub async fn del_ingress_qdisc(handle: &Handle, ifindex: u32) -> Result<(), KernelError> {
-    let mut req = handle.qdisc().del(index(ifindex));
-    req.message_mut().header.parent = TcHandle::INGRESS;
-    req.message_mut().header.handle = TcHandle::from(0xFFFF_0000);
-    Ok(req.execute().await?)
+/// The request that deletes the ingress qdisc; the kernel takes its filters with it.
+pub fn del_ingress_qdisc(ifindex: u32) -> RouteNetlinkMessage {
+    let mut msg = TcMessage::with_index(index(ifindex));
+    msg.header.parent = TcHandle::INGRESS;
+    msg.header.handle = TcHandle::from(0xFFFF_0000);
+    RouteNetlinkMessage::DelQueueDiscipline(msg)
 }
 
 /// `u32 match u8 0 0 action mirred egress redirect dev <to>` at `prio` on `from`'s ingress.
@@ -213,13 +213,13 @@ pub fn new_redirect(from: u32, to: u32, prio: u16) -> RouteNetlinkMessage {
     RouteNetlinkMessage::NewTrafficFilter(msg)
 }
 
-/// Delete every filter at `prio` on `ifindex`'s ingress hook.
-pub async fn del_filter(handle: &Handle, ifindex: u32, prio: u16) -> Result<(), KernelError> {
+/// The request that deletes every filter at `prio` on `ifindex`'s ingress hook.
+pub fn del_filter(ifindex: u32, prio: u16) -> RouteNetlinkMessage {
     // A raw message: rtnetlink's TrafficFilterDelRequest cannot set the priority.
     let mut msg = TcMessage::with_index(index(ifindex));
     msg.header.parent = INGRESS_PARENT.into();
     msg.header.info = (u32::from(prio) << 16) | u32::from(ETH_P_ALL_BE);
-    ack(handle, RouteNetlinkMessage::DelTrafficFilter(msg)).await
+    RouteNetlinkMessage::DelTrafficFilter(msg)
 }
 
 /// tc messages carry the ifindex as a signed int; kernel ifindexes are always below 2^31.

@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 use futures::future::join_all;
 
 use super::decide::{Action, Observed, Undo};
-use crate::error::{Error, Result};
+use crate::error::{Error, KernelError, Result};
+use crate::kernel::batch::Request;
 use crate::kernel::mac::MacAddr;
 use crate::kernel::netlink::{is_gone, Netlink};
 use crate::kernel::{bridge, links, replay, tc, unlist};
@@ -97,15 +98,7 @@ pub async fn execute(nl: &Netlink, undo: Undo, announce: bool) -> UndoReport {
         warnings: undo.warnings,
         errors: Vec::new(),
     };
-    let sides = join_all(undo.pod_side.iter().map(|steps| async move {
-        let mut out = Vec::new();
-        for step in steps {
-            out.push((step, run(nl, step).await));
-        }
-        out
-    }))
-    .await;
-    let mut outcomes: Vec<(&Action, Result<()>)> = sides.into_iter().flatten().collect();
+    let mut outcomes = pod_side(nl, &undo.pod_side).await;
     let (ungroup, deletes): (Vec<&Action>, Vec<&Action>) = undo
         .links
         .iter()
@@ -133,6 +126,59 @@ pub async fn execute(nl: &Netlink, undo: Undo, announce: bool) -> UndoReport {
         }
     }
     report
+}
+
+/// The pod side of every interface. Where each step has a batch request
+/// (tc mode), all of them go out as one batch, interface by interface in
+/// order, as attach sent them; the rest (bridge mode) step by step through
+/// the connection, interfaces side by side.
+async fn pod_side<'a>(nl: &Netlink, sides: &'a [Vec<Action>]) -> Vec<(&'a Action, Result<()>)> {
+    let (batched, stepped): (Vec<&Vec<Action>>, Vec<&Vec<Action>>) = sides
+        .iter()
+        .partition(|steps| steps.iter().all(|a| batch_request(a).is_some()));
+    let planned: Vec<(&Action, Request)> = batched
+        .into_iter()
+        .flatten()
+        .filter_map(|a| Some((a, batch_request(a)?)))
+        .collect();
+    let requests: Vec<&Request> = planned.iter().map(|(_, r)| r).collect();
+    let mut out: Vec<(&Action, Result<()>)> = match nl.batch.run(&requests) {
+        Ok(results) => planned
+            .iter()
+            .zip(results)
+            .map(|((a, _), r)| (*a, outcome(nl, a, r.map_err(KernelError::from))))
+            .collect(),
+        Err(e) => {
+            let errno = crate::kernel::netlink::errno(&e);
+            planned
+                .iter()
+                .map(|(a, _)| (*a, outcome(nl, a, Err(errno.into()))))
+                .collect()
+        }
+    };
+    let stepped = join_all(stepped.into_iter().map(|steps| async move {
+        let mut done = Vec::new();
+        for step in steps {
+            done.push((step, run(nl, step).await));
+        }
+        done
+    }))
+    .await;
+    out.extend(stepped.into_iter().flatten());
+    out
+}
+
+/// The batch request of a pod-side step, for the steps that have one.
+fn batch_request(action: &Action) -> Option<Request> {
+    let message = match action {
+        Action::DeleteFilter { ifindex, prio, .. } => tc::del_filter(*ifindex, *prio),
+        Action::DeleteIngressQdisc { ifindex, .. } => tc::del_ingress_qdisc(*ifindex),
+        Action::SetTxqlen {
+            ifindex, txqlen, ..
+        } => links::set_txqlen(*ifindex, *txqlen),
+        _ => return None,
+    };
+    Some(Request::change(message))
 }
 
 /// Delete podtap's links in order, and return once the kernel has unlisted
@@ -191,68 +237,52 @@ fn unlist_links<'a>(nl: &Netlink, links: &[&'a Action]) -> Vec<(&'a Action, Resu
     }
 }
 
-/// One action. Deleting what is already gone counts as done.
+/// One action through the connection (a step with a batch request goes
+/// out as a batch of one).
 async fn run(nl: &Netlink, action: &Action) -> Result<()> {
+    if let Some(request) = batch_request(action) {
+        let result = match nl.batch.run(&[request]) {
+            Ok(mut results) => results.pop().unwrap_or(Ok(())).map_err(KernelError::from),
+            Err(e) => Err(crate::kernel::netlink::errno(&e).into()),
+        };
+        return outcome(nl, action, result);
+    }
     let h = &nl.handle;
-    let (op, on, outcome, deletes) = match action {
-        Action::DeleteFilter {
-            ifindex,
-            name,
-            prio,
-        } => (
-            "delete tc filter",
-            name.clone(),
-            tc::del_filter(h, *ifindex, *prio).await,
-            true,
-        ),
-        Action::DeleteIngressQdisc { ifindex, name } => (
-            "delete ingress qdisc",
-            name.clone(),
-            tc::del_ingress_qdisc(h, *ifindex).await,
-            true,
-        ),
-        Action::SetTxqlen {
-            ifindex,
-            name,
-            txqlen,
-        } => (
-            "restore txqueuelen",
-            name.clone(),
-            links::set_txqlen(h, *ifindex, *txqlen).await,
-            false,
-        ),
-        Action::ReleaseFromBridge { ifindex, name, mac } => (
-            "release pod interface from bridge",
-            name.clone(),
-            bridge::release(h, *ifindex, *mac).await,
-            false,
-        ),
-        Action::Restore { name, record, .. } => (
-            "restore permanent neighbour",
-            name.clone(),
-            replay::restore(h, record).await,
-            false,
-        ),
-        Action::LeaveGroup { ifindex, name } => (
-            "move bridge out of its link group",
-            name.clone(),
-            links::set_group(h, *ifindex, 0).await,
-            true,
-        ),
-        Action::DeleteGroup { group, .. } => (
-            "delete link group",
-            group.to_string(),
-            links::delete_group(h, *group).await,
-            true,
-        ),
-        Action::DeleteLink { ifindex, name, .. } => (
-            "delete link",
-            name.clone(),
-            links::delete(h, *ifindex).await,
-            true,
-        ),
+    let result = match action {
+        Action::ReleaseFromBridge { ifindex, mac, .. } => bridge::release(h, *ifindex, *mac).await,
+        Action::Restore { record, .. } => replay::restore(h, record).await,
+        Action::LeaveGroup { ifindex, .. } => links::set_group(h, *ifindex, 0).await,
+        Action::DeleteGroup { group, .. } => links::delete_group(h, *group).await,
+        Action::DeleteLink { ifindex, .. } => links::delete(h, *ifindex).await,
+        // They have batch requests.
+        Action::DeleteFilter { .. }
+        | Action::DeleteIngressQdisc { .. }
+        | Action::SetTxqlen { .. } => Ok(()),
     };
-    match outcome {
+    outcome(nl, action, result)
+}
+
+/// What `result` of `action` means. Deleting what is already gone counts as done.
+fn outcome(
+    nl: &Netlink,
+    action: &Action,
+    result: std::result::Result<(), KernelError>,
+) -> Result<()> {
+    let (op, on, deletes) = match action {
+        Action::DeleteFilter { name, .. } => ("delete tc filter", name.clone(), true),
+        Action::DeleteIngressQdisc { name, .. } => ("delete ingress qdisc", name.clone(), true),
+        Action::SetTxqlen { name, .. } => ("restore txqueuelen", name.clone(), false),
+        Action::ReleaseFromBridge { name, .. } => {
+            ("release pod interface from bridge", name.clone(), false)
+        }
+        Action::Restore { name, .. } => ("restore permanent neighbour", name.clone(), false),
+        Action::LeaveGroup { name, .. } => {
+            ("move bridge out of its link group", name.clone(), true)
+        }
+        Action::DeleteGroup { group, .. } => ("delete link group", group.to_string(), true),
+        Action::DeleteLink { name, .. } => ("delete link", name.clone(), true),
+    };
+    match result {
         Ok(()) => Ok(()),
         Err(e) if deletes && is_gone(&e) => Ok(()),
         Err(e) => Err(nl.err(op, on, e)),
