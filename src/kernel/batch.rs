@@ -32,6 +32,7 @@ use rtnetlink::packet_core::{
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::sys::Socket;
 
+use super::links;
 use super::unlist::{NLMSG_ERROR, NLMSG_HDRLEN};
 
 const NLMSG_DONE: u16 = 3;
@@ -164,7 +165,8 @@ impl Batch {
 
     /// Run dump requests one after another (the kernel allows one dump in
     /// flight per socket) and return each one's messages, or the errno it
-    /// was answered with.
+    /// was answered with. Link messages come without their `IFLA_AF_SPEC`
+    /// ([`links::without_af_spec`]).
     pub fn dumps(
         &self,
         requests: &[RouteNetlinkMessage],
@@ -176,6 +178,12 @@ impl Batch {
                 let mut msgs = Vec::new();
                 let mut bad = false;
                 let done = self.dump_into(r.clone(), &mut reply, |frame| {
+                    let kind = frame.get(4..6).map(|b| u16::from_ne_bytes([b[0], b[1]]));
+                    let slim = match kind {
+                        Some(links::RTM_NEWLINK) => links::without_af_spec(frame),
+                        _ => None,
+                    };
+                    let frame = slim.as_deref().unwrap_or(frame);
                     match NetlinkMessage::<RouteNetlinkMessage>::deserialize(frame) {
                         Ok(NetlinkMessage {
                             payload: NetlinkPayload::InnerMessage(m),

@@ -9,6 +9,7 @@ use rtnetlink::{Handle, LinkUnspec};
 
 use super::batch::Batch;
 use super::mac::MacAddr;
+use super::unlist::NLMSG_HDRLEN;
 use crate::error::KernelError;
 use rtnetlink::packet_route::RouteNetlinkMessage;
 
@@ -99,6 +100,43 @@ const NLA_TYPE_MASK: u16 = 0x3FFF;
 /// `sizeof(struct ifinfomsg)`.
 const IFINFOMSG_LEN: usize = 16;
 const IFF_UP: u32 = 1;
+
+/// `IFLA_AF_SPEC`: each address family's per-link configuration.
+const IFLA_AF_SPEC: u16 = 26;
+/// `RTM_NEWLINK`, the type of every message of a link dump.
+pub const RTM_NEWLINK: u16 = 16;
+
+/// An RTM_NEWLINK message (netlink header included) without its
+/// `IFLA_AF_SPEC`, or `None` when it has none or does not parse. That
+/// attribute (IPv4 and IPv6 devconf arrays, IPv6 and ICMPv6 statistics) is
+/// most of a link message; podtap reads nothing in it, and a typed parse
+/// builds one value per entry.
+pub fn without_af_spec(frame: &[u8]) -> Option<Vec<u8>> {
+    let start = NLMSG_HDRLEN + IFINFOMSG_LEN;
+    let head = frame.get(..start)?;
+    let attrs = frame.get(start..)?;
+    if !attributes(attrs).any(|(kind, _)| kind == IFLA_AF_SPEC) {
+        return None;
+    }
+    let mut out = head.to_vec();
+    let mut rest = attrs;
+    while rest.len() >= 4 {
+        let len = usize::from(u16::from_ne_bytes([rest[0], rest[1]]));
+        let kind = u16::from_ne_bytes([rest[2], rest[3]]) & NLA_TYPE_MASK;
+        if len < 4 || len > rest.len() {
+            return None;
+        }
+        let padded = ((len + 3) & !3).min(rest.len());
+        if kind != IFLA_AF_SPEC {
+            out.extend_from_slice(&rest[..padded]);
+            out.resize((out.len() + 3) & !3, 0);
+        }
+        rest = &rest[padded..];
+    }
+    let len = u32::try_from(out.len()).ok()?;
+    out[..4].copy_from_slice(&len.to_ne_bytes());
+    Some(out)
+}
 
 /// The [`LinkState`] of one RTM_NEWLINK payload (`struct ifinfomsg` and its
 /// attributes); `None` when it is too short to be one.
@@ -322,5 +360,37 @@ mod tests {
         // The last attribute cut off: the ones before it still count.
         let cut = parse_link(&full[..full.len() - 2]).expect("a header");
         assert_eq!((cut.ifindex, cut.name.as_str(), cut.mtu), (3, "eth0", 0));
+    }
+
+    #[test]
+    fn a_dumped_link_loses_only_its_af_spec() {
+        use rtnetlink::packet_route::link::{AfSpecInet6, AfSpecUnspec, In6AddrGenMode};
+        let kept = vec![
+            LinkAttribute::IfName("eth0".into()),
+            LinkAttribute::Mtu(1500),
+            LinkAttribute::Address(vec![2, 0xaa, 0xbb, 0xcc, 0xdd, 0xee]),
+        ];
+        let mut all = kept.clone();
+        all.insert(
+            1,
+            LinkAttribute::AfSpecUnspec(vec![AfSpecUnspec::Inet6(vec![AfSpecInet6::AddrGenMode(
+                In6AddrGenMode::None,
+            )])]),
+        );
+        let mut nl = NetlinkMessage::from(RouteNetlinkMessage::NewLink(message(3, true, all)));
+        nl.finalize();
+        let mut frame = vec![0u8; nl.buffer_len()];
+        nl.serialize(&mut frame);
+
+        let slim = without_af_spec(&frame).expect("it had an AF_SPEC");
+        let parsed = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&slim).unwrap();
+        let rtnetlink::packet_core::NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(got)) =
+            parsed.payload
+        else {
+            panic!("not a link message");
+        };
+        assert_eq!(got, message(3, true, kept));
+        assert_eq!(without_af_spec(&slim), None, "nothing left to take out");
+        assert_eq!(without_af_spec(&frame[..20]), None);
     }
 }
