@@ -4,6 +4,8 @@
 //! ([`NetNs::open_netlink`]) and then driven from the caller's tokio runtime: a
 //! netlink socket keeps the netns it was created in, whichever thread uses it.
 
+use std::sync::Arc;
+
 use futures::StreamExt;
 use rtnetlink::packet_core::{
     NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST,
@@ -22,6 +24,9 @@ pub struct Netlink {
     pub handle: Handle,
     /// A blocking socket in the same netns for request batches.
     pub batch: Batch,
+    /// Another, for dumps the netns thread runs beside the caller's
+    /// (`scan::dump`): shared with that thread, used by one at a time.
+    pub side: Arc<Batch>,
     /// A thread inside the netns, for work that must run there.
     pub worker: NetnsWorker,
     /// Whether IPv6 is enabled in the netns (`conf/all/disable_ipv6` is 0).
@@ -48,6 +53,7 @@ impl Netlink {
         Ok(Netlink {
             handle,
             batch: Batch::new(link.batch),
+            side: Arc::new(Batch::new(link.side)),
             worker: link.worker,
             ipv6_enabled: link.ipv6_enabled,
             cookie: link.cookie,

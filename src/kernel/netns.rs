@@ -38,6 +38,8 @@ pub struct NetnsLink {
     pub socket: TokioSocket,
     /// A second, blocking socket for batches ([`super::batch`]).
     pub batch: Socket,
+    /// A third, for dumps the netns thread runs beside the caller's.
+    pub side: Socket,
     pub ipv6_enabled: bool,
     /// `SO_NETNS_COOKIE`: unlike the nsfs inode, never reused for a later netns.
     pub cookie: Option<u64>,
@@ -48,14 +50,14 @@ pub struct NetnsLink {
 /// The sockets of [`NetnsLink`] while the netns thread is still opening them.
 #[derive(Debug)]
 pub struct OpeningLink {
-    starting: Starting<(OwnedFd, Socket, bool)>,
+    starting: Starting<(OwnedFd, Socket, Socket, bool)>,
 }
 
 impl OpeningLink {
     /// Wait for the sockets of `ns` (the netns they were opened for). Must be
     /// called within a tokio runtime: the request socket registers with it.
     pub fn finish(self, ns: &NetNs) -> Result<NetnsLink> {
-        let (worker, (fd, batch, ipv6_enabled)) =
+        let (worker, (fd, batch, side, ipv6_enabled)) =
             self.starting.wait().map_err(|e| ns.entry_error(e))?;
         let cookie = netns_cookie(&fd);
         // SAFETY: fd is an owned, open netlink socket; TokioSocket takes ownership.
@@ -63,6 +65,7 @@ impl OpeningLink {
         Ok(NetnsLink {
             socket,
             batch,
+            side,
             ipv6_enabled,
             cookie,
             worker,
@@ -207,13 +210,9 @@ impl NetNs {
     /// before any lock is held.
     pub fn open_netlink(&self) -> Result<OpeningLink> {
         let starting = NetnsWorker::spawn(self.fd_clone()?, self.display(), || {
-            let mut socket = Socket::new(NETLINK_ROUTE)?;
-            socket.bind_auto()?;
-            // A 64-link dump overflows the default buffer on busy machines.
-            socket.set_rx_buf_sz(1 << 20)?;
-            let mut batch = Socket::new(NETLINK_ROUTE)?;
-            batch.bind_auto()?;
-            batch.set_rx_buf_sz(1 << 20)?;
+            let socket = netlink_socket()?;
+            let batch = netlink_socket()?;
+            let side = netlink_socket()?;
             // /proc/sys/net shows the netns of the thread that opens it.
             let ipv6 = match std::fs::read_to_string("/proc/sys/net/ipv6/conf/all/disable_ipv6") {
                 Ok(s) => s.trim() == "0",
@@ -223,6 +222,7 @@ impl NetNs {
             Ok((
                 unsafe { OwnedFd::from_raw_fd(socket.into_raw_fd()) },
                 batch,
+                side,
                 ipv6,
             ))
         })
@@ -241,6 +241,15 @@ impl NetNs {
             _ => Error::kernel(&self.display(), "enter netns / open", "", e),
         }
     }
+}
+
+/// A bound rtnetlink socket in the calling thread's netns.
+fn netlink_socket() -> io::Result<Socket> {
+    let mut socket = Socket::new(NETLINK_ROUTE)?;
+    socket.bind_auto()?;
+    // A 64-link dump overflows the default buffer on busy machines.
+    socket.set_rx_buf_sz(1 << 20)?;
+    Ok(socket)
 }
 
 /// Whether `(dev, inode)` is the host's netns: PID 1's, or the kernel's initial one.

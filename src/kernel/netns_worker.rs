@@ -61,13 +61,23 @@ impl NetnsWorker {
         &self,
         work: impl FnOnce() -> io::Result<T> + Send + 'static,
     ) -> Result<T> {
+        self.start(work)?
+            .recv()
+            .map_err(|_| self.gone())?
+            .map_err(|e| Error::kernel(&self.netns, "work inside the netns", "", e))
+    }
+
+    /// Queue `work` to run in the netns and return at once; its result
+    /// arrives on the returned channel (closed unsent if the thread ended).
+    pub fn start<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<mpsc::Receiver<T>> {
         let (tx, rx) = mpsc::sync_channel(1);
         self.submit(move || {
             let _ = tx.send(work());
         })?;
-        rx.recv()
-            .map_err(|_| self.gone())?
-            .map_err(|e| Error::kernel(&self.netns, "work inside the netns", "", e))
+        Ok(rx)
     }
 
     /// Queue `job` to run in the netns, after the jobs before it, and return

@@ -47,41 +47,51 @@ pub(crate) fn scan_ns(ns: &NetNs) -> Result<Description> {
 /// Dump links, addresses, routes (all families, every table), neighbours
 /// and policy rules.
 ///
-/// The dumps run one after another on the batch socket (the kernel allows
-/// one dump in flight per socket): two system calls each, where the
-/// rtnetlink connection's stream machinery cost several wake-ups.
+/// The kernel allows one dump in flight per socket, and a dump on the batch
+/// socket costs two system calls, where the rtnetlink connection's stream
+/// machinery cost several wake-ups. Routes and rules (most of the work) are
+/// dumped by the netns thread on a socket of its own while this thread dumps
+/// the rest: two CPUs share the kernel's work and the parse.
 pub(crate) fn dump(nl: &Netlink) -> Result<Dump> {
-    let mut requests = vec![
+    let mut beside = vec![
+        (
+            "dump routes",
+            RouteNetlinkMessage::GetRoute(RouteMessage::default()),
+        ),
+        ("dump IPv4 rules", rules_of(AddressFamily::Inet)),
+    ];
+    if nl.ipv6_enabled {
+        beside.push(("dump IPv6 rules", rules_of(AddressFamily::Inet6)));
+    }
+    let here = [
         ("dump links", crate::kernel::links::dump_request()),
         (
             "dump addresses",
             RouteNetlinkMessage::GetAddress(AddressMessage::default()),
         ),
         (
-            "dump routes",
-            RouteNetlinkMessage::GetRoute(RouteMessage::default()),
-        ),
-        (
             "dump neighbours",
             RouteNetlinkMessage::GetNeighbour(NeighbourMessage::default()),
         ),
-        ("dump IPv4 rules", rules_of(AddressFamily::Inet)),
     ];
-    if nl.ipv6_enabled {
-        requests.push(("dump IPv6 rules", rules_of(AddressFamily::Inet6)));
-    }
-    let messages: Vec<RouteNetlinkMessage> = {
-        let asked: Vec<RouteNetlinkMessage> = requests.iter().map(|(_, m)| m.clone()).collect();
-        let answers = nl
-            .batch
-            .dumps(&asked)
-            .map_err(|e| nl.err("dump the netns", "", crate::kernel::netlink::errno(&e)))?;
-        let mut all = Vec::new();
-        for ((what, _), answer) in requests.iter().zip(answers) {
-            all.extend(answer.map_err(|e| nl.err(what, "", e))?);
-        }
-        all
+    let side = nl.side.clone();
+    let asked: Vec<RouteNetlinkMessage> = beside.iter().map(|(_, m)| m.clone()).collect();
+    let pending = nl.worker.start(move || side.dumps(&asked))?;
+    let asked: Vec<RouteNetlinkMessage> = here.iter().map(|(_, m)| m.clone()).collect();
+    let answers = nl.batch.dumps(&asked);
+    let answered = |what: &str, answers: std::io::Result<_>| {
+        answers.map_err(|e| nl.err(what, "", crate::kernel::netlink::errno(&e)))
     };
+    let mut messages = Vec::new();
+    for ((what, _), answer) in here.iter().zip(answered("dump the netns", answers)?) {
+        messages.extend(answer.map_err(|e| nl.err(what, "", e))?);
+    }
+    let answers = pending
+        .recv()
+        .unwrap_or_else(|_| Err(std::io::Error::other("the netns thread ended")));
+    for ((what, _), answer) in beside.iter().zip(answered("dump the netns", answers)?) {
+        messages.extend(answer.map_err(|e| nl.err(what, "", e))?);
+    }
     let mut dump = Dump {
         links: Vec::new(),
         addresses: Vec::new(),
