@@ -93,6 +93,10 @@ pub(crate) struct Survey {
 
 /// Dump the netns `nl` talks to and read what a plan needs.
 pub(crate) async fn survey(ns: &NetNs, nl: &Netlink) -> Result<Survey> {
+    // The netns thread dumps the qdiscs (and then, in scan::dump, routes and
+    // rules) while this thread dumps the rest.
+    let side = nl.side.clone();
+    let qdiscs = nl.worker.start(move || tc::dump_qdiscs(&side))?;
     let dump = scan::dump(nl)?;
     let desc = scan::from_dump(ns, nl.ipv6_enabled, &dump);
     let eligible: BTreeSet<u32> = desc
@@ -101,8 +105,9 @@ pub(crate) async fn survey(ns: &NetNs, nl: &Netlink) -> Result<Survey> {
         .filter(|i| i.eligible)
         .map(|i| i.ifindex)
         .collect();
-    let hooks =
-        tc::ingress_hooks(&nl.batch, &eligible).map_err(|e| nl.err("dump qdiscs", "", e))?;
+    let qdiscs = qdiscs.wait()?.map_err(|e| nl.err("dump qdiscs", "", e))?;
+    let hooks = tc::ingress_hooks(&nl.batch, qdiscs, &eligible)
+        .map_err(|e| nl.err("dump ingress filters", "", e))?;
     // Bridge mode changes the pod interface's MAC, which flushes its
     // neighbours: record the permanent ones to put back.
     let restore = eligible

@@ -62,22 +62,24 @@ impl NetnsWorker {
         work: impl FnOnce() -> io::Result<T> + Send + 'static,
     ) -> Result<T> {
         self.start(work)?
-            .recv()
-            .map_err(|_| self.gone())?
+            .wait()?
             .map_err(|e| Error::kernel(&self.netns, "work inside the netns", "", e))
     }
 
-    /// Queue `work` to run in the netns and return at once; its result
-    /// arrives on the returned channel (closed unsent if the thread ended).
+    /// Queue `work` to run in the netns, after the jobs before it, and
+    /// return at once; [`Pending::wait`] gives its result.
     pub fn start<T: Send + 'static>(
         &self,
         work: impl FnOnce() -> T + Send + 'static,
-    ) -> Result<mpsc::Receiver<T>> {
+    ) -> Result<Pending<T>> {
         let (tx, rx) = mpsc::sync_channel(1);
         self.submit(move || {
             let _ = tx.send(work());
         })?;
-        Ok(rx)
+        Ok(Pending {
+            result: rx,
+            gone: self.gone(),
+        })
     }
 
     /// Queue `job` to run in the netns, after the jobs before it, and return
@@ -92,6 +94,21 @@ impl NetnsWorker {
             self.netns.clone(),
             io::Error::other("the netns thread ended"),
         )
+    }
+}
+
+/// Work queued on a [`NetnsWorker`].
+#[derive(Debug)]
+pub struct Pending<T> {
+    result: mpsc::Receiver<T>,
+    /// The error if the thread ends before the work is done.
+    gone: Error,
+}
+
+impl<T> Pending<T> {
+    /// Wait for the work's result.
+    pub fn wait(self) -> Result<T> {
+        self.result.recv().map_err(|_| self.gone)
     }
 }
 

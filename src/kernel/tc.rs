@@ -41,15 +41,22 @@ pub struct IngressHook {
     pub filters: Vec<FilterInfo>,
 }
 
-/// The ingress hooks of the given links (links without an ingress or clsact qdisc are absent).
-pub fn ingress_hooks(
-    batch: &Batch,
-    ifindexes: &BTreeSet<u32>,
-) -> Result<BTreeMap<u32, IngressHook>, KernelError> {
+/// Every qdisc of the netns, as [`ingress_hooks`] reads them.
+pub fn dump_qdiscs(batch: &Batch) -> Result<Vec<RouteNetlinkMessage>, KernelError> {
     let dumped = batch
         .dumps(&[RouteNetlinkMessage::GetQueueDiscipline(TcMessage::default())])
         .map_err(|e| KernelError::from(errno(&e)))?;
-    let qdiscs = dumped.into_iter().next().unwrap_or(Ok(Vec::new()))?;
+    Ok(dumped.into_iter().next().unwrap_or(Ok(Vec::new()))?)
+}
+
+/// The ingress hooks of the given links among `qdiscs` ([`dump_qdiscs`]),
+/// with their filters dumped on `batch` (links without an ingress or clsact
+/// qdisc are absent).
+pub fn ingress_hooks(
+    batch: &Batch,
+    qdiscs: Vec<RouteNetlinkMessage>,
+    ifindexes: &BTreeSet<u32>,
+) -> Result<BTreeMap<u32, IngressHook>, KernelError> {
     let mut hooked = BTreeMap::new();
     for q in qdiscs.into_iter().filter_map(|m| match m {
         RouteNetlinkMessage::NewQueueDiscipline(q) => Some(q),

@@ -86,9 +86,7 @@ pub(crate) fn dump(nl: &Netlink) -> Result<Dump> {
     for ((what, _), answer) in here.iter().zip(answered("dump the netns", answers)?) {
         messages.extend(answer.map_err(|e| nl.err(what, "", e))?);
     }
-    let answers = pending
-        .recv()
-        .unwrap_or_else(|_| Err(std::io::Error::other("the netns thread ended")));
+    let answers = pending.wait()?;
     for ((what, _), answer) in beside.iter().zip(answered("dump the netns", answers)?) {
         messages.extend(answer.map_err(|e| nl.err(what, "", e))?);
     }
