@@ -97,12 +97,30 @@ fn write_via(tmp: &Path, path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
         // (the page cache is the kernel's, not the process's). Only a reboot
         // could lose it, and nothing a checkpoint describes (TAPs, bridges,
         // filters, the netns itself) outlives a reboot either.
-        fs::rename(tmp, path)
+        replace(tmp, path)
     };
     write().map_err(|e| {
         let _ = fs::remove_file(tmp);
         Error::io("write", path, e)
     })
+}
+
+/// Rename `tmp` to `path`. When `path` exists, the two are exchanged and
+/// `tmp` (now the old file) removed: ext4 flushes the data of a file renamed
+/// over another (`auto_da_alloc`), which made the final checkpoint write of an
+/// attach 0.1 ms slower than the same write on tmpfs; an exchange does not.
+/// Either way `path` always names a whole file, old or new. Anything but a
+/// regular file at `path` (nothing, a directory), or a filesystem without
+/// exchanges, gets the plain rename and its answer.
+fn replace(tmp: &Path, path: &Path) -> std::io::Result<()> {
+    use nix::fcntl::{renameat2, RenameFlags, AT_FDCWD};
+    let regular = fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file());
+    if regular && renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RenameFlags::RENAME_EXCHANGE).is_ok() {
+        // A leftover (if this fails) is removed by the next write or with the id.
+        let _ = fs::remove_file(tmp);
+        return Ok(());
+    }
+    fs::rename(tmp, path)
 }
 
 #[cfg(test)]
@@ -147,6 +165,25 @@ mod tests {
         remove_temp_of(&p);
         assert!(!left.exists());
         assert!(other.exists(), "another file's temp file is not ours");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_replacing_write_leaves_no_temp_file_and_never_moves_a_directory() {
+        let dir = std::env::temp_dir().join(format!("podtap-replace-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("b.json");
+        let tmp = dir.join(".b.json.tmp");
+        write_locked(&p, b"intent", 0o600).unwrap();
+        write_locked(&p, b"final", 0o600).unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "final");
+        assert!(!tmp.exists(), "the old file went with the exchange");
+        // A directory where the file should be is not swapped away.
+        let d = dir.join("c.json");
+        fs::create_dir(&d).unwrap();
+        assert!(write_locked(&d, b"x", 0o600).is_err());
+        assert!(d.is_dir());
+        assert!(!dir.join(".c.json.tmp").exists());
         fs::remove_dir_all(&dir).unwrap();
     }
 }
