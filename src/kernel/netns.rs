@@ -203,11 +203,11 @@ impl NetNs {
     }
 
     /// Start a [`NetnsWorker`] inside the netns, which opens a rtnetlink
-    /// socket (and a second one for batches) there and learns whether IPv6
-    /// is on, while the caller goes on: with its locks and its runtime, a
-    /// tenth of a millisecond on two CPUs. [`OpeningLink::finish`] collects
-    /// them. Opening sockets changes nothing in the netns, so this may run
-    /// before any lock is held.
+    /// socket there (and two more, for batches and for its own dumps) and
+    /// learns whether IPv6 is on, while the caller goes on with its locks
+    /// and its runtime; [`OpeningLink::finish`] collects them. Opening
+    /// sockets changes nothing in the netns, so this may run before any
+    /// lock is held.
     pub fn open_netlink(&self) -> Result<OpeningLink> {
         let starting = NetnsWorker::spawn(self.fd_clone()?, self.display(), || {
             let socket = netlink_socket()?;
