@@ -115,23 +115,20 @@ pub fn without_af_spec(frame: &[u8]) -> Option<Vec<u8>> {
     let start = NLMSG_HDRLEN + IFINFOMSG_LEN;
     let head = frame.get(..start)?;
     let attrs = frame.get(start..)?;
-    if !attributes(attrs).any(|(kind, _)| kind == IFLA_AF_SPEC) {
-        return None;
-    }
     let mut out = head.to_vec();
-    let mut rest = attrs;
-    while rest.len() >= 4 {
-        let len = usize::from(u16::from_ne_bytes([rest[0], rest[1]]));
-        let kind = u16::from_ne_bytes([rest[2], rest[3]]) & NLA_TYPE_MASK;
-        if len < 4 || len > rest.len() {
-            return None;
-        }
-        let padded = ((len + 3) & !3).min(rest.len());
-        if kind != IFLA_AF_SPEC {
-            out.extend_from_slice(&rest[..padded]);
+    let (mut found, mut read) = (false, 0);
+    for (kind, _, whole) in attributes(attrs) {
+        read += whole.len();
+        if kind == IFLA_AF_SPEC {
+            found = true;
+        } else {
+            out.extend_from_slice(whole);
             out.resize((out.len() + 3) & !3, 0);
         }
-        rest = &rest[padded..];
+    }
+    // An attribute that does not fit: leave the message whole to its parser.
+    if !found || attrs.len() - read >= 4 {
+        return None;
     }
     let len = u32::try_from(out.len()).ok()?;
     out[..4].copy_from_slice(&len.to_ne_bytes());
@@ -155,7 +152,7 @@ fn parse_link(body: &[u8]) -> Option<LinkState> {
         let end = v.iter().position(|b| *b == 0).unwrap_or(v.len());
         String::from_utf8_lossy(&v[..end]).into_owned()
     };
-    for (kind, value) in attributes(&body[IFINFOMSG_LEN..]) {
+    for (kind, value, _) in attributes(&body[IFINFOMSG_LEN..]) {
         match kind {
             IFLA_ADDRESS => s.mac = MacAddr::from_bytes(value),
             IFLA_IFNAME => s.name = text(value),
@@ -167,8 +164,8 @@ fn parse_link(body: &[u8]) -> Option<LinkState> {
             IFLA_GROUP => s.group = u32_at(value, 0).unwrap_or_default(),
             IFLA_LINKINFO => {
                 s.kind = attributes(value)
-                    .find(|(k, _)| *k == IFLA_INFO_KIND)
-                    .map(|(_, v)| text(v));
+                    .find(|(k, _, _)| *k == IFLA_INFO_KIND)
+                    .map(|(_, v, _)| text(v));
             }
             _ => {}
         }
@@ -176,15 +173,17 @@ fn parse_link(body: &[u8]) -> Option<LinkState> {
     Some(s)
 }
 
-/// `(type, value)` of each netlink attribute in `buf`.
-fn attributes(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+/// `(type, value, whole attribute with its padding)` of each netlink
+/// attribute in `buf`, up to the first one that does not fit.
+fn attributes(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8], &[u8])> {
     let mut rest = buf;
     std::iter::from_fn(move || {
         let len = usize::from(u16::from_ne_bytes([*rest.first()?, *rest.get(1)?]));
         let kind = u16::from_ne_bytes([*rest.get(2)?, *rest.get(3)?]) & NLA_TYPE_MASK;
         let value = rest.get(4..len)?;
-        rest = rest.get(((len + 3) & !3).min(rest.len())..)?;
-        Some((kind, value))
+        let (whole, tail) = rest.split_at(((len + 3) & !3).min(rest.len()));
+        rest = tail;
+        Some((kind, value, whole))
     })
 }
 
@@ -392,5 +391,7 @@ mod tests {
         assert_eq!(got, message(3, true, kept));
         assert_eq!(without_af_spec(&slim), None, "nothing left to take out");
         assert_eq!(without_af_spec(&frame[..20]), None);
+        // The last attribute cut short: the message is left to its parser.
+        assert_eq!(without_af_spec(&frame[..frame.len() - 6]), None);
     }
 }

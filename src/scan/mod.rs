@@ -12,6 +12,8 @@ mod routes;
 
 use std::path::Path;
 
+use nix::errno::Errno;
+
 use rtnetlink::packet_route::address::AddressMessage;
 use rtnetlink::packet_route::neighbour::NeighbourMessage;
 use rtnetlink::packet_route::route::{RouteHeader, RouteMessage};
@@ -79,17 +81,9 @@ pub(crate) fn dump(nl: &Netlink) -> Result<Dump> {
     let pending = nl.worker.start(move || side.dumps(&asked))?;
     let asked: Vec<RouteNetlinkMessage> = here.iter().map(|(_, m)| m.clone()).collect();
     let answers = nl.batch.dumps(&asked);
-    let answered = |what: &str, answers: std::io::Result<_>| {
-        answers.map_err(|e| nl.err(what, "", crate::kernel::netlink::errno(&e)))
-    };
     let mut messages = Vec::new();
-    for ((what, _), answer) in here.iter().zip(answered("dump the netns", answers)?) {
-        messages.extend(answer.map_err(|e| nl.err(what, "", e))?);
-    }
-    let answers = pending.wait()?;
-    for ((what, _), answer) in beside.iter().zip(answered("dump the netns", answers)?) {
-        messages.extend(answer.map_err(|e| nl.err(what, "", e))?);
-    }
+    answered(nl, &here, answers, &mut messages)?;
+    answered(nl, &beside, pending.wait()?, &mut messages)?;
     let mut dump = Dump {
         links: Vec::new(),
         addresses: Vec::new(),
@@ -108,6 +102,22 @@ pub(crate) fn dump(nl: &Netlink) -> Result<Dump> {
         }
     }
     Ok(dump)
+}
+
+/// The messages of the dumps `asked` into `messages`, or the first failure
+/// (named by its dump).
+fn answered(
+    nl: &Netlink,
+    asked: &[(&str, RouteNetlinkMessage)],
+    answers: std::io::Result<Vec<std::result::Result<Vec<RouteNetlinkMessage>, Errno>>>,
+    messages: &mut Vec<RouteNetlinkMessage>,
+) -> Result<()> {
+    let answers =
+        answers.map_err(|e| nl.err("dump the netns", "", crate::kernel::netlink::errno(&e)))?;
+    for ((what, _), answer) in asked.iter().zip(answers) {
+        messages.extend(answer.map_err(|e| nl.err(what, "", e))?);
+    }
+    Ok(())
 }
 
 /// The rule dump request of one family, as rtnetlink's `RuleGetRequest` makes it.

@@ -136,13 +136,28 @@ async fn pod_side<'a>(nl: &Netlink, sides: &'a [Vec<Action>]) -> Vec<(&'a Action
     let (batched, stepped): (Vec<&Vec<Action>>, Vec<&Vec<Action>>) = sides
         .iter()
         .partition(|steps| steps.iter().all(|a| batch_request(a).is_some()));
-    let planned: Vec<(&Action, Request)> = batched
-        .into_iter()
-        .flatten()
-        .filter_map(|a| Some((a, batch_request(a)?)))
+    let batched: Vec<&Action> = batched.into_iter().flatten().collect();
+    let mut out = run_batch(nl, &batched);
+    let stepped = join_all(stepped.into_iter().map(|steps| async move {
+        let mut done = Vec::new();
+        for step in steps {
+            done.push((step, run(nl, step).await));
+        }
+        done
+    }))
+    .await;
+    out.extend(stepped.into_iter().flatten());
+    out
+}
+
+/// Send the batch requests of `actions` (every one has one) as one batch.
+fn run_batch<'a>(nl: &Netlink, actions: &[&'a Action]) -> Vec<(&'a Action, Result<()>)> {
+    let planned: Vec<(&Action, Request)> = actions
+        .iter()
+        .filter_map(|a| Some((*a, batch_request(a)?)))
         .collect();
     let requests: Vec<&Request> = planned.iter().map(|(_, r)| r).collect();
-    let mut out: Vec<(&Action, Result<()>)> = match nl.batch.run(&requests) {
+    match nl.batch.run(&requests) {
         Ok(results) => planned
             .iter()
             .zip(results)
@@ -155,17 +170,7 @@ async fn pod_side<'a>(nl: &Netlink, sides: &'a [Vec<Action>]) -> Vec<(&'a Action
                 .map(|(a, _)| (*a, outcome(nl, a, Err(errno.into()))))
                 .collect()
         }
-    };
-    let stepped = join_all(stepped.into_iter().map(|steps| async move {
-        let mut done = Vec::new();
-        for step in steps {
-            done.push((step, run(nl, step).await));
-        }
-        done
-    }))
-    .await;
-    out.extend(stepped.into_iter().flatten());
-    out
+    }
 }
 
 /// The batch request of a pod-side step, for the steps that have one.
@@ -240,12 +245,10 @@ fn unlist_links<'a>(nl: &Netlink, links: &[&'a Action]) -> Vec<(&'a Action, Resu
 /// One action through the connection (a step with a batch request goes
 /// out as a batch of one).
 async fn run(nl: &Netlink, action: &Action) -> Result<()> {
-    if let Some(request) = batch_request(action) {
-        let result = match nl.batch.run(&[request]) {
-            Ok(mut results) => results.pop().unwrap_or(Ok(())).map_err(KernelError::from),
-            Err(e) => Err(crate::kernel::netlink::errno(&e).into()),
-        };
-        return outcome(nl, action, result);
+    if batch_request(action).is_some() {
+        return run_batch(nl, &[action])
+            .pop()
+            .map_or(Ok(()), |(_, outcome)| outcome);
     }
     let h = &nl.handle;
     let result = match action {
