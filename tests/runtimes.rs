@@ -25,6 +25,25 @@ fn root_netns_fingerprint() -> String {
     format!("{ino} {}", names.join(","))
 }
 
+/// The host's own podman and libcni state (each path with its mtime, or absent): a
+/// podman test runs with private roots, locks and CNI cache and must leave these as
+/// they were, and cannot be swayed by them (issue 29).
+fn host_podman_state() -> Vec<(String, Option<std::time::SystemTime>)> {
+    [
+        "/dev/shm/libpod_lock",
+        "/var/lib/containers",
+        "/run/containers",
+        "/run/libpod",
+        "/var/lib/cni/results",
+    ]
+    .iter()
+    .map(|p| {
+        let mtime = std::fs::symlink_metadata(p).and_then(|m| m.modified()).ok();
+        (p.to_string(), mtime)
+    })
+    .collect()
+}
+
 fn script(name: &str) -> String {
     format!("{}/tests/runtimes/{name}", env!("CARGO_MANIFEST_DIR"))
 }
@@ -51,6 +70,7 @@ fn leftover_files(dir: &std::path::Path) -> Vec<String> {
 fn podman_cni(subnet: &str, mode: &str) -> (std::process::Output, TempDir, Netns) {
     let node = Netns::new("podtap-rt-");
     let work = TempDir::new();
+    let host_before = host_podman_state();
     let out = Command::new("bash")
         .arg(script("podman-cni.sh"))
         .arg(work.path())
@@ -60,6 +80,11 @@ fn podman_cni(subnet: &str, mode: &str) -> (std::process::Output, TempDir, Netns
         .arg(mode)
         .output()
         .expect("run podman");
+    assert_eq!(
+        host_before,
+        host_podman_state(),
+        "podman changed the host's podman or CNI cache state"
+    );
     (out, work, node)
 }
 

@@ -1,6 +1,8 @@
 #!/bin/bash
 # Run one container with podman 4.3 (CNI backend, runc) inside the node netns
-# NODE, in a private mount namespace, with every path private to WORK.
+# NODE, in a private mount namespace, with every path private to WORK: root,
+# runroot, tmp dir, locks and the CNI cache, so the host's podman state can
+# neither change the result nor be changed by it.
 # The container prints its links and which of them are TAPs.
 # usage: podman-cni.sh WORK NODE PODTAP SUBNET [MODE]  (MODE: podtap "mode", default tc;
 # "hooks": the conflist is bridge alone and podtap runs from hooks/oci/*.json via --hooks-dir)
@@ -40,6 +42,10 @@ runtime = "runc"
 cgroup_manager = "cgroupfs"
 events_logger = "file"
 tmp_dir = "$W/tmp"
+# File locks under tmp_dir: the host's /dev/shm/libpod_lock (another
+# num_locks, another podman's containers) can neither fail nor see this run.
+lock_type = "file"
+num_locks = 64
 J
 export CONTAINERS_CONF=$W/containers.conf
 P="podman --root $W/root --runroot $W/runroot --runtime runc --network-backend cni --cgroup-manager cgroupfs --events-backend file $HOOKS"
@@ -49,5 +55,8 @@ unshare -m --propagation private bash -c "
 set -e
 mkdir -p /run/netns
 mount -t tmpfs tmpfs /run/netns
+# libcni caches every result under /var/lib/cni: a private tmpfs over /var/lib
+# keeps the host's cache untouched (podman's own state is under WORK).
+mount -t tmpfs tmpfs /var/lib
 exec nsenter --net=/proc/self/fd/9 $P run --rm --annotation io.podtap.enable=true --network ptrt --rootfs $W/rootfs /bin/sh -c '$INNER'
 " 9<"/run/netns/$NODE"
