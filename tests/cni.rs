@@ -98,6 +98,16 @@ fn has_link(ns: &Netns, name: &str) -> bool {
     common::sh_ok(&format!("ip -n {} link show {name}", ns.name))
 }
 
+/// The conflist with `resultTap: listed` on podtap: the tests that read the TAP from the result.
+fn listing_tap(mut conf: Value) -> Value {
+    for p in conf["plugins"].as_array_mut().expect("plugins") {
+        if p["type"] == "podtap" {
+            p["resultTap"] = json!("listed");
+        }
+    }
+    conf
+}
+
 fn checkpoint(state: &Path, id: &str) -> PathBuf {
     state.join(format!("{id}.json"))
 }
@@ -112,7 +122,12 @@ fn bridge_conflist_add_check_del_gc() {
     let (state, data) = (TempDir::new(), TempDir::new());
     let net = 100 + (std::process::id() % 100);
     let chain = Chain::new(
-        conflist("bridge-podtap.conflist", state.path(), data.path(), net),
+        listing_tap(conflist(
+            "bridge-podtap.conflist",
+            state.path(),
+            data.path(),
+            net,
+        )),
         Some(&node),
     );
     let cid = container_id(1);
@@ -282,7 +297,12 @@ fn gc_and_status() {
     let (state, data) = (TempDir::new(), TempDir::new());
     let net = 200 + (std::process::id() % 50);
     let chain = Chain::new(
-        conflist("bridge-podtap.conflist", state.path(), data.path(), net),
+        listing_tap(conflist(
+            "bridge-podtap.conflist",
+            state.path(),
+            data.path(),
+            net,
+        )),
         Some(&node),
     );
     let (a, b) = (container_id(2), container_id(3));
@@ -388,7 +408,12 @@ fn macvlan_conflist() {
     node.ip("link set uplink0p up");
     let (state, data) = (TempDir::new(), TempDir::new());
     let net = 150 + (std::process::id() % 50);
-    let mut conf = conflist("macvlan-podtap.conflist", state.path(), data.path(), net);
+    let mut conf = listing_tap(conflist(
+        "macvlan-podtap.conflist",
+        state.path(),
+        data.path(),
+        net,
+    ));
     conf["plugins"][0]["master"] = json!("uplink0");
     let chain = Chain::new(conf, Some(&node));
     let cid = container_id(4);
@@ -425,7 +450,12 @@ fn bridge_mode_result_reports_the_pod_mac_change() {
     let pod = Netns::new("cpr");
     let (state, data) = (TempDir::new(), TempDir::new());
     let net = 50 + (std::process::id() % 50);
-    let mut conf = conflist("bridge-podtap.conflist", state.path(), data.path(), net);
+    let mut conf = listing_tap(conflist(
+        "bridge-podtap.conflist",
+        state.path(),
+        data.path(),
+        net,
+    ));
     // The runtime asks for bridge wiring through the podtap capability.
     conf["plugins"][1]["runtimeConfig"] = json!({ "podtap": { "mode": "bridge" } });
     let chain = Chain::new(conf, Some(&node));

@@ -68,16 +68,21 @@ fn leftover_files(dir: &std::path::Path) -> Vec<String> {
 /// Run `tests/runtimes/podman-cni.sh` in a fresh node netns; returns its output, the
 /// work dir and the node (both still alive for the caller's checks).
 fn podman_cni(subnet: &str, mode: &str) -> (std::process::Output, TempDir, Netns) {
+    podman_script("podman-cni.sh", &[subnet, mode])
+}
+
+/// Run a podman script (`WORK NODE PODTAP` then `args`) in a fresh node netns; the
+/// host's podman and CNI cache state must be as it was afterwards.
+fn podman_script(name: &str, args: &[&str]) -> (std::process::Output, TempDir, Netns) {
     let node = Netns::new("podtap-rt-");
     let work = TempDir::new();
     let host_before = host_podman_state();
     let out = Command::new("bash")
-        .arg(script("podman-cni.sh"))
+        .arg(script(name))
         .arg(work.path())
         .arg(&node.name)
         .arg(env!("CARGO_BIN_EXE_podtap"))
-        .arg(subnet)
-        .arg(mode)
+        .args(args)
         .output()
         .expect("run podman");
     assert_eq!(
@@ -198,6 +203,75 @@ fn podman_hooks_dir_attaches_and_poststop_cleans_up() {
     assert_nothing_left(&work, &node);
     drop(node);
     assert_eq!(before, root_netns_fingerprint(), "root netns changed");
+}
+
+/// One `podman-reload.sh` line (`ROUND 3 reload=ok tap=… check=ok …`) as its fields.
+fn reload_fields(line: &str) -> std::collections::BTreeMap<&str, &str> {
+    line.split_whitespace()
+        .filter_map(|f| f.split_once('='))
+        .collect()
+}
+
+/// `podman network reload` twenty times on a running pod, then `podman restart`
+/// and `podman rm` (issue 29): after every step podtap's check passes and the
+/// guest stand-in on the TAP reaches the pod's gateway and is reached from the
+/// node; podman re-runs the chain for `eth0` each time, never for the TAP.
+fn podman_reload_keeps_the_wiring(mode: &str, subnet: &str) {
+    let test = format!("podman_reload_keeps_the_wiring_{mode}");
+    if !root_or_skip(&test)
+        || !tool_or_skip(&test, "podman")
+        || !tool_or_skip(&test, "runc")
+        || !tool_or_skip(&test, "jq")
+        || !tool_or_skip(&test, "ping")
+    {
+        return;
+    }
+    let before = root_netns_fingerprint();
+    let (out, _work, node) = podman_script("podman-reload.sh", &[subnet, mode, "20"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\nstderr: {}", stderr(&out));
+    let steps: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("START") || l.starts_with("ROUND") || l.starts_with("RESTART"))
+        .collect();
+    assert_eq!(steps.len(), 22, "start, 20 reloads and a restart: {text}");
+    let first = reload_fields(steps[0]);
+    for step in &steps {
+        let f = reload_fields(step);
+        for (key, want) in [
+            ("reload", "ok"),
+            ("check", "ok"),
+            ("out", "ok"),
+            ("in", "ok"),
+            ("ifname", "\"eth0\""),
+        ] {
+            assert_eq!(f.get(key), Some(&want), "{mode}: {step}\n{text}");
+        }
+        assert_eq!(f.get("tap"), first.get("tap"), "{mode}: TAP name: {step}");
+        if mode == "tc" && !step.starts_with("RESTART") {
+            // tc mode leaves the pod interface's MAC alone, and podman re-runs the
+            // chain with it: the guest keeps its MAC across reloads (a restart
+            // makes a new pod netns and a new veth).
+            assert_eq!(f.get("mac"), first.get("mac"), "{mode}: guest MAC: {step}");
+        }
+    }
+    assert!(
+        text.lines()
+            .any(|l| l == "LEFT checkpoints=0 taps=0 ipam=0"),
+        "podman rm left something: {text}"
+    );
+    drop(node);
+    assert_eq!(before, root_netns_fingerprint(), "root netns changed");
+}
+
+#[test]
+fn podman_network_reload_keeps_tc_wiring() {
+    podman_reload_keeps_the_wiring("tc", "198.18.205.0/24");
+}
+
+#[test]
+fn podman_network_reload_keeps_bridge_wiring() {
+    podman_reload_keeps_the_wiring("bridge", "198.18.206.0/24");
 }
 
 #[test]

@@ -467,6 +467,8 @@ fn cni_chain_tap_boots_and_pings_gateway() {
     let nameserver = format!("198.18.{n}.53");
     let dns = serde_json::json!({ "nameservers": [nameserver], "search": ["pod.example"] });
     conf["plugins"][0]["dns"] = dns.clone();
+    // This test reads the TAP and its own MAC from the result: the spec's literal listing.
+    conf["plugins"][1]["resultTap"] = serde_json::json!("listed");
     let chain = Chain::new(conf, Some(&node));
     let (cid, netns) = (container_id(n), pod.path_str());
     let id = format!("{cid}-eth0");

@@ -119,11 +119,15 @@ pub fn find(result: &Value, name: &str, sandbox: &str) -> Option<ResultInterface
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ResultTap {
-    /// Listed with its own hardware address (the spec's meaning of `mac`).
-    #[default]
+    /// Listed with its own hardware address (the spec's meaning of `mac`) and
+    /// the pod's sandbox, as the spec words an interface made in a netns.
     Listed,
-    /// Left out: Multus turns every result interface with a `sandbox` into a
-    /// pod network of its own.
+    /// Left out (the default): readers take every result interface with a
+    /// `sandbox` for the pod's own. podman keeps one per network and, on
+    /// `network reload`, re-runs the chain with whichever its map yields first
+    /// (the TAP's name and MAC half the time); Multus reports each as a pod
+    /// network. The TAP is in podtap's description and checkpoint instead.
+    #[default]
     Omitted,
     /// As tc-redirect-tap reports it, for firecracker-go-sdk: the TAP, plus
     /// a "VM interface" of the same name in the container-id sandbox that
