@@ -11,9 +11,9 @@ pub enum LogFormat {
     /// Human-readable lines.
     #[default]
     Text,
-    /// One JSON object per line: `timestamp`, `level`, the event's fields
-    /// (`message`, `phase`, `interface`, ...) at the top, and the fields of
-    /// the spans it happened in (`id`, `netns`) under `span` and `spans`.
+    /// One JSON object per line, for log shippers.
+    // The event's fields (`message`, `phase`, `interface`, ...) at the top,
+    // the fields of its spans (`id`, `netns`) under `span` and `spans`.
     Json,
 }
 

@@ -154,7 +154,7 @@ fn attachment(seen: &Inspection) -> Shown {
     Shown {
         id: cp.id.to_string(),
         netns: Some(cp.netns.path.clone()),
-        mode: Some(serde_plain(&cp.plan.mode)),
+        mode: Some(cp.plan.mode.as_str().to_string()),
         state: if seen.whole.is_some() {
             "broken"
         } else {
@@ -178,10 +178,10 @@ fn nic(seen: &Inspection, plan: &NicPlan, live: &NicLive) -> ShownNic {
         None => ("drifted", live.problems.drifted.clone()),
     };
     let wiring_detail = match (&plan.tc, &plan.bridge, &plan.macvtap) {
-        (Some(tc), _, _) => format!("tc redirect both ways, prio {}", tc.prio),
+        (Some(tc), _, _) => format!("tc redirect prio {}", tc.prio),
         (_, Some(b), _) => format!("bridge {}", b.name),
-        (_, _, Some(_)) => "passthru macvtap on the pod interface".to_string(),
-        _ => String::new(),
+        (_, _, Some(_)) => "macvtap passthru".to_string(),
+        _ => plan.wiring.as_str().to_string(),
     };
     ShownNic {
         pod: plan.pod.name.clone(),
@@ -198,7 +198,7 @@ fn nic(seen: &Inspection, plan: &NicPlan, live: &NicLive) -> ShownNic {
             .map(|l| l.name.clone())
             .filter(|n| *n != plan.tap.name),
         tap_ifindex: crate::state::created_ifindex(&seen.cp.created, &plan.tap.name),
-        wiring: serde_plain(&plan.wiring),
+        wiring: plan.wiring.as_str().to_string(),
         wiring_detail,
         vm: VmNic {
             mac: guest_mac,
@@ -220,12 +220,4 @@ fn nic(seen: &Inspection, plan: &NicPlan, live: &NicLive) -> ShownNic {
         rx_packets: live.packets.map(|p| p.0),
         tx_packets: live.packets.map(|p| p.1),
     }
-}
-
-/// A unit enum's serde name ("tc").
-fn serde_plain(v: &impl Serialize) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
 }

@@ -48,11 +48,11 @@ pub fn text(shown: &[Shown], colour: bool) -> String {
     out
 }
 
-/// `  eth0 -> tap_eth0 (tap 5) -> tc prio 49152 -> vm MAC mtu 1450 queues 1 fd or name tap_eth0  STATE  rx N tx N`
+/// `  eth0 -> tap_eth0 (tap 5) -> tc redirect prio N -> vm MAC mtu 1450 queues 1 fd or name tap_eth0  STATE  rx N tx N`
 fn nic_line(n: &ShownNic, colour: bool) -> String {
-    let tap = match &n.tap_now {
-        Some(now) => format!("{} (now {now})", n.tap),
-        None => n.tap.clone(),
+    let renamed = match &n.tap_now {
+        Some(now) => format!(", now {now}"),
+        None => String::new(),
     };
     let state = match n.state {
         "ok" => "ok".to_string(),
@@ -63,9 +63,9 @@ fn nic_line(n: &ShownNic, colour: bool) -> String {
         _ => "rx - tx -".into(),
     };
     format!(
-        "  {:<8} -> {} ({} {}) -> {} -> vm {} mtu {} queues {} {} {}  {}  {}\n",
+        "  {} -> {} ({} {}{renamed}) -> {} -> vm {} mtu {} queues {} {} {}  {}  {}\n",
         n.pod,
-        tap,
+        n.tap,
         n.tap_kind,
         n.tap_ifindex,
         n.wiring_detail,
