@@ -74,7 +74,12 @@ pub(super) async fn build(
         let (interface, tap) = (n.pod.name.as_str(), n.tap.name.as_str());
         tracing::debug!(phase = "taps", interface, tap, ifindex = idx, "TAP made");
     }
-    tracing::info!(phase = "taps", count = tap_indexes.len(), us = timings.tap, "TAPs made");
+    tracing::info!(
+        phase = "taps",
+        count = tap_indexes.len(),
+        us = timings.tap,
+        "TAPs made"
+    );
 
     // The NICs without a bridge are wired in one batch (a few system calls
     // for all of them, in order); each bridged NIC then goes step by step,
@@ -94,7 +99,8 @@ pub(super) async fn build(
     bridged.into_iter().collect::<Result<Vec<()>>>()?;
     timings.wiring = micros(t);
     for n in &plan.nics {
-        let (interface, tap, wiring) = (n.pod.name.as_str(), n.tap.name.as_str(), n.wiring.as_str());
+        let (interface, tap, wiring) =
+            (n.pod.name.as_str(), n.tap.name.as_str(), n.wiring.as_str());
         tracing::debug!(phase = "wiring", interface, tap, wiring, "wired");
     }
     tracing::info!(phase = "wiring", us = timings.wiring, "wiring done");

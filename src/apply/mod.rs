@@ -64,7 +64,11 @@ pub async fn fresh(
     };
     state.save(&cp)?;
     timings.checkpoint = micros(t);
-    tracing::debug!(phase = "checkpoint", us = timings.checkpoint, "intent recorded (applying)");
+    tracing::debug!(
+        phase = "checkpoint",
+        us = timings.checkpoint,
+        "intent recorded (applying)"
+    );
 
     let mut created = Vec::new();
     if let Err(e) = build::build(ns, nl, &plan, &mut timings, &mut created).await {
@@ -91,10 +95,16 @@ fn log_plan(desc: &Description, plan: &Plan, us: u64) {
     let interfaces = desc.interfaces.len();
     tracing::info!(phase = "scan", interfaces, us, "netns scanned");
     for n in &plan.nics {
-        let (interface, tap, wiring) = (n.pod.name.as_str(), n.tap.name.as_str(), n.wiring.as_str());
+        let (interface, tap, wiring) =
+            (n.pod.name.as_str(), n.tap.name.as_str(), n.wiring.as_str());
         tracing::debug!(phase = "plan", interface, tap, wiring, "planned");
     }
-    tracing::info!(phase = "plan", nics = plan.nics.len(), mode = plan.mode.as_str(), "planned");
+    tracing::info!(
+        phase = "plan",
+        nics = plan.nics.len(),
+        mode = plan.mode.as_str(),
+        "planned"
+    );
 }
 
 /// The netns as planning needs it: the raw dump, the description made from

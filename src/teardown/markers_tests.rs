@@ -141,7 +141,11 @@ fn per_nic_tells_missing_from_drifted_and_sees_a_renamed_tap() {
     );
     let gone = observed(vec![link(2, "eth2", Some("veth"))], filters);
     let found = per_nic(&plan, &c, &gone);
-    assert!(found[0].missing.as_deref().unwrap().contains("TAP tap_eth2"));
+    assert!(found[0]
+        .missing
+        .as_deref()
+        .unwrap()
+        .contains("TAP tap_eth2"));
     assert!(found[0].drifted.is_empty());
     assert_eq!(found[0].clone().all().len(), 1);
 }

@@ -79,8 +79,7 @@ pub fn man_pages() -> Result<Vec<(String, String)>> {
 }
 
 fn page(cmd: clap::Command) -> Result<(String, String)> {
-    let man =
-        clap_mangen::Man::new(cmd).source(format!("podtap {}", env!("CARGO_PKG_VERSION")));
+    let man = clap_mangen::Man::new(cmd).source(format!("podtap {}", env!("CARGO_PKG_VERSION")));
     let mut out = Vec::new();
     man.render(&mut out)
         .map_err(|e| Error::io("render man page", man.get_filename(), e))?;
