@@ -3,6 +3,7 @@
 use rtnetlink::packet_route::link::InfoKind;
 
 use super::decide::Observed;
+use crate::kernel::links::LinkState;
 use crate::plan::{NicPlan, Plan};
 use crate::state::{created_ifindex, Created};
 
@@ -114,6 +115,18 @@ fn missing_nic(
             tap.name, tap.mtu, nic.tap.mtu
         ));
     }
+    wiring_drift(nic, created, now, (pod, tap), problems);
+    Ok(())
+}
+
+/// The drifts of `nic`'s tc redirects or bridge between `pod` and `tap`.
+fn wiring_drift(
+    nic: &NicPlan,
+    created: &[Created],
+    now: &Observed,
+    (pod, tap): (&LinkState, &LinkState),
+    problems: &mut Vec<String>,
+) {
     if let Some(tcp) = &nic.tc {
         for (from, to) in [(pod, tap), (tap, pod)] {
             let ok = now
@@ -147,5 +160,4 @@ fn missing_nic(
             }
         }
     }
-    Ok(())
 }
