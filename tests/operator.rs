@@ -66,6 +66,7 @@ fn doctor_passes_on_this_machine_and_says_what_vhost_net_means() {
         "privileges",
         "/dev/net/tun",
         "veth",
+        "tap",
         "ingress qdisc",
         "u32 filter",
         "mirred action",
@@ -90,6 +91,16 @@ fn doctor_passes_on_this_machine_and_says_what_vhost_net_means() {
             .as_str()
             .unwrap()
             .contains("no vhost acceleration: VMMs fall back to userspace virtio-net"));
+    }
+    // The probes' objects lived in a netns of their own: none is left in this one.
+    let here = common::sh("ip -br link show");
+    for probe_link in ["pt0", "pt1", "ptbr0", "pttap0", "ptmvt0"] {
+        assert!(
+            !here
+                .lines()
+                .any(|l| l.split(['@', ' ']).next() == Some(probe_link)),
+            "{probe_link} in the test's netns: {here}"
+        );
     }
     // The text form: one line per check, then the summary.
     let text = podtap_state(state.path(), &["doctor"]);

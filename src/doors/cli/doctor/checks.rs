@@ -58,6 +58,7 @@ pub fn judge(check: &str, required: bool, probe: Probe, fix: &str) -> Finding {
 pub enum Feature {
     Veth,
     Bridge,
+    Tap,
     Macvtap,
     Ingress,
     Clsact,
@@ -69,9 +70,10 @@ pub enum Feature {
 
 impl Feature {
     /// Every feature, in the order the probe reports them.
-    pub const ALL: [Feature; 9] = [
+    pub const ALL: [Feature; 10] = [
         Feature::Veth,
         Feature::Bridge,
+        Feature::Tap,
         Feature::Macvtap,
         Feature::Ingress,
         Feature::Clsact,
@@ -86,6 +88,7 @@ impl Feature {
         match self {
             Feature::Veth => "veth",
             Feature::Bridge => "bridge",
+            Feature::Tap => "tap",
             Feature::Macvtap => "macvtap",
             Feature::Ingress => "ingress qdisc",
             Feature::Clsact => "clsact qdisc",
@@ -103,6 +106,7 @@ impl Feature {
         match self {
             Feature::Veth => true,
             Feature::Bridge => mode == Wiring::Bridge,
+            Feature::Tap => mode != Wiring::Macvtap,
             Feature::Macvtap => mode == Wiring::Macvtap,
             Feature::Ingress | Feature::U32 | Feature::Mirred => mode == Wiring::Tc,
             Feature::Clsact | Feature::ClsBpf | Feature::Tcx => false,
@@ -113,6 +117,7 @@ impl Feature {
     pub fn fix(self) -> &'static str {
         match self {
             Feature::Veth => "load veth (modprobe veth; CONFIG_VETH)",
+            Feature::Tap => "load tun (modprobe tun; CONFIG_TUN), or use --mode macvtap",
             Feature::Bridge => "load bridge (modprobe bridge; CONFIG_BRIDGE), or use --mode tc",
             Feature::Macvtap => "load macvtap (modprobe macvtap; CONFIG_MACVTAP), or use --mode tc",
             Feature::Ingress => "load sch_ingress (CONFIG_NET_SCH_INGRESS), or use --mode bridge",
@@ -218,7 +223,11 @@ mod tests {
                 tc,
                 matches!(
                     f,
-                    Feature::Veth | Feature::Ingress | Feature::U32 | Feature::Mirred
+                    Feature::Veth
+                        | Feature::Tap
+                        | Feature::Ingress
+                        | Feature::U32
+                        | Feature::Mirred
                 ),
                 "{}",
                 f.name()

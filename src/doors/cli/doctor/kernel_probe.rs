@@ -77,9 +77,10 @@ async fn probe_all(handle: &Handle) -> Vec<(Feature, Probe)> {
         Feature::Bridge,
         bridge.map(|()| made("a bridge")).map_err(|e| show(&e)),
     ));
+    out.push((Feature::Tap, tap()));
     let Ok((a, b)) = pair else {
         let why = "not probed: needs a veth pair".to_string();
-        for f in &Feature::ALL[2..] {
+        for f in &Feature::ALL[3..] {
             out.push((*f, Err(why.clone())));
         }
         return out;
@@ -128,6 +129,18 @@ async fn probe_all(handle: &Handle) -> Vec<(Feature, Probe)> {
             .map_err(|e| show(&e)),
     ));
     out
+}
+
+/// A TAP with vnet_hdr, as attach makes them; it goes when its fd closes
+/// (it is not made persistent).
+fn tap() -> Probe {
+    let flags = crate::kernel::tap::TapFlags {
+        vnet_hdr: true,
+        multi_queue: false,
+    };
+    crate::kernel::tap::TapQueue::open("pttap0", flags)
+        .map(|_| made("a TAP (vnet_hdr)"))
+        .map_err(|e| format!("TUNSETIFF: {e}"))
 }
 
 fn made(what: &str) -> String {
