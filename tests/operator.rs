@@ -331,3 +331,28 @@ fn attach_logs_every_phase_as_json() {
     );
     assert_eq!(code(&common::detach(&state, &id)), 0);
 }
+
+#[test]
+fn the_cni_door_logs_json_from_the_environment() {
+    // No kernel object is touched: DEL of an id that cannot exist only logs.
+    let state = TempDir::new();
+    let conf = serde_json::json!({"cniVersion": "1.0.0", "name": "n", "type": "podtap",
+        "stateDir": state.path()});
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_podtap"));
+    cmd.env("CNI_COMMAND", "DEL")
+        .env("CNI_CONTAINERID", "not a valid id!")
+        .env("CNI_IFNAME", "eth0")
+        .env("CNI_PATH", "/nonexistent")
+        .env("PODTAP_LOG_FORMAT", "json")
+        .env_remove("PODTAP_LOG");
+    let out = common::run_with_stdin(&mut cmd, &conf.to_string());
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    let line: Value = serde_json::from_str(err.lines().next().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {err}"));
+    assert_eq!(line["level"], "WARN");
+    assert!(line["message"]
+        .as_str()
+        .unwrap()
+        .contains("no valid sandbox id"));
+}

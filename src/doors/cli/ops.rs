@@ -48,6 +48,7 @@ pub fn run(op: Ops) -> Result<i32> {
 fn man(subcommand: Option<&str>, dir: Option<PathBuf>) -> Result<()> {
     let pages = generated::man_pages()?;
     if let Some(dir) = dir {
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io("create man dir", &dir, e))?;
         for (name, text) in &pages {
             let path = dir.join(name);
             std::fs::write(&path, text).map_err(|e| Error::io("write man page", &path, e))?;
