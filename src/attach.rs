@@ -71,6 +71,9 @@ pub(crate) fn attach_in(
     opts: &AttachOptions,
     state: &StateDir,
 ) -> Result<Attached> {
+    // Every event of this attach carries the sandbox id and the netns.
+    let span = tracing::info_span!("attach", id = id.as_str(), netns = %netns.display());
+    let _entered = span.enter();
     let ns = NetNs::open(netns, false)?;
     // The netns thread opens its sockets while this one takes the locks.
     let opening = ns.open_netlink()?;

@@ -1,10 +1,12 @@
 //! Check: is every object of an attachment still there and wired as recorded?
 
 use crate::error::{Error, Result};
+use crate::kernel::links::LinkState;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::runtime::block_on;
-use crate::state::{Phase, SandboxId, StateDir};
+use crate::state::{created_ifindex, Checkpoint, Phase, SandboxId, StateDir};
 use crate::teardown;
+use crate::teardown::missing::NicProblems;
 
 /// Check sandbox `id`: `Ok(())` when every recorded object exists and is
 /// wired as recorded; [`Error::CheckFailed`] lists every problem found, and
@@ -14,38 +16,111 @@ pub fn check(id: &SandboxId, state: &StateDir) -> Result<()> {
 }
 
 fn check_locked(id: &SandboxId, state: &StateDir) -> Result<()> {
+    let seen = inspect_locked(id, state)?;
+    let problems: Vec<String> = match seen.whole {
+        Some(why) => vec![why],
+        None => seen
+            .nics
+            .into_iter()
+            .flat_map(|n| n.problems.all())
+            .collect(),
+    };
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::CheckFailed {
+            id: id.to_string(),
+            problems: problems.join("; "),
+        })
+    }
+}
+
+/// What [`check`] sees of an attachment, NIC by NIC (for `podtap show`).
+pub(crate) struct Inspection {
+    /// The checkpoint.
+    pub cp: Checkpoint,
+    /// Why the attachment as a whole fails (attach unfinished, netns gone or
+    /// replaced); its NICs were then not looked at and `nics` is empty.
+    pub whole: Option<String>,
+    /// Each NIC of `cp.plan.nics`, in order.
+    pub nics: Vec<NicLive>,
+}
+
+/// One NIC as the kernel holds it now.
+pub(crate) struct NicLive {
+    /// What is missing or drifted.
+    pub problems: NicProblems,
+    /// Its TAP (or macvtap) now, found by recorded ifindex.
+    pub tap: Option<LinkState>,
+    /// The TAP's packet counters (rx, tx) from `IFLA_STATS64`.
+    pub packets: Option<(u64, u64)>,
+}
+
+/// [`check`], NIC by NIC, under the id's lock.
+pub(crate) fn inspect(id: &SandboxId, state: &StateDir) -> Result<Inspection> {
+    state.locked(id, || inspect_locked(id, state))
+}
+
+fn inspect_locked(id: &SandboxId, state: &StateDir) -> Result<Inspection> {
     let cp = state.load(id)?.ok_or_else(|| Error::NotFound {
         id: id.to_string(),
         dir: state.path().into(),
     })?;
-    let fail = |problems: Vec<String>| Error::CheckFailed {
-        id: id.to_string(),
-        problems: problems.join("; "),
+    let whole = |cp, why: String| Inspection {
+        cp,
+        whole: Some(why),
+        nics: Vec::new(),
     };
     if cp.phase != Phase::Complete {
-        return Err(fail(vec![
-            "attach did not finish (run detach, then attach again)".into(),
-        ]));
+        let why = "attach did not finish (run detach, then attach again)".into();
+        return Ok(whole(cp, why));
     }
     let ns = match teardown::open_recorded(&cp, &state.file(id), &[]) {
         Ok(Ok(ns)) => ns,
-        Ok(Err(why)) => return Err(fail(vec![why])),
+        Ok(Err(why)) => return Ok(whole(cp, why)),
         // Cannot look (permission, fd limit, ...): that error's own exit code.
         Err(e) => return Err(e),
     };
-    let problems = block_on(async {
+    block_on(async {
         let nl = Netlink::connect(&ns)?;
         if !cp.is_netns(ns.identity(), nl.cookie) {
-            return Ok(vec![format!(
+            let why = format!(
                 "netns {} is now a different namespace (new netns cookie)",
                 cp.netns.path
-            )]);
+            );
+            return Ok(whole(cp, why));
         }
-        teardown::missing(&nl, &cp.plan, &cp.created).await
-    })?;
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(fail(problems))
-    }
+        let (now, problems) = teardown::missing_per_nic(&nl, &cp.plan, &cp.created).await?;
+        let mut nics = Vec::new();
+        for (nic, problems) in cp.plan.nics.iter().zip(problems) {
+            let idx = created_ifindex(&cp.created, &nic.tap.name);
+            let tap = now.links.get(&idx).cloned();
+            let packets = match tap {
+                Some(_) => packets(&nl, idx).await,
+                None => None,
+            };
+            nics.push(NicLive {
+                problems,
+                tap,
+                packets,
+            });
+        }
+        Ok(Inspection {
+            cp,
+            whole: None,
+            nics,
+        })
+    })
+}
+
+/// `(rx_packets, tx_packets)` of link `ifindex`, from `IFLA_STATS64`.
+async fn packets(nl: &Netlink, ifindex: u32) -> Option<(u64, u64)> {
+    use futures::TryStreamExt;
+    use rtnetlink::packet_route::link::LinkAttribute;
+    let mut links = nl.handle.link().get().match_index(ifindex).execute();
+    let msg = links.try_next().await.ok()??;
+    msg.attributes.into_iter().find_map(|a| match a {
+        LinkAttribute::Stats64(s) => Some((s.rx_packets, s.tx_packets)),
+        _ => None,
+    })
 }

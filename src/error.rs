@@ -40,6 +40,8 @@ pub mod exit {
     /// The state dir or a checkpoint fails the trust rule (owned by another
     /// user, or writable by group or others): podtap acts on nothing.
     pub const UNTRUSTED: i32 = 16;
+    /// `doctor`: a check the node needs (for the mode asked about) failed.
+    pub const NODE_NOT_READY: i32 = 17;
 }
 
 /// Everything that can go wrong, each with its context and exit code ([`Error::exit_code`]).

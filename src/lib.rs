@@ -65,6 +65,5 @@ pub use kernel::mac::MacAddr;
 /// (the CLI, or the CNI plugin when `CNI_COMMAND` is set) and return its
 /// exit code. The binary is only this call.
 pub fn main() -> i32 {
-    doors::cli::init_logging();
     doors::cli::run()
 }

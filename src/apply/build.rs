@@ -70,6 +70,7 @@ pub(super) async fn build(
     quiet_bridged_links(nl, plan)?;
 
     timings.tap += micros(t);
+    log_phase("taps", plan, timings.tap);
 
     // The NICs without a bridge are wired in one batch (a few system calls
     // for all of them, in order); each bridged NIC then goes step by step,
@@ -88,7 +89,18 @@ pub(super) async fn build(
     .await;
     bridged.into_iter().collect::<Result<Vec<()>>>()?;
     timings.wiring = micros(t);
+    log_phase("wiring", plan, timings.wiring);
     Ok(())
+}
+
+/// One event per NIC (debug) and one for the phase (info), with its time.
+fn log_phase(phase: &'static str, plan: &Plan, us: u64) {
+    for n in &plan.nics {
+        let (interface, tap, wiring) =
+            (n.pod.name.as_str(), n.tap.name.as_str(), n.wiring.as_str());
+        tracing::debug!(phase, interface, tap, wiring, "done");
+    }
+    tracing::info!(phase, nics = plan.nics.len(), us, "phase done");
 }
 
 /// Send `steps` as one batch; the first that failed is the error.

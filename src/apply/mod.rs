@@ -43,6 +43,7 @@ pub async fn fresh(
     let mut plan = plan::plan(&desc, &inventory, opts, id)?;
     fill_txqlen(&mut plan.nics, &dump);
     timings.scan = micros(start);
+    log_plan(&desc, &plan, timings.scan);
 
     // Record the intent before the first kernel change: a crash from here on
     // leaves a checkpoint that detach can undo by name, group and priority.
@@ -63,6 +64,11 @@ pub async fn fresh(
     };
     state.save(&cp)?;
     timings.checkpoint = micros(t);
+    tracing::debug!(
+        phase = "checkpoint",
+        us = timings.checkpoint,
+        "intent recorded (applying)"
+    );
 
     let mut created = Vec::new();
     if let Err(e) = build::build(ns, nl, &plan, &mut timings, &mut created).await {
@@ -80,7 +86,25 @@ pub async fn fresh(
         // The intent record (phase "applying") is still on disk if the rollback cannot finish.
         return Err(rollback(nl, state, &plan, &cp.created, e).await);
     }
+    tracing::info!(phase = "checkpoint", "attachment recorded (complete)");
     Ok(described)
+}
+
+/// The scan and plan phases, for `PODTAP_LOG=debug` (one event per NIC).
+fn log_plan(desc: &Description, plan: &Plan, us: u64) {
+    let interfaces = desc.interfaces.len();
+    tracing::info!(phase = "scan", interfaces, us, "netns scanned");
+    for n in &plan.nics {
+        let (interface, tap, wiring) =
+            (n.pod.name.as_str(), n.tap.name.as_str(), n.wiring.as_str());
+        tracing::debug!(phase = "plan", interface, tap, wiring, "planned");
+    }
+    tracing::info!(
+        phase = "plan",
+        nics = plan.nics.len(),
+        mode = plan.mode.as_str(),
+        "planned"
+    );
 }
 
 /// The netns as planning needs it: the raw dump, the description made from

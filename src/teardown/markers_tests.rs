@@ -121,3 +121,31 @@ fn missing_checks_a_macvtap_by_kind_and_lower() {
     );
     assert!(missing(&plan, &c, &tap_instead)[0].contains("macvtap tap_eth2"));
 }
+
+#[test]
+fn per_nic_tells_missing_from_drifted_and_sees_a_renamed_tap() {
+    use super::missing::per_nic;
+    let plan = the_plan(vec![nic(2, "tap_eth2", Wiring::Tc)]);
+    let c = [created(5, "tap_eth2", "tap")];
+    let filters = vec![(2, vec![ours_filter(5)]), (5, vec![ours_filter(2)])];
+    let renamed = observed(
+        vec![link(2, "eth2", Some("veth")), tap(5, "guestnic0")],
+        filters.clone(),
+    );
+    let found = per_nic(&plan, &c, &renamed);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].missing, None);
+    assert_eq!(
+        found[0].drifted,
+        vec!["TAP tap_eth2 was renamed to guestnic0".to_string()]
+    );
+    let gone = observed(vec![link(2, "eth2", Some("veth"))], filters);
+    let found = per_nic(&plan, &c, &gone);
+    assert!(found[0]
+        .missing
+        .as_deref()
+        .unwrap()
+        .contains("TAP tap_eth2"));
+    assert!(found[0].drifted.is_empty());
+    assert_eq!(found[0].clone().all().len(), 1);
+}

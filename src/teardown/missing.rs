@@ -3,26 +3,62 @@
 use rtnetlink::packet_route::link::InfoKind;
 
 use super::decide::Observed;
+use crate::kernel::links::LinkState;
 use crate::plan::{NicPlan, Plan};
 use crate::state::{created_ifindex, Created};
 
 /// What is not as `plan` recorded it (empty when all is well). `now.filters`
 /// must hold the filters of every pod interface and TAP of the plan.
+#[cfg(test)]
 pub fn missing(plan: &Plan, created: &[Created], now: &Observed) -> Vec<String> {
-    let mut problems = Vec::new();
-    for nic in &plan.nics {
-        missing_nic(nic, created, now, &mut problems);
-    }
-    problems
+    per_nic(plan, created, now)
+        .into_iter()
+        .flat_map(NicProblems::all)
+        .collect()
 }
 
-fn missing_nic(nic: &NicPlan, created: &[Created], now: &Observed, problems: &mut Vec<String>) {
+/// What is wrong with one NIC of a plan.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NicProblems {
+    /// Its pod interface or its TAP (macvtap) is gone: nothing else was looked at.
+    pub missing: Option<String>,
+    /// What differs from the record while both are there.
+    pub drifted: Vec<String>,
+}
+
+impl NicProblems {
+    /// Every problem, the missing object first.
+    pub fn all(self) -> Vec<String> {
+        self.missing.into_iter().chain(self.drifted).collect()
+    }
+}
+
+/// [`missing`] per NIC, in `plan.nics` order.
+pub fn per_nic(plan: &Plan, created: &[Created], now: &Observed) -> Vec<NicProblems> {
+    plan.nics
+        .iter()
+        .map(|nic| {
+            let mut found = NicProblems::default();
+            if let Err(gone) = missing_nic(nic, created, now, &mut found.drifted) {
+                found.missing = Some(gone);
+            }
+            found
+        })
+        .collect()
+}
+
+/// The drifts of `nic` into `problems`; `Err` names its pod interface or TAP when gone.
+fn missing_nic(
+    nic: &NicPlan,
+    created: &[Created],
+    now: &Observed,
+    problems: &mut Vec<String>,
+) -> Result<(), String> {
     let Some(pod) = now.links.get(&nic.pod.ifindex) else {
-        problems.push(format!(
+        return Err(format!(
             "pod interface {} (ifindex {}) is missing",
             nic.pod.name, nic.pod.ifindex
         ));
-        return;
     };
     let tap_idx = created_ifindex(created, &nic.tap.name);
     let (kind, what) = match nic.macvtap {
@@ -30,12 +66,19 @@ fn missing_nic(nic: &NicPlan, created: &[Created], now: &Observed, problems: &mu
         None => (InfoKind::Tun, "TAP"),
     };
     let Some(tap) = now.links.get(&tap_idx).filter(|l| l.is_kind(kind)) else {
-        problems.push(format!(
+        return Err(format!(
             "{what} {} (ifindex {tap_idx}) is missing",
             nic.tap.name
         ));
-        return;
     };
+    // Found by ifindex: a VMM that opens it by name would not find it.
+    if tap.name != nic.tap.name {
+        problems.push(format!(
+            "{what} {} was renamed to {}",
+            nic.tap.name, tap.name
+        ));
+    }
+
     if nic.macvtap.is_some() && tap.lower != Some(pod.ifindex) {
         problems.push(format!(
             "macvtap {} does not sit on pod interface {}",
@@ -72,6 +115,18 @@ fn missing_nic(nic: &NicPlan, created: &[Created], now: &Observed, problems: &mu
             tap.name, tap.mtu, nic.tap.mtu
         ));
     }
+    wiring_drift(nic, created, now, (pod, tap), problems);
+    Ok(())
+}
+
+/// The drifts of `nic`'s tc redirects or bridge between `pod` and `tap`.
+fn wiring_drift(
+    nic: &NicPlan,
+    created: &[Created],
+    now: &Observed,
+    (pod, tap): (&LinkState, &LinkState),
+    problems: &mut Vec<String>,
+) {
     if let Some(tcp) = &nic.tc {
         for (from, to) in [(pod, tap), (tap, pod)] {
             let ok = now

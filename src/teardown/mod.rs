@@ -81,8 +81,13 @@ pub async fn undo_by_markers(nl: &Netlink, id: &SandboxId) -> Result<UndoReport>
     Ok(execute::execute(nl, undo, true).await)
 }
 
-/// What is not as `plan` recorded it; empty when all is well.
-pub async fn missing(nl: &Netlink, plan: &Plan, created: &[Created]) -> Result<Vec<String>> {
+/// What is not as `plan` recorded it, per NIC (in `plan.nics` order), with
+/// what was observed; every `problems` empty when all is well.
+pub async fn missing_per_nic(
+    nl: &Netlink,
+    plan: &Plan,
+    created: &[Created],
+) -> Result<(decide::Observed, Vec<missing::NicProblems>)> {
     let wired: Vec<u32> = plan
         .nics
         .iter()
@@ -98,16 +103,17 @@ pub async fn missing(nl: &Netlink, plan: &Plan, created: &[Created]) -> Result<V
     if plan.nics.iter().any(|n| !n.pod.neighbours.is_empty()) {
         now.neighbours = execute::permanent_neighbours(nl).await?;
     }
-    let mut problems = missing::missing(plan, created, &now);
-    for m in plan.nics.iter().filter_map(|n| n.macvtap.as_ref()) {
+    let mut per_nic = missing::per_nic(plan, created, &now);
+    for (nic, found) in plan.nics.iter().zip(per_nic.iter_mut()) {
+        let Some(m) = &nic.macvtap else { continue };
         if !crate::kernel::macvtap::is_node(Path::new(&m.device)) {
-            problems.push(format!(
+            found.drifted.push(format!(
                 "macvtap device node {} is missing (or not a character device)",
                 m.device
             ));
         }
     }
-    Ok(problems)
+    Ok((now, per_nic))
 }
 
 /// Open the netns a checkpoint recorded, found by identity (`Ok(Ok(ns))`),

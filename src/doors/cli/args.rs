@@ -15,10 +15,13 @@ use crate::doors::state_args::StateArgs;
 pair with tc redirect or a Linux bridge, and prints a JSON description a VMM launcher boots from.\n\n\
 Exit codes: 0 ok, 1 failure, 2 usage, 3 netns missing, 4 not a netns, 5 host netns refused, \
 6 permission denied, 7 invalid sandbox id, 8 corrupt checkpoint, 9 busy, 10 kernel operation failed, \
-11 id attached elsewhere, 12 check failed, 13 invalid input, 14 no such checkpoint, 15 render refused, 16 untrusted state.\n\n\
+11 id attached elsewhere, 12 check failed, 13 invalid input, 14 no such checkpoint, 15 render refused, 16 untrusted state, 17 node not ready (doctor).\n\n\
 When CNI_COMMAND is set, podtap runs as a chained CNI plugin instead."
 )]
 pub struct Cli {
+    /// Log format on stderr: text, or one JSON object per line (PODTAP_LOG sets the level).
+    #[arg(long, global = true, value_enum, env = super::logging::FORMAT_ENV, default_value = "text")]
+    pub log_format: super::logging::LogFormat,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -196,6 +199,8 @@ pub enum Command {
         #[arg(long)]
         boot: bool,
     },
+    #[command(flatten)]
+    Ops(super::ops::Ops),
 }
 
 #[cfg(test)]

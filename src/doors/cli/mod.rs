@@ -5,8 +5,13 @@
 
 mod args;
 mod commands;
+mod doctor;
+mod generated;
 mod list;
+mod logging;
+mod ops;
 pub(crate) mod resolv_conf;
+mod show;
 
 use clap::Parser;
 
@@ -14,24 +19,10 @@ pub use args::{Cli, Command};
 
 use crate::error::{exit, Error};
 
-/// Log to stderr; `PODTAP_LOG` sets the filter (default: warnings).
-pub fn init_logging() {
-    let fmt = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .without_time();
-    // Without PODTAP_LOG a plain level: an EnvFilter costs a podtap process
-    // 50 us to build, a twentieth of its start-up.
-    let _ = match tracing_subscriber::EnvFilter::try_from_env("PODTAP_LOG") {
-        Ok(filter) => fmt.with_env_filter(filter).try_init(),
-        Err(_) => fmt.with_max_level(tracing::Level::WARN).try_init(),
-    };
-}
-
 /// Parse the command line, run it, and return the exit code.
 pub fn run() -> i32 {
     if std::env::var_os("CNI_COMMAND").is_some() {
+        logging::init(logging::LogFormat::from_env());
         return crate::doors::cni::main();
     }
     let cli = match Cli::try_parse() {
@@ -45,6 +36,7 @@ pub fn run() -> i32 {
             };
         }
     };
+    logging::init(cli.log_format);
     match commands::dispatch(cli) {
         Ok(code) => code,
         Err(e) => report(&e),

@@ -1,0 +1,56 @@
+//! The tcx probe: tcx (Linux 6.6+) has no netlink interface, so the probe
+//! loads a two-instruction `BPF_PROG_TYPE_SCHED_CLS` program with bpf(2)
+//! and attaches it with `BPF_LINK_CREATE` at `BPF_TCX_INGRESS` of a link in
+//! the throwaway netns. Both fds close on return, which detaches and frees it.
+
+use std::os::fd::{FromRawFd, OwnedFd};
+
+use crate::error::KernelError;
+
+const BPF_PROG_LOAD: libc::c_long = 5;
+const BPF_LINK_CREATE: libc::c_long = 28;
+const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
+const BPF_TCX_INGRESS: u32 = 46;
+/// Large enough for every field podtap sets; the kernel accepts a longer
+/// `union bpf_attr` as long as the bytes it does not know are zero.
+const ATTR_SIZE: usize = 128;
+
+/// Load a program and attach it at tcx ingress of `ifindex`.
+pub fn tcx_probe(ifindex: u32) -> Result<(), KernelError> {
+    // mov64 r0, 0 (TC_ACT_OK); exit.
+    let insns: [u64; 2] = [
+        u64::from_le_bytes([0xb7, 0, 0, 0, 0, 0, 0, 0]),
+        u64::from_le_bytes([0x95, 0, 0, 0, 0, 0, 0, 0]),
+    ];
+    let license = b"GPL\0";
+    let mut attr = [0u8; ATTR_SIZE];
+    put(&mut attr, 0, &BPF_PROG_TYPE_SCHED_CLS.to_ne_bytes());
+    put(&mut attr, 4, &2u32.to_ne_bytes());
+    put(&mut attr, 8, &(insns.as_ptr() as u64).to_ne_bytes());
+    put(&mut attr, 16, &(license.as_ptr() as u64).to_ne_bytes());
+    let prog = bpf(BPF_PROG_LOAD, &mut attr)?;
+    let mut attr = [0u8; ATTR_SIZE];
+    let prog_fd = u32::try_from(std::os::fd::AsRawFd::as_raw_fd(&prog)).unwrap_or(u32::MAX);
+    put(&mut attr, 0, &prog_fd.to_ne_bytes());
+    put(&mut attr, 4, &ifindex.to_ne_bytes());
+    put(&mut attr, 8, &BPF_TCX_INGRESS.to_ne_bytes());
+    let _link = bpf(BPF_LINK_CREATE, &mut attr)?;
+    Ok(())
+}
+
+fn put(attr: &mut [u8], at: usize, bytes: &[u8]) {
+    attr[at..at + bytes.len()].copy_from_slice(bytes);
+}
+
+fn bpf(cmd: libc::c_long, attr: &mut [u8; ATTR_SIZE]) -> Result<OwnedFd, KernelError> {
+    // SAFETY: attr is a valid, writable buffer of ATTR_SIZE bytes laid out as
+    // the `union bpf_attr` member of `cmd`; the pointers it holds (program,
+    // licence) outlive the call. The kernel reads at most ATTR_SIZE bytes.
+    let fd = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_mut_ptr(), ATTR_SIZE) };
+    if fd < 0 {
+        return Err(KernelError::Errno(nix::errno::Errno::last()));
+    }
+    let fd = i32::try_from(fd).map_err(|_| KernelError::Netlink("bpf: fd out of range".into()))?;
+    // SAFETY: a non-negative bpf(2) result is a new fd this process owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}

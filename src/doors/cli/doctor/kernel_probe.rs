@@ -1,0 +1,226 @@
+//! Kernel features, probed by making each object in a throwaway netns.
+//!
+//! A fresh thread calls `unshare(CLONE_NEWNET)`: it alone moves to a new,
+//! empty netns (the root netns and every other thread stay where they
+//! were), opens its own rtnetlink socket there and creates a veth pair, a
+//! bridge, a macvtap, qdiscs, filters and a tcx link. When the thread ends,
+//! its socket closes and the netns (the thread and the socket were its only
+//! users) goes with everything in it. A module list says what could be
+//! loaded; creating the object says what works, and loads the module on
+//! demand as attach would.
+
+use futures::TryStreamExt;
+use rtnetlink::packet_core::DefaultNla;
+use rtnetlink::packet_route::link::MacVtapMode;
+use rtnetlink::packet_route::tc::{
+    TcAttribute, TcFilterU32, TcFilterU32Option, TcHandle, TcMessage, TcOption, TcU32Key,
+    TcU32Selector, TcU32SelectorFlags,
+};
+use rtnetlink::packet_route::RouteNetlinkMessage;
+use rtnetlink::{Handle, LinkBridge, LinkMacVtap, LinkVeth};
+
+use super::checks::{Feature, Probe};
+use crate::error::KernelError;
+use crate::kernel::netlink::create;
+use crate::kernel::tc::{new_ingress_qdisc, new_redirect, INGRESS_PARENT};
+
+/// ETH_P_ALL, in network byte order as tc expects it.
+const ETH_P_ALL_BE: u16 = 0x0003u16.to_be();
+
+/// The result of each kernel feature probe, in [`Feature::ALL`] order.
+pub fn probe() -> Vec<(Feature, Probe)> {
+    let run = std::thread::Builder::new()
+        .name("podtap-doctor".into())
+        .spawn(|| -> Result<Vec<(Feature, Probe)>, String> {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
+                .map_err(|e| format!("cannot make a throwaway netns (unshare: {e})"))?;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .build()
+                .map_err(|e| format!("start runtime: {e}"))?;
+            rt.block_on(async {
+                let (connection, handle, _) =
+                    rtnetlink::new_connection().map_err(|e| format!("rtnetlink socket: {e}"))?;
+                tokio::spawn(connection);
+                Ok(probe_all(&handle).await)
+            })
+        });
+    let outcome = match run.map(std::thread::JoinHandle::join) {
+        Ok(Ok(result)) => result,
+        Ok(Err(_)) => Err("probe thread panicked".to_string()),
+        Err(e) => Err(format!("spawn probe thread: {e}")),
+    };
+    outcome.unwrap_or_else(|why| {
+        Feature::ALL
+            .iter()
+            .map(|f| (*f, Err(why.clone())))
+            .collect()
+    })
+}
+
+async fn probe_all(handle: &Handle) -> Vec<(Feature, Probe)> {
+    let mut out = Vec::new();
+    let veth = add_link(handle, LinkVeth::new("pt0", "pt1").build()).await;
+    let pair = match veth {
+        Ok(()) => match (index_of(handle, "pt0").await, index_of(handle, "pt1").await) {
+            (Ok(a), Ok(b)) => Ok((a, b)),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        },
+        Err(e) => Err(e),
+    };
+    out.push((
+        Feature::Veth,
+        pair.as_ref().map(|_| made("a veth pair")).map_err(show),
+    ));
+    let bridge = add_link(handle, LinkBridge::new("ptbr0").build()).await;
+    out.push((
+        Feature::Bridge,
+        bridge.map(|()| made("a bridge")).map_err(|e| show(&e)),
+    ));
+    out.push((Feature::Tap, tap()));
+    let Ok((a, b)) = pair else {
+        let why = "not probed: needs a veth pair".to_string();
+        for f in &Feature::ALL[3..] {
+            out.push((*f, Err(why.clone())));
+        }
+        return out;
+    };
+    let macvtap = LinkMacVtap::new("ptmvt0", a, MacVtapMode::Passthrough).build();
+    out.push((
+        Feature::Macvtap,
+        outcome(
+            add_link(handle, macvtap).await,
+            "a passthru macvtap on a veth",
+        ),
+    ));
+    let ingress = create(handle, new_ingress_qdisc(a)).await;
+    let have_ingress = ingress.is_ok();
+    out.push((Feature::Ingress, outcome(ingress, "an ingress qdisc")));
+    out.push((
+        Feature::Clsact,
+        outcome(create(handle, clsact(b)).await, "a clsact qdisc"),
+    ));
+    if have_ingress {
+        out.push((
+            Feature::U32,
+            outcome(create(handle, u32_filter(a)).await, "a u32 filter"),
+        ));
+        let mirred = create(handle, new_redirect(a, b, 2)).await;
+        out.push((
+            Feature::Mirred,
+            outcome(mirred, "a u32 filter with a mirred redirect"),
+        ));
+    } else {
+        for f in [Feature::U32, Feature::Mirred] {
+            out.push((f, Err("not probed: needs an ingress qdisc".into())));
+        }
+    }
+    out.push((
+        Feature::ClsBpf,
+        outcome(
+            create(handle, cls_bpf(b)).await,
+            "a cls_bpf filter (classic BPF)",
+        ),
+    ));
+    out.push((
+        Feature::Tcx,
+        super::bpf::tcx_probe(a)
+            .map(|()| made("a tcx ingress link"))
+            .map_err(|e| show(&e)),
+    ));
+    out
+}
+
+/// A TAP with vnet_hdr, as attach makes them; it goes when its fd closes
+/// (it is not made persistent).
+fn tap() -> Probe {
+    let flags = crate::kernel::tap::TapFlags {
+        vnet_hdr: true,
+        multi_queue: false,
+    };
+    crate::kernel::tap::TapQueue::open("pttap0", flags)
+        .map(|_| made("a TAP (vnet_hdr)"))
+        .map_err(|e| format!("TUNSETIFF: {e}"))
+}
+
+fn made(what: &str) -> String {
+    format!("created {what} in a throwaway netns")
+}
+
+fn show(e: &KernelError) -> String {
+    format!("the kernel refused it: {e}")
+}
+
+fn outcome(r: Result<(), KernelError>, what: &str) -> Probe {
+    r.map(|()| made(what)).map_err(|e| show(&e))
+}
+
+async fn add_link(
+    handle: &Handle,
+    msg: rtnetlink::packet_route::link::LinkMessage,
+) -> Result<(), KernelError> {
+    Ok(handle.link().add(msg).execute().await?)
+}
+
+async fn index_of(handle: &Handle, name: &str) -> Result<u32, KernelError> {
+    let mut links = handle.link().get().match_name(name.to_string()).execute();
+    match links.try_next().await? {
+        Some(msg) => Ok(msg.header.index),
+        None => Err(KernelError::Netlink(format!(
+            "{name}: not listed after creation"
+        ))),
+    }
+}
+
+fn tc_index(ifindex: u32) -> i32 {
+    i32::try_from(ifindex).unwrap_or(i32::MAX)
+}
+
+/// `tc qdisc add dev B clsact`.
+fn clsact(ifindex: u32) -> RouteNetlinkMessage {
+    let mut msg = TcMessage::with_index(tc_index(ifindex));
+    msg.header.parent = TcHandle::CLSACT;
+    msg.header.handle = TcHandle::from(0xFFFF_0000);
+    msg.attributes.push(TcAttribute::Kind("clsact".into()));
+    RouteNetlinkMessage::NewQueueDiscipline(msg)
+}
+
+/// A filter at `ffff:fff2`, priority 1, protocol all, of `kind` with `options`.
+fn filter(ifindex: u32, kind: &str, options: Vec<TcOption>) -> RouteNetlinkMessage {
+    let mut msg = TcMessage::with_index(tc_index(ifindex));
+    msg.header.parent = INGRESS_PARENT.into();
+    msg.header.info = (1 << 16) | u32::from(ETH_P_ALL_BE);
+    msg.attributes.push(TcAttribute::Kind(kind.into()));
+    msg.attributes.push(TcAttribute::Options(options));
+    RouteNetlinkMessage::NewTrafficFilter(msg)
+}
+
+/// `u32 match u8 0 0` without an action: the classifier alone.
+fn u32_filter(ifindex: u32) -> RouteNetlinkMessage {
+    let mut selector = TcU32Selector::default();
+    selector.flags = TcU32SelectorFlags::Terminal;
+    selector.nkeys = 1;
+    selector.keys = vec![TcU32Key::default()];
+    let options = vec![TcOption::U32(TcFilterU32Option::Selector(selector))];
+    filter(ifindex, TcFilterU32::KIND, options)
+}
+
+/// A cls_bpf filter with a one-instruction classic BPF program (`ret #0`),
+/// which needs no bpf(2) program load.
+fn cls_bpf(ifindex: u32) -> RouteNetlinkMessage {
+    const TCA_BPF_OPS_LEN: u16 = 4;
+    const TCA_BPF_OPS: u16 = 5;
+    // struct sock_filter { u16 code; u8 jt; u8 jf; u32 k; }: BPF_RET | BPF_K, k = 0.
+    let mut ret = Vec::with_capacity(8);
+    ret.extend_from_slice(&0x0006u16.to_ne_bytes());
+    ret.extend_from_slice(&[0, 0]);
+    ret.extend_from_slice(&0u32.to_ne_bytes());
+    let options = vec![
+        TcOption::Other(DefaultNla::new(
+            TCA_BPF_OPS_LEN,
+            1u16.to_ne_bytes().to_vec(),
+        )),
+        TcOption::Other(DefaultNla::new(TCA_BPF_OPS, ret)),
+    ];
+    filter(ifindex, "bpf", options)
+}
