@@ -166,10 +166,10 @@ impl Drop for Libvirtd {
         for name in self.running() {
             let _ = self.virsh(&["destroy", &name]);
         }
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let pid = nix::unistd::Pid::from_raw(pid);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        }
         let _ = self.child.wait();
     }
 }
@@ -238,7 +238,10 @@ fn reach_in(node: &Netns, ip: &str, guest_mac: &str) {
     for round in 0..3 {
         node.ip(&format!("neigh flush to {ip}"));
         let ok = (0..3).any(|_| sh_ok(&format!("ip netns exec {} {ping} -c1 -W2 {ip}", node.name)));
-        assert!(ok, "round {round}: {ip} is not reachable from the pod's peer");
+        assert!(
+            ok,
+            "round {round}: {ip} is not reachable from the pod's peer"
+        );
         let neigh = node.ip(&format!("neigh show {ip}"));
         assert!(
             neigh.to_lowercase().contains(&guest_mac.to_lowercase()),
@@ -259,12 +262,18 @@ fn boot_once(pod: &Pod, libvirtd: &Libvirtd, state: &StateDir, mode: &str, queue
     let id = unique("lv");
     let q = queues.to_string();
     let netns = pod.pod.path_str();
-    let args = ["attach", "--netns", &netns, "--id", &id, "--mode", mode, "--queues", &q];
+    let args = [
+        "attach", "--netns", &netns, "--id", &id, "--mode", mode, "--queues", &q,
+    ];
     let desc: serde_json::Value =
         serde_json::from_str(&podtap_ok(&state.0, &args)).expect("attach prints JSON");
     let eth0 = iface(&desc, "eth0");
     assert_eq!(eth0["wiring"], mode);
-    let mac = eth0["guest_mac"].as_str().or(eth0["mac"].as_str()).expect("mac").to_string();
+    let mac = eth0["guest_mac"]
+        .as_str()
+        .or(eth0["mac"].as_str())
+        .expect("mac")
+        .to_string();
     let interfaces = podtap_ok(&state.0, &["render", "libvirt", "--id", &id]);
     let guest_net = podtap_ok(&state.0, &["render", "guest-args", "--id", &id]);
     let n = pod.net;
@@ -280,8 +289,11 @@ fn boot_once(pod: &Pod, libvirtd: &Libvirtd, state: &StateDir, mode: &str, queue
     let name = format!("podtap-{id}");
     let xml = work.path().join("domain.xml");
     let vcpus = queues.max(1);
-    std::fs::write(&xml, domain_xml(&name, vcpus, &cmdline, &interfaces, &console))
-        .expect("write domain XML");
+    std::fs::write(
+        &xml,
+        domain_xml(&name, vcpus, &cmdline, &interfaces, &console),
+    )
+    .expect("write domain XML");
     libvirtd.virsh_ok(&["create", &xml.display().to_string()]);
 
     let ready = wait_for_console(&console, "PODTAP-READY", Duration::from_secs(240));
@@ -298,16 +310,25 @@ fn boot_once(pod: &Pod, libvirtd: &Libvirtd, state: &StateDir, mode: &str, queue
         let line = format!("PODTAP-PING OK {peer}");
         assert!(lines.contains(&line), "{mode}: no {line:?} in {lines:#?}");
     }
-    let nic = format!("PODTAP-NIC {} eth0 mtu=1500 queues={queues}", mac.to_lowercase());
+    let nic = format!(
+        "PODTAP-NIC {} eth0 mtu=1500 queues={queues}",
+        mac.to_lowercase()
+    );
     assert!(lines.contains(&nic), "{mode}: no {nic:?} in {lines:#?}");
-    assert!(!lines.iter().any(|l| l.starts_with("PODTAP-ERROR")), "{lines:#?}");
+    assert!(
+        !lines.iter().any(|l| l.starts_with("PODTAP-ERROR")),
+        "{lines:#?}"
+    );
     podtap_ok(&state.0, &["check", "--id", &id]);
     for family in ["inet", "inet6"] {
         reach_in(&pod.peer, &guest_address(&desc, family), &mac);
     }
     let qemu = libvirtd.qemu_log(&name);
     let tap_source = if queues > 1 { "\"fds\":" } else { "\"fd\":" };
-    assert!(qemu.contains(tap_source), "QEMU did not get the TAP's fds: {qemu}");
+    assert!(
+        qemu.contains(tap_source),
+        "QEMU did not get the TAP's fds: {qemu}"
+    );
 
     libvirtd.virsh_ok(&["destroy", &name]);
     assert!(!libvirtd.running().contains(&name), "{name} still runs");
@@ -352,7 +373,11 @@ fn libvirtd_in_the_pod_netns_boots_the_rendered_domain_in_tc_and_bridge_mode() {
         );
     }
     drop(libvirtd);
-    assert_eq!(before, pod_snapshot(&pod.pod), "libvirtd left the pod netns changed");
+    assert_eq!(
+        before,
+        pod_snapshot(&pod.pod),
+        "libvirtd left the pod netns changed"
+    );
 }
 
 /// libvirt opens a virtio NIC's TAP with IFF_VNET_HDR (and the kernel then
@@ -368,7 +393,10 @@ fn render_libvirt_refuses_a_tap_without_vnet_hdr() {
     let state = StateDir::new();
     let id = unique("lvnohdr");
     let netns = pod.pod.path_str();
-    podtap_ok(&state.0, &["attach", "--netns", &netns, "--id", &id, "--no-vnet-hdr"]);
+    podtap_ok(
+        &state.0,
+        &["attach", "--netns", &netns, "--id", &id, "--no-vnet-hdr"],
+    );
     let out = podtap_cmd(&state.0)
         .args(["render", "libvirt", "--id", &id])
         .output()
@@ -376,7 +404,10 @@ fn render_libvirt_refuses_a_tap_without_vnet_hdr() {
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(15), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("IFF_VNET_HDR") && err.contains("--no-vnet-hdr"), "{err}");
+    assert!(
+        err.contains("IFF_VNET_HDR") && err.contains("--no-vnet-hdr"),
+        "{err}"
+    );
     assert!(stdout(&out).is_empty());
     podtap_ok(&state.0, &["detach", "--id", &id]);
 }
