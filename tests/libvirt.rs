@@ -6,9 +6,11 @@
 //! (tests/guest/README.md) from its kernel and initramfs, configured from
 //! `podtap render guest-args`.
 //!
-//! In tc mode (one queue) and bridge mode (two queues): the guest pings the
-//! pod's peer over IPv4 and IPv6, the peer reaches the guest on both families
-//! (its neighbour entry must hold the guest's MAC), `podtap check` passes
+//! In tc mode (one queue) and bridge mode (two queues), pod veth MTU 9000:
+//! the guest pings the pod's peer over IPv4 and IPv6, and with 8000-byte
+//! IPv4 echoes (`<mtu>` reaches QEMU as the NIC's host_mtu); the peer
+//! reaches the guest on both families (its neighbour entry must hold the
+//! guest's MAC); `podtap check` passes
 //! while libvirt holds the TAP, `virsh destroy` leaves the TAP in place
 //! (`managed='no'`), and `podtap detach` then leaves the pod netns exactly
 //! as it was before the attach, libvirtd still running in it.
@@ -26,6 +28,8 @@ use common::{
 };
 
 const QEMU: &str = "qemu-system-x86_64";
+/// The pod veth's MTU: jumbo, so that `<mtu>` matters.
+const MTU: u32 = 9000;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -281,7 +285,7 @@ fn boot_once(pod: &Pod, libvirtd: &Libvirtd, state: &StateDir, mode: &str, queue
     // The guest stays up (hold) until `virsh destroy`; its watchdog powers
     // it off (and libvirt then ends the domain) should the test die first.
     let cmdline = format!(
-        "console=ttyS0 quiet panic=-1 {} podtap.ping={peer4},{peer6} podtap.hold=600 podtap.timeout=900",
+        "console=ttyS0 quiet panic=-1 {} podtap.ping={peer4},{peer6} podtap.pingbig=8000:{peer4} podtap.hold=600 podtap.timeout=900",
         guest_net.trim()
     );
     let work = TempDir::new();
@@ -310,8 +314,10 @@ fn boot_once(pod: &Pod, libvirtd: &Libvirtd, state: &StateDir, mode: &str, queue
         let line = format!("PODTAP-PING OK {peer}");
         assert!(lines.contains(&line), "{mode}: no {line:?} in {lines:#?}");
     }
+    let big = format!("PODTAP-PINGBIG OK 8000 {peer4}");
+    assert!(lines.contains(&big), "{mode}: no {big:?} in {lines:#?}");
     let nic = format!(
-        "PODTAP-NIC {} eth0 mtu=1500 queues={queues}",
+        "PODTAP-NIC {} eth0 mtu={MTU} queues={queues}",
         mac.to_lowercase()
     );
     assert!(lines.contains(&nic), "{mode}: no {nic:?} in {lines:#?}");
@@ -324,6 +330,12 @@ fn boot_once(pod: &Pod, libvirtd: &Libvirtd, state: &StateDir, mode: &str, queue
         reach_in(&pod.peer, &guest_address(&desc, family), &mac);
     }
     let qemu = libvirtd.qemu_log(&name);
+    // <mtu size> became the virtio-net device's host_mtu.
+    let host_mtu = format!("\"host_mtu\":{MTU}");
+    assert!(
+        qemu.contains(&host_mtu),
+        "no {host_mtu} in QEMU's command line: {qemu}"
+    );
     let tap_source = if queues > 1 { "\"fds\":" } else { "\"fd\":" };
     assert!(
         qemu.contains(tap_source),
@@ -361,6 +373,8 @@ fn libvirtd_in_the_pod_netns_boots_the_rendered_domain_in_tc_and_bridge_mode() {
     for ns in [&pod.pod, &pod.peer] {
         ns.exec("sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0");
     }
+    pod.peer.ip(&format!("link set veth0 mtu {MTU}"));
+    pod.pod.ip(&format!("link set eth0 mtu {MTU}"));
     let state = StateDir::new();
     let before = pod_snapshot(&pod.pod);
     let libvirtd = Libvirtd::start(&pod.pod);
