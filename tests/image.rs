@@ -236,24 +236,15 @@ fn build(podman: &Podman) {
     assert_eq!(files, ["usr/local/bin/podtap"], "{listing}");
 }
 
-#[test]
-fn the_image_installs_like_the_daemonset_idempotently_and_uninstalls_on_sigterm() {
-    let test = "the_image_installs_like_the_daemonset_idempotently_and_uninstalls_on_sigterm";
-    if !root_or_skip(test) || !tool_or_skip(test, "podman") || !tool_or_skip(test, "tar") {
-        return;
-    }
-    let host_before = host_podman_state();
-    let podman = Podman::new();
-    build(&podman);
-    let host = Host::new();
-    let original = host.files();
+/// After an install: podtap chained last and once into the first conflist,
+/// its original kept beside it, the other conflist untouched, and the very
+/// binary under test in the bin dir, running.
+fn check_installed(
+    host: &Host,
+    original: &BTreeMap<String, Vec<u8>>,
+    installed: &BTreeMap<String, Vec<u8>>,
+) {
     let conf = |name: &str| host.conf.join(name).display().to_string();
-
-    // 1. The image's own command: install once.
-    let out = podman.run_image(&host, None, &[]);
-    assert!(out.status.success(), "first run: {}", stderr(&out));
-    assert!(stderr(&out).contains("podtap: chained in /host/etc/cni/net.d/10-bridge.conflist"));
-    let installed = host.files();
     let chain: serde_json::Value =
         serde_json::from_slice(&installed[&conf("10-bridge.conflist")]).expect("chain JSON");
     let types: Vec<&str> = chain["plugins"]
@@ -287,6 +278,26 @@ fn the_image_installs_like_the_daemonset_idempotently_and_uninstalls_on_sigterm(
         "{}",
         stdout(&version)
     );
+}
+
+#[test]
+fn the_image_installs_like_the_daemonset_idempotently_and_uninstalls_on_sigterm() {
+    let test = "the_image_installs_like_the_daemonset_idempotently_and_uninstalls_on_sigterm";
+    if !root_or_skip(test) || !tool_or_skip(test, "podman") || !tool_or_skip(test, "tar") {
+        return;
+    }
+    let host_before = host_podman_state();
+    let podman = Podman::new();
+    build(&podman);
+    let host = Host::new();
+    let original = host.files();
+
+    // 1. The image's own command: install once.
+    let out = podman.run_image(&host, None, &[]);
+    assert!(out.status.success(), "first run: {}", stderr(&out));
+    assert!(stderr(&out).contains("podtap: chained in /host/etc/cni/net.d/10-bridge.conflist"));
+    let installed = host.files();
+    check_installed(&host, &original, &installed);
 
     // 2. A second run changes nothing.
     let out = podman.run_image(&host, None, &[]);
