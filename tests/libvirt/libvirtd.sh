@@ -2,8 +2,9 @@
 # Run a system-mode libvirtd (QEMU driver) the way KubeVirt's virt-launcher
 # does: inside the pod's network namespace. It also runs in a private mount
 # namespace in which every directory libvirtd writes is a bind of a directory
-# under WORK, so the host's libvirt state is never read or touched and
-# parallel runs do not collide:
+# under WORK, so the host's libvirt state (but its config, copied) is never
+# read or written and parallel runs do not collide (/sys is the pod netns's
+# sysfs, as in a pod):
 #   WORK/etc   -> /etc/libvirt        (a copy of the package's config, edited below)
 #   WORK/run   -> /run/libvirt        (sockets, domain status; /var/run is /run on
 #                                      Debian. /run itself is a private tmpfs, so
