@@ -20,6 +20,11 @@ have /usr/bin/time || need+=(time)
 have gcc || need+=(gcc)
 have iperf3 || need+=(iperf3)
 have ping || need+=(iputils-ping)
+# libvirt (tests/libvirt.rs): a system libvirtd with the QEMU driver, run by the test
+# itself in a pod netns (tests/libvirt/libvirtd.sh); its services are never started.
+have libvirtd && have /etc/libvirt/qemu.conf || need+=(libvirt-daemon-system)
+have /usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_qemu.so || need+=(libvirt-daemon-driver-qemu)
+have virsh || need+=(libvirt-clients)
 
 if [ ${#need[@]} -gt 0 ]; then
     echo "install-deps: installing ${need[*]}"

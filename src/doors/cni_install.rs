@@ -215,6 +215,65 @@ pub fn install_binary(bin_dir: &Path) -> Result<PathBuf> {
     Ok(target)
 }
 
+/// What `podtap cni-install` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Binary into the bin dir, podtap chained in; then exit.
+    Install,
+    /// Install, then stay until SIGTERM or SIGINT and uninstall (`--wait`).
+    InstallAndWait,
+    /// Restore the configuration and remove the binary (`--uninstall`).
+    Uninstall,
+}
+
+/// `podtap cni-install`: `action` on the node's `conf_dir` and `bin_dir`,
+/// chaining `entry`; one line on stderr per thing done.
+pub fn run(action: Action, conf_dir: &Path, bin_dir: &Path, entry: &Value) -> Result<()> {
+    if action != Action::Uninstall {
+        let bin = install_binary(bin_dir)?;
+        let (file, changed) = install(conf_dir, entry)?;
+        let what = if changed {
+            "chained"
+        } else {
+            "already chained"
+        };
+        eprintln!(
+            "podtap: {what} in {}; binary at {}",
+            file.display(),
+            bin.display()
+        );
+        if action == Action::Install {
+            return Ok(());
+        }
+        let signal = wait_for_stop()?;
+        eprintln!("podtap: {signal}: uninstalling");
+    }
+    for f in uninstall(conf_dir)? {
+        eprintln!("podtap: restored {}", f.display());
+    }
+    let bin = bin_dir.join("podtap");
+    match std::fs::remove_file(&bin) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("remove", bin, e)),
+    }
+}
+
+/// Block until SIGTERM or SIGINT arrives (`cni-install --wait`) and name it.
+///
+/// The signals are blocked and taken with `sigwait`: as a container's PID 1,
+/// a signal whose action is the default would be dropped, but a blocked one
+/// is always queued. The CLI has no other thread to take them instead.
+fn wait_for_stop() -> Result<nix::sys::signal::Signal> {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGTERM);
+    set.add(Signal::SIGINT);
+    let failed = |what, e: nix::errno::Errno| Error::io(what, "SIGTERM/SIGINT", e.into());
+    set.thread_block().map_err(|e| failed("block", e))?;
+    set.wait().map_err(|e| failed("sigwait", e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -182,6 +182,21 @@ pub enum RenderError {
         remedy: &'static str,
     },
 
+    /// A TAP made without `IFF_VNET_HDR` for a format whose VMM opens it with
+    /// the flag, which `TUNSETIFF` would then set on the TAP podtap made.
+    #[error(
+        "TAP {tap} of interface {interface} was made without IFF_VNET_HDR, but {format} \
+         opens a virtio NIC's TAP with it (and so changes the TAP); attach without --no-vnet-hdr"
+    )]
+    NoVnetHdr {
+        /// The pod interface's name.
+        interface: String,
+        /// The TAP's name.
+        tap: String,
+        /// The format or VMM.
+        format: &'static str,
+    },
+
     /// An interface's MTU is below the 1280 bytes Cloud Hypervisor accepts.
     #[error("Cloud Hypervisor requires mtu >= {minimum}, but interface {interface} has MTU {mtu}")]
     MtuBelowCloudHypervisorMinimum {

@@ -189,6 +189,10 @@ pub enum Command {
         /// Undo the install: restore the configuration byte for byte and remove the binary.
         #[arg(long)]
         uninstall: bool,
+        /// After installing, stay until SIGTERM or SIGINT, then uninstall (a DaemonSet's
+        /// container: deleting it takes podtap off the node).
+        #[arg(long, conflicts_with = "uninstall")]
+        wait: bool,
     },
     /// Build a throwaway pod netns, run podtap on it, print the result, and remove everything.
     Demo {

@@ -137,47 +137,20 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
             mode,
             plugin_state_dir,
             uninstall,
-        } => cni_install(&conf_dir, &bin_dir, &mode, &plugin_state_dir, uninstall)?,
+            wait,
+        } => {
+            let action = match (uninstall, wait) {
+                (true, _) => crate::doors::cni_install::Action::Uninstall,
+                (false, false) => crate::doors::cni_install::Action::Install,
+                (false, true) => crate::doors::cni_install::Action::InstallAndWait,
+            };
+            let entry = crate::doors::cni_install::plugin_entry(&plugin_state_dir, &mode);
+            crate::doors::cni_install::run(action, &conf_dir, &bin_dir, &entry)?;
+        }
         Command::Demo { keep, boot } => crate::doors::demo::run(keep, boot)?,
         Command::Ops(op) => return super::ops::run(op),
     }
     Ok(exit::OK)
-}
-
-/// `podtap cni-install`: chain podtap in (or, with `uninstall`, take it out again).
-fn cni_install(
-    conf_dir: &std::path::Path,
-    bin_dir: &std::path::Path,
-    mode: &str,
-    plugin_state_dir: &str,
-    uninstall: bool,
-) -> Result<()> {
-    use crate::doors::cni_install;
-    if uninstall {
-        for f in cni_install::uninstall(conf_dir)? {
-            eprintln!("podtap: restored {}", f.display());
-        }
-        match std::fs::remove_file(bin_dir.join("podtap")) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io("remove", bin_dir.join("podtap"), e)),
-        }
-    } else {
-        let bin = cni_install::install_binary(bin_dir)?;
-        let entry = cni_install::plugin_entry(plugin_state_dir, mode);
-        let (file, changed) = cni_install::install(conf_dir, &entry)?;
-        eprintln!(
-            "podtap: {} in {}; binary at {}",
-            if changed {
-                "chained"
-            } else {
-                "already chained"
-            },
-            file.display(),
-            bin.display()
-        );
-    }
-    Ok(())
 }
 
 /// `--dns-from FILE`: a regular file (symlinks followed, as /etc/resolv.conf
