@@ -1,5 +1,6 @@
 # Sourced by the podman scripts: a podman 4.3 (CNI backend, runc) whose every
-# path is private to WORK: root, runroot, tmp dir, file locks, CNI conf and
+# path is private to WORK: root, runroot, tmp dir, file
+# locks, events log, CNI conf and
 # plugin dirs; run_private (below) adds a private /run/netns and /var/lib (libcni's
 # result cache). The host's podman state can neither change a result nor be changed.
 # podman_env WORK PODTAP SUBNET PODTAP_PLUGIN_JSON   (PODTAP_PLUGIN_JSON: ',{...}' or '')
@@ -28,6 +29,7 @@ network_config_dir = "$W/net.d"
 runtime = "runc"
 cgroup_manager = "cgroupfs"
 events_logger = "file"
+events_logfile_path = "$W/events.log"
 tmp_dir = "$W/tmp"
 # File locks under tmp_dir: the host's /dev/shm/libpod_lock (another
 # num_locks, another podman's containers) can neither fail nor see this run.

@@ -70,6 +70,7 @@ echo "RESTART $(probe $r)"
 kill "$STANDIN"; wait "$STANDIN" 2>/dev/null
 $P rm -f -t 0 c1 >/dev/null
 ip netns del g
+sed "s/^/STDERR /" "$W"/reload.err | tail -n 5
 echo "LEFT checkpoints=$(ls "$W"/state | grep -c '\.json$') taps=$(ip -d link show type tun 2>/dev/null | grep -c tun) ipam=$(ls "$W"/ipam/ptrt 2>/dev/null | grep -c '^[0-9]')"
 S
 run_private "$NODE" "$W"/reload.sh
