@@ -10,6 +10,7 @@ pub mod exec;
 pub mod oci_hook;
 pub mod output;
 pub mod state_args;
+pub mod stdin;
 
 #[cfg(test)]
 mod input_props;

@@ -9,7 +9,6 @@
 //! the container and takes the TAPs with it). See `docs/integration.md`.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
 use serde::Deserialize;
@@ -60,10 +59,11 @@ pub struct OciHookArgs {
 
 /// `podtap oci-hook attach|detach`: OCI state JSON on stdin.
 pub fn run(action: &str, args: &OciHookArgs) -> Result<i32> {
-    let mut text = String::new();
-    std::io::stdin()
-        .read_to_string(&mut text)
-        .map_err(|e| Error::io("read OCI state from", "stdin", e))?;
+    use crate::doors::stdin::{read_stdin, StdinError};
+    let text = read_stdin().map_err(|e| match e {
+        StdinError::Io(e) => Error::io("read OCI state from", "stdin", e),
+        other => Error::Invalid(format!("oci-hook: OCI state: {other}")),
+    })?;
     let state = parse_state(&text)?;
     let dir = args.state.dir();
     match action {

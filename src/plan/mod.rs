@@ -26,7 +26,7 @@ pub use naming::{
 pub use options::{check_queues, parse_queues, AttachOptions, TapOwner, MAX_QUEUES};
 
 /// Linux's IFNAMSIZ minus the terminating NUL.
-pub const MAX_IFNAME: usize = 15;
+pub(crate) use crate::model::ifname::MAX_IFNAME;
 /// The tc priority podtap tries first for its own filters.
 pub const TC_PRIO_BASE: u16 = 0xC0DE;
 /// How many priorities above the base podtap may use.

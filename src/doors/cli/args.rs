@@ -16,7 +16,8 @@ pair with tc redirect or a Linux bridge, and prints a JSON description a VMM lau
 Exit codes: 0 ok, 1 failure, 2 usage, 3 netns missing, 4 not a netns, 5 host netns refused, \
 6 permission denied, 7 invalid sandbox id, 8 corrupt checkpoint, 9 busy, 10 kernel operation failed, \
 11 id attached elsewhere, 12 check failed, 13 invalid input, 14 no such checkpoint, 15 render refused, 16 untrusted state.\n\n\
-When CNI_COMMAND is set, podtap runs as a chained CNI plugin instead."
+When CNI_COMMAND is set and no arguments are given, podtap runs as a chained CNI plugin \
+instead; a command line with a subcommand always runs that subcommand (CNI_COMMAND is then ignored)."
 )]
 pub struct Cli {
     #[command(subcommand)]
