@@ -2,6 +2,7 @@
 //!
 //! Each door turns its own inputs into calls of the library and formats the results.
 
+pub(crate) mod beneath;
 pub mod cli;
 pub mod cni;
 pub mod cni_install;

@@ -9,10 +9,12 @@
 //! the container and takes the TAPs with it). See `docs/integration.md`.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::doors::beneath::Dir;
 use crate::doors::state_args::StateArgs;
 use crate::error::{exit, Error, Result};
 use crate::model::Wiring;
@@ -89,15 +91,12 @@ pub fn parse_state(text: &str) -> Result<State> {
 
 fn attach(state: &State, flag_output: Option<&Path>, dir: &StateDir) -> Result<i32> {
     let opts = options(&state.annotations)?;
-    let output = output_path(state, flag_output)?;
+    // Open (and make) the output's directory before attaching, so a bad path
+    // leaves nothing built; the file is written relative to that fd.
+    let sink = output_target(state, flag_output)?.open()?;
     let netns = netns_path(state)?;
-    // Make the output's directories before attaching, so a bad path leaves nothing built.
-    if let Some(parent) = output.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| Error::io("create description dir", parent, e))?;
-    }
     let attached = crate::attach::attach_in(&netns, &state.id, &opts, dir)?;
-    crate::doors::output::emit_attached(&attached, Some(&output), &state.id, dir)?;
+    crate::doors::output::emit_attached_with(&attached, &state.id, dir, |text| sink.write(text))?;
     Ok(exit::OK)
 }
 
@@ -146,12 +145,65 @@ pub fn options(ann: &BTreeMap<String, String>) -> Result<AttachOptions> {
     Ok(opts)
 }
 
+/// Where the description goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// `rel` (plain names) beneath the bundle: from the annotation, or the default.
+    Beneath {
+        /// The bundle (the runtime names it).
+        bundle: PathBuf,
+        /// The path below it.
+        rel: PathBuf,
+    },
+    /// `--output`: the node admin's choice, written by path.
+    Flag(PathBuf),
+}
+
+/// An output opened for writing: its directory is already open.
+pub enum Sink {
+    /// A directory beneath the bundle and the file name in it.
+    Beneath(Dir, OsString),
+    /// `--output`.
+    Flag(PathBuf),
+}
+
+impl Target {
+    /// Open the directory the description goes to (making the missing ones).
+    pub fn open(&self) -> Result<Sink> {
+        match self {
+            Target::Beneath { bundle, rel } => {
+                let what = format!("annotation {}", annotation::OUTPUT);
+                let (dir, name) = Dir::root(bundle, &what)?.parent_of(rel)?;
+                Ok(Sink::Beneath(dir, name))
+            }
+            Target::Flag(path) => {
+                if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(parent)
+                        .map_err(|e| Error::io("create description dir", parent, e))?;
+                }
+                Ok(Sink::Flag(path.clone()))
+            }
+        }
+    }
+}
+
+impl Sink {
+    /// Write the description atomically.
+    fn write(&self, text: &str) -> Result<()> {
+        match self {
+            Sink::Beneath(dir, name) => dir.write_atomic(name, text.as_bytes(), 0o644).map(drop),
+            Sink::Flag(path) => crate::state::write_atomic(path, text.as_bytes(), 0o644),
+        }
+    }
+}
+
 /// Where the description goes: the annotation (a path inside the bundle), else
 /// `--output`, else `<bundle>/podtap.json`.
 ///
 /// Annotations come from whoever creates the pod, so they may only name a
-/// relative path below the bundle; the hook runs as root.
-pub fn output_path(state: &State, flag: Option<&Path>) -> Result<PathBuf> {
+/// relative path of plain names below the bundle, which is then resolved by
+/// the kernel beneath it ([`Dir`]): the hook runs as root.
+pub fn output_target(state: &State, flag: Option<&Path>) -> Result<Target> {
     let bundle = || {
         state.bundle.clone().ok_or_else(|| {
             Error::Invalid(
@@ -168,36 +220,18 @@ pub fn output_path(state: &State, flag: Option<&Path>) -> Result<PathBuf> {
                 annotation::OUTPUT
             )));
         }
-        let bundle = bundle()?;
-        refuse_symlinks_below(&bundle, p)?;
-        return Ok(bundle.join(p));
+        return Ok(Target::Beneath {
+            bundle: bundle()?,
+            rel: p.to_path_buf(),
+        });
     }
     match flag {
-        Some(p) => Ok(p.to_path_buf()),
-        None => Ok(bundle()?.join(DEFAULT_OUTPUT)),
+        Some(p) => Ok(Target::Flag(p.to_path_buf())),
+        None => Ok(Target::Beneath {
+            bundle: bundle()?,
+            rel: PathBuf::from(DEFAULT_OUTPUT),
+        }),
     }
-}
-
-/// The bundle's content (its rootfs above all) comes from an image: a symlink
-/// there could point a root-written file anywhere. Refuse any along `rel`.
-fn refuse_symlinks_below(bundle: &Path, rel: &Path) -> Result<()> {
-    let mut at = bundle.to_path_buf();
-    for c in rel.components() {
-        at.push(c);
-        match std::fs::symlink_metadata(&at) {
-            Ok(m) if m.file_type().is_symlink() => {
-                return Err(Error::Invalid(format!(
-                    "annotation {}: {} is a symlink; refusing to write through it",
-                    annotation::OUTPUT,
-                    at.display()
-                )))
-            }
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(Error::io("inspect", at, e)),
-        }
-    }
-    Ok(())
 }
 
 /// The netns to attach in: the bundle's network namespace path, else the pid's.
@@ -292,22 +326,23 @@ mod tests {
     #[test]
     fn output_stays_in_the_bundle() {
         let mut s = parse_state(r#"{"ociVersion":"1.0.2","id":"c1","bundle":"/b"}"#).unwrap();
+        let beneath = |rel: &str| Target::Beneath {
+            bundle: "/b".into(),
+            rel: rel.into(),
+        };
+        assert_eq!(output_target(&s, None).unwrap(), beneath("podtap.json"));
         assert_eq!(
-            output_path(&s, None).unwrap(),
-            PathBuf::from("/b/podtap.json")
-        );
-        assert_eq!(
-            output_path(&s, Some(Path::new("/x/d.json"))).unwrap(),
-            PathBuf::from("/x/d.json")
+            output_target(&s, Some(Path::new("/x/d.json"))).unwrap(),
+            Target::Flag("/x/d.json".into())
         );
         s.annotations = ann(&[(annotation::OUTPUT, "vm/net.json")]);
         assert_eq!(
-            output_path(&s, Some(Path::new("/x/d.json"))).unwrap(),
-            PathBuf::from("/b/vm/net.json")
+            output_target(&s, Some(Path::new("/x/d.json"))).unwrap(),
+            beneath("vm/net.json")
         );
         for bad in ["/etc/passwd", "../x", "a/../../x", ""] {
             s.annotations = ann(&[(annotation::OUTPUT, bad)]);
-            assert!(output_path(&s, None).is_err(), "{bad}");
+            assert!(output_target(&s, None).is_err(), "{bad}");
         }
     }
 

@@ -29,7 +29,10 @@ impl std::fmt::Display for StdinError {
                 cap >> 20
             ),
             StdinError::TooLarge(cap) => {
-                write!(f, "stdin holds more than {cap} bytes, the most podtap reads")
+                write!(
+                    f,
+                    "stdin holds more than {cap} bytes, the most podtap reads"
+                )
             }
             StdinError::NotUtf8 => write!(f, "stdin is not UTF-8 text"),
             StdinError::Io(e) => write!(f, "read stdin: {e}"),
@@ -71,7 +74,10 @@ mod tests {
             Err(StdinError::TooLarge(1024))
         ));
         let e = read_capped(&b"abc"[..], 2).unwrap_err();
-        assert_eq!(e.to_string(), "stdin holds more than 2 bytes, the most podtap reads");
+        assert_eq!(
+            e.to_string(),
+            "stdin holds more than 2 bytes, the most podtap reads"
+        );
         assert_eq!(
             StdinError::TooLarge(STDIN_CAP).to_string(),
             "stdin holds more than 1 MiB, the most podtap reads"

@@ -1,6 +1,7 @@
 use std::collections::BTreeSet;
 
 use super::*;
+use crate::model::ifname::MAX_IFNAME;
 use crate::model::{NetnsRef, SCHEMA};
 
 fn sid(s: &str) -> SandboxId {
@@ -103,7 +104,9 @@ fn hostile_pod_names_never_reach_a_tap_name() {
     let p = plan(&desc(ifaces), &Inventory::default(), &opts, &sid("s")).unwrap();
     let taps: Vec<_> = p.nics.iter().map(|n| n.tap.name.as_str()).collect();
     // `-x` and `.x` are fine behind the prefix.
-    let want = ["tap10", "tap11", "tap12", "tap13", "tap_-x", "tap_.x", "tap16"];
+    let want = [
+        "tap10", "tap11", "tap12", "tap13", "tap_-x", "tap_.x", "tap16",
+    ];
     assert_eq!(taps, want);
     for n in &p.nics {
         assert!(crate::model::ifname::is_safe_ifname(&n.tap.name));
