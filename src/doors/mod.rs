@@ -10,6 +10,7 @@ pub mod demo;
 pub mod exec;
 pub mod oci_hook;
 pub mod output;
+pub mod pod_policy;
 pub mod state_args;
 pub mod stdin;
 

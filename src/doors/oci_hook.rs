@@ -15,6 +15,7 @@ use std::path::{Component, Path, PathBuf};
 use serde::Deserialize;
 
 use crate::doors::beneath::Dir;
+use crate::doors::pod_policy::{NodeSettings, PodAsk, PodPolicy, Refused};
 use crate::doors::state_args::StateArgs;
 use crate::error::{exit, Error, Result};
 use crate::model::Wiring;
@@ -57,6 +58,34 @@ pub struct OciHookArgs {
     /// the bundle) is absent; default <bundle>/podtap.json.
     #[arg(long)]
     pub output: Option<PathBuf>,
+    /// Wiring modes a pod may pick with io.podtap.mode besides tc (comma-separated; default: none).
+    #[arg(long, value_delimiter = ',', value_name = "MODES", value_parser = ["tc", "bridge", "macvtap"])]
+    pub pod_modes: Vec<String>,
+    /// Most queues a pod may ask for with io.podtap.queues (default: 1).
+    #[arg(long, value_name = "N")]
+    pub pod_max_queues: Option<u32>,
+    /// uids a pod may name as TAP owner with io.podtap.tap-owner (comma-separated; default: none).
+    #[arg(long, value_delimiter = ',', value_name = "UIDS")]
+    pub pod_tap_owners: Vec<u32>,
+    /// gids a pod may name as TAP group with io.podtap.tap-owner (comma-separated; default: none).
+    #[arg(long, value_delimiter = ',', value_name = "GIDS")]
+    pub pod_tap_groups: Vec<u32>,
+}
+
+impl OciHookArgs {
+    /// The node's pod policy these flags set (everything denied by default).
+    pub fn policy(&self) -> PodPolicy {
+        PodPolicy {
+            modes: self
+                .pod_modes
+                .iter()
+                .filter_map(|m| m.parse().ok())
+                .collect(),
+            max_queues: self.pod_max_queues,
+            tap_owners: self.pod_tap_owners.clone(),
+            tap_groups: self.pod_tap_groups.clone(),
+        }
+    }
 }
 
 /// `podtap oci-hook attach|detach`: OCI state JSON on stdin.
@@ -69,7 +98,7 @@ pub fn run(action: &str, args: &OciHookArgs) -> Result<i32> {
     let state = parse_state(&text)?;
     let dir = args.state.dir();
     match action {
-        "attach" => attach(&state, args.output.as_deref(), &dir),
+        "attach" => attach(&state, args, &dir),
         "detach" => detach(&state, &dir),
         other => Err(Error::Invalid(format!(
             "oci-hook: unknown action {other:?} (expected attach or detach)"
@@ -89,8 +118,9 @@ pub fn parse_state(text: &str) -> Result<State> {
         .map_err(|e| Error::Invalid(format!("oci-hook: invalid OCI state on stdin: {e}")))
 }
 
-fn attach(state: &State, flag_output: Option<&Path>, dir: &StateDir) -> Result<i32> {
-    let opts = options(&state.annotations)?;
+fn attach(state: &State, args: &OciHookArgs, dir: &StateDir) -> Result<i32> {
+    let opts = options(&state.annotations, &args.policy())?;
+    let flag_output = args.output.as_deref();
     // Open (and make) the output's directory before attaching, so a bad path
     // leaves nothing built; the file is written relative to that fd.
     let sink = output_target(state, flag_output)?.open()?;
@@ -109,8 +139,42 @@ fn detach(state: &State, dir: &StateDir) -> Result<i32> {
     Ok(exit::OK)
 }
 
-/// Attach options from the `io.podtap.*` annotations.
-pub fn options(ann: &BTreeMap<String, String>) -> Result<AttachOptions> {
+/// Attach options from the `io.podtap.*` annotations, which must pass the
+/// node's pod policy (against the defaults: tc, 1 queue, no TAP owner).
+pub fn options(ann: &BTreeMap<String, String>, policy: &PodPolicy) -> Result<AttachOptions> {
+    let opts = annotated_options(ann)?;
+    let node = AttachOptions::default();
+    let node = NodeSettings {
+        mode: node.mode,
+        queues: node.queues,
+        owner: node.owner,
+        group: node.group,
+    };
+    let asked = |key: &str| ann.contains_key(key);
+    let ask = PodAsk {
+        mode: asked(annotation::MODE).then_some(opts.mode),
+        queues: asked(annotation::QUEUES).then_some(opts.queues),
+        owner: opts.owner,
+        group: opts.group,
+    };
+    policy.admit(&node, &ask).map_err(|refused| {
+        let key = match refused {
+            Refused::Mode(_) => annotation::MODE,
+            Refused::Queues(_) => annotation::QUEUES,
+            Refused::Owner(_) | Refused::Group(_) => annotation::TAP_OWNER,
+        };
+        Error::NotAllowed(format!(
+            "annotation {key} asks for {}, which this node's pod policy does not allow \
+             (podtap oci-hook {} in the hook's args)",
+            refused.asked(),
+            refused.keys().1
+        ))
+    })?;
+    Ok(opts)
+}
+
+/// The options the annotations name, before the policy.
+fn annotated_options(ann: &BTreeMap<String, String>) -> Result<AttachOptions> {
     let mut opts = AttachOptions::default();
     if let Some(mode) = ann.get(annotation::MODE) {
         opts.mode = mode
@@ -300,18 +364,43 @@ mod tests {
 
     #[test]
     fn annotations_make_options() {
-        let o = options(&ann(&[
+        let allow = PodPolicy {
+            modes: vec![Wiring::Bridge],
+            max_queues: Some(4),
+            tap_owners: vec![1000],
+            tap_groups: vec![100],
+        };
+        let asks = ann(&[
             (annotation::MODE, "bridge"),
             (annotation::QUEUES, "4"),
             (annotation::INTERFACES, "eth0, net1"),
             (annotation::TAP_OWNER, "1000:100"),
-        ]))
-        .unwrap();
+        ]);
+        let o = options(&asks, &allow).unwrap();
         assert_eq!(o.mode, Wiring::Bridge);
         assert_eq!(o.queues, 4);
         assert_eq!(o.interfaces, Some(vec!["eth0".into(), "net1".into()]));
         assert_eq!((o.owner, o.group), (Some(1000), Some(100)));
-        assert_eq!(options(&ann(&[])).unwrap(), AttachOptions::default());
+        let deny = PodPolicy::default();
+        assert_eq!(options(&ann(&[]), &deny).unwrap(), AttachOptions::default());
+        // Under the default policy each privilege-granting annotation is refused (exit 6).
+        for (key, value) in [
+            (annotation::MODE, "bridge"),
+            (annotation::QUEUES, "4"),
+            (annotation::TAP_OWNER, "1000"),
+            (annotation::TAP_OWNER, "0:0"),
+        ] {
+            let e = options(&ann(&[(key, value)]), &deny).unwrap_err();
+            assert_eq!(e.exit_code(), exit::PERMISSION, "{key}={value}");
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("annotation {key} asks for")),
+                "{e}"
+            );
+        }
+        // What the node would do anyway is no privilege.
+        let same = ann(&[(annotation::MODE, "tc"), (annotation::QUEUES, "1")]);
+        assert!(options(&same, &deny).is_ok());
         for bad in [
             (annotation::MODE, "vepa"),
             (annotation::QUEUES, "0"),
@@ -319,7 +408,7 @@ mod tests {
             (annotation::INTERFACES, " , "),
             (annotation::TAP_OWNER, "bob"),
         ] {
-            assert!(options(&ann(&[bad])).is_err(), "{bad:?}");
+            assert!(options(&ann(&[bad]), &allow).is_err(), "{bad:?}");
         }
     }
 
