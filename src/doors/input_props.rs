@@ -262,7 +262,10 @@ proptest! {
 #[test]
 fn the_samples_are_valid_to_begin_with() {
     let conf = config::parse(CNI_CONF).unwrap();
-    assert!(conf.attach_options("eth0", "").is_ok(), "the sample passes its own policy");
+    assert!(
+        conf.attach_options("eth0", "").is_ok(),
+        "the sample passes its own policy"
+    );
     assert!(oci_hook::parse_state(OCI_STATE).is_ok());
     assert!(serde_json::from_str::<Checkpoint>(CHECKPOINT).is_ok());
     let prev = config::parse(CNI_CONF).unwrap().prev_result.unwrap();
