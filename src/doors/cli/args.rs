@@ -178,7 +178,8 @@ pub enum Command {
         /// The CNI plugin dir the runtime runs plugins from.
         #[arg(long, default_value = "/opt/cni/bin")]
         bin_dir: PathBuf,
-        /// Wiring for pods on this node (pod annotations io.podtap.mode override it).
+        /// Wiring for pods on this node (an io.podtap.mode annotation may change it only
+        /// where a podPolicy in the conflist allows: docs/integration.md).
         #[arg(long, default_value = "tc", value_parser = ["tc", "bridge", "macvtap"])]
         mode: String,
         /// The state dir written into podtap's plugin entry.
