@@ -303,6 +303,8 @@ fn cni_args_asking_for_256_queues_are_refused_under_the_default_policy() {
 
 /// Run `cmd` with `size` bytes on stdin (a JSON start, then one long string),
 /// and return its exit status, stdout, stderr and peak RSS in KiB (wait4).
+// The child is reaped by wait4, which also gives its rusage (std's wait does not).
+#[allow(clippy::zombie_processes)]
 fn with_big_stdin(cmd: &mut Command, size: usize) -> (i32, String, String, i64) {
     let mut child = cmd
         .stdin(Stdio::piped())
@@ -530,7 +532,7 @@ fn hostile_pod_interface_names_get_safe_tap_names_every_renderer_accepts() {
             format!("tap{ifindex}"),
             "{name:?}: the ifindex fallback"
         );
-        assert_eq!(taps(&pod), [tap.clone()]);
+        assert_eq!(taps(&pod), std::slice::from_ref(&tap));
         for format in FORMATS {
             let o = podtap_cmd(state.path())
                 .current_dir(cwd.path())
