@@ -9,12 +9,10 @@
 //! the container and takes the TAPs with it). See `docs/integration.md`.
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
-use std::path::{Component, Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::doors::beneath::Dir;
 use crate::doors::pod_policy::{NodeSettings, PodAsk, PodPolicy, Refused};
 use crate::doors::state_args::StateArgs;
 use crate::error::{exit, Error, Result};
@@ -31,9 +29,6 @@ pub mod annotation {
     pub const OUTPUT: &str = "io.podtap.output";
     pub const TAP_OWNER: &str = "io.podtap.tap-owner";
 }
-
-/// Default description file name inside the bundle.
-pub const DEFAULT_OUTPUT: &str = "podtap.json";
 
 /// The OCI runtime state (runtime-spec `state`), as far as podtap reads it.
 #[derive(Debug, Clone, Deserialize)]
@@ -123,7 +118,7 @@ fn attach(state: &State, args: &OciHookArgs, dir: &StateDir) -> Result<i32> {
     let flag_output = args.output.as_deref();
     // Open (and make) the output's directory before attaching, so a bad path
     // leaves nothing built; the file is written relative to that fd.
-    let sink = output_target(state, flag_output)?.open()?;
+    let sink = crate::doors::hook_output::output_target(state, flag_output)?.open()?;
     let netns = netns_path(state)?;
     let attached = crate::attach::attach_in(&netns, &state.id, &opts, dir)?;
     crate::doors::output::emit_attached_with(&attached, &state.id, dir, |text| sink.write(text))?;
@@ -207,95 +202,6 @@ fn annotated_options(ann: &BTreeMap<String, String>) -> Result<AttachOptions> {
         opts = opts.with_tap_owner(owner);
     }
     Ok(opts)
-}
-
-/// Where the description goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    /// `rel` (plain names) beneath the bundle: from the annotation, or the default.
-    Beneath {
-        /// The bundle (the runtime names it).
-        bundle: PathBuf,
-        /// The path below it.
-        rel: PathBuf,
-    },
-    /// `--output`: the node admin's choice, written by path.
-    Flag(PathBuf),
-}
-
-/// An output opened for writing: its directory is already open.
-pub enum Sink {
-    /// A directory beneath the bundle and the file name in it.
-    Beneath(Dir, OsString),
-    /// `--output`.
-    Flag(PathBuf),
-}
-
-impl Target {
-    /// Open the directory the description goes to (making the missing ones).
-    pub fn open(&self) -> Result<Sink> {
-        match self {
-            Target::Beneath { bundle, rel } => {
-                let what = format!("annotation {}", annotation::OUTPUT);
-                let (dir, name) = Dir::root(bundle, &what)?.parent_of(rel)?;
-                Ok(Sink::Beneath(dir, name))
-            }
-            Target::Flag(path) => {
-                if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(parent)
-                        .map_err(|e| Error::io("create description dir", parent, e))?;
-                }
-                Ok(Sink::Flag(path.clone()))
-            }
-        }
-    }
-}
-
-impl Sink {
-    /// Write the description atomically.
-    fn write(&self, text: &str) -> Result<()> {
-        match self {
-            Sink::Beneath(dir, name) => dir.write_atomic(name, text.as_bytes(), 0o644).map(drop),
-            Sink::Flag(path) => crate::state::write_atomic(path, text.as_bytes(), 0o644),
-        }
-    }
-}
-
-/// Where the description goes: the annotation (a path inside the bundle), else
-/// `--output`, else `<bundle>/podtap.json`.
-///
-/// Annotations come from whoever creates the pod, so they may only name a
-/// relative path of plain names below the bundle, which is then resolved by
-/// the kernel beneath it ([`Dir`]): the hook runs as root.
-pub fn output_target(state: &State, flag: Option<&Path>) -> Result<Target> {
-    let bundle = || {
-        state.bundle.clone().ok_or_else(|| {
-            Error::Invalid(
-                "oci-hook: the OCI state has no bundle to write the description to".into(),
-            )
-        })
-    };
-    if let Some(rel) = state.annotations.get(annotation::OUTPUT) {
-        let p = Path::new(rel);
-        let inside = !rel.is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)));
-        if !inside {
-            return Err(Error::Invalid(format!(
-                "annotation {}={rel:?}: must be a relative path inside the bundle",
-                annotation::OUTPUT
-            )));
-        }
-        return Ok(Target::Beneath {
-            bundle: bundle()?,
-            rel: p.to_path_buf(),
-        });
-    }
-    match flag {
-        Some(p) => Ok(Target::Flag(p.to_path_buf())),
-        None => Ok(Target::Beneath {
-            bundle: bundle()?,
-            rel: PathBuf::from(DEFAULT_OUTPUT),
-        }),
-    }
 }
 
 /// The netns to attach in: the bundle's network namespace path, else the pid's.
@@ -409,29 +315,6 @@ mod tests {
             (annotation::TAP_OWNER, "bob"),
         ] {
             assert!(options(&ann(&[bad]), &allow).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn output_stays_in_the_bundle() {
-        let mut s = parse_state(r#"{"ociVersion":"1.0.2","id":"c1","bundle":"/b"}"#).unwrap();
-        let beneath = |rel: &str| Target::Beneath {
-            bundle: "/b".into(),
-            rel: rel.into(),
-        };
-        assert_eq!(output_target(&s, None).unwrap(), beneath("podtap.json"));
-        assert_eq!(
-            output_target(&s, Some(Path::new("/x/d.json"))).unwrap(),
-            Target::Flag("/x/d.json".into())
-        );
-        s.annotations = ann(&[(annotation::OUTPUT, "vm/net.json")]);
-        assert_eq!(
-            output_target(&s, Some(Path::new("/x/d.json"))).unwrap(),
-            beneath("vm/net.json")
-        );
-        for bad in ["/etc/passwd", "../x", "a/../../x", ""] {
-            s.annotations = ann(&[(annotation::OUTPUT, bad)]);
-            assert!(output_target(&s, None).is_err(), "{bad}");
         }
     }
 
