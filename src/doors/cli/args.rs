@@ -185,6 +185,10 @@ pub enum Command {
         /// The state dir written into podtap's plugin entry.
         #[arg(long, default_value = crate::state::DEFAULT_STATE_DIR)]
         plugin_state_dir: String,
+        /// What pods may ask for by annotation, as podtap's podPolicy (JSON, e.g.
+        /// '{"modes":["bridge"],"maxQueues":2}'); default: nothing beyond --mode.
+        #[arg(long, value_name = "JSON")]
+        pod_policy: Option<String>,
         /// Undo the install: restore the configuration byte for byte and remove the binary.
         #[arg(long)]
         uninstall: bool,

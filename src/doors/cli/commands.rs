@@ -136,6 +136,7 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
             bin_dir,
             mode,
             plugin_state_dir,
+            pod_policy,
             uninstall,
         } => {
             use crate::doors::cni_install;
@@ -149,8 +150,11 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
                     Err(e) => return Err(Error::io("remove", bin_dir.join("podtap"), e)),
                 }
             } else {
+                let mut entry = cni_install::plugin_entry(&plugin_state_dir, &mode);
+                if let Some(policy) = &pod_policy {
+                    entry = cni_install::with_pod_policy(entry, policy)?;
+                }
                 let bin = cni_install::install_binary(&bin_dir)?;
-                let entry = cni_install::plugin_entry(&plugin_state_dir, &mode);
                 let (file, changed) = cni_install::install(&conf_dir, &entry)?;
                 eprintln!(
                     "podtap: {} in {}; binary at {}",
