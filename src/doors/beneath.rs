@@ -135,13 +135,13 @@ impl Dir {
             what: self.what.clone(),
         };
         for name in dirs {
-            at = at.subdir(name, true)?;
+            at = at.subdir(name)?;
         }
         Ok((at, file.to_os_string()))
     }
 
-    /// Open the directory `name` in this one, making it first if `create`.
-    fn subdir(&self, name: &OsStr, create: bool) -> Result<Dir> {
+    /// Open the directory `name` in this one, making it first if missing.
+    fn subdir(&self, name: &OsStr) -> Result<Dir> {
         let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
         let shown = self.shown.join(name);
         let mut made = false;
@@ -154,7 +154,7 @@ impl Dir {
                         what: self.what.clone(),
                     })
                 }
-                Err(Errno::ENOENT) if create && !made => {
+                Err(Errno::ENOENT) if !made => {
                     // Another writer may make it first: EEXIST is fine, the open decides.
                     match mkdirat(&self.fd, name, Mode::from_bits_truncate(0o755)) {
                         Ok(()) | Err(Errno::EEXIST) => made = true,
@@ -170,9 +170,9 @@ impl Dir {
     /// here (`O_CREAT | O_EXCL | O_NOFOLLOW`), then renamed over `name`.
     pub fn write_atomic(&self, name: &OsStr, bytes: &[u8], mode: u32) -> Result<PathBuf> {
         let shown = self.shown.join(name);
+        // Not derived from `name`, which may already be as long as a name can be.
         let tmp = OsString::from(format!(
-            ".{}.tmp.{}.{}",
-            name.to_string_lossy(),
+            ".podtap.tmp.{}.{}",
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed)
         ));

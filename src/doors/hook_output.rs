@@ -39,7 +39,11 @@ impl Target {
     pub fn open(&self) -> Result<Sink> {
         match self {
             Target::Beneath { bundle, rel } => {
-                let what = format!("annotation {}", annotation::OUTPUT);
+                let what = if rel.as_os_str() == DEFAULT_OUTPUT {
+                    "oci-hook: description".to_string()
+                } else {
+                    format!("annotation {}", annotation::OUTPUT)
+                };
                 let (dir, name) = Dir::root(bundle, &what)?.parent_of(rel)?;
                 Ok(Sink::Beneath(dir, name))
             }
