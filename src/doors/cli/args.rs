@@ -14,7 +14,7 @@ use crate::doors::state_args::StateArgs;
     long_about = "podtap scans a pod network namespace, creates one TAP per pod interface, wires each \
 pair with tc redirect or a Linux bridge, and prints a JSON description a VMM launcher boots from.\n\n\
 Exit codes: 0 ok, 1 failure, 2 usage, 3 netns missing, 4 not a netns, 5 host netns refused, \
-6 permission denied, 7 invalid sandbox id, 8 corrupt checkpoint, 9 busy, 10 kernel operation failed, \
+6 permission denied (or a pod's ask the pod policy refuses), 7 invalid sandbox id, 8 corrupt checkpoint, 9 busy, 10 kernel operation failed, \
 11 id attached elsewhere, 12 check failed, 13 invalid input, 14 no such checkpoint, 15 render refused, 16 untrusted state.\n\n\
 When CNI_COMMAND is set and no arguments are given, podtap runs as a chained CNI plugin \
 instead; a command line with a subcommand always runs that subcommand (CNI_COMMAND is then ignored)."
