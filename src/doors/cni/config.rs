@@ -45,7 +45,7 @@ pub struct NetConf {
     #[serde(default)]
     pub result_tap: super::result::ResultTap,
     /// What a pod may ask for beyond the keys above (`docs/integration.md`, "Pod policy").
-    #[serde(default)]
+    #[serde(default, deserialize_with = "policy_object")]
     pub pod_policy: PodPolicy,
     /// GC (1.1): the attachments the runtime still knows. `null` (what a Go
     /// runtime sends for a nil slice when no pod is left) is an empty list;
@@ -57,6 +57,16 @@ pub struct NetConf {
         deserialize_with = "null_is_empty"
     )]
     pub valid_attachments: Option<Vec<ValidAttachment>>,
+}
+
+/// `podPolicy` is an object (serde would also take a positional list).
+fn policy_object<'de, D: serde::Deserializer<'de>>(d: D) -> Result<PodPolicy, D::Error> {
+    use serde::de::Error as _;
+    let v = Value::deserialize(d)?;
+    if !v.is_object() {
+        return Err(D::Error::custom("podPolicy is not an object"));
+    }
+    serde_json::from_value(v).map_err(D::Error::custom)
 }
 
 /// A present key is a list, even when its value is `null`.

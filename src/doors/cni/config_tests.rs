@@ -102,6 +102,12 @@ fn pod_sources_pass_the_node_policy() {
     let admin = conf(r#","mode":"macvtap","queues":8,"tapOwner":1000,"tapGroup":100"#);
     assert!(admin.attach_options("eth0", "").is_ok());
     assert_eq!(
+        parse(r#"{"cniVersion":"1.0.0","podPolicy":[["bridge"],4]}"#)
+            .unwrap_err()
+            .code,
+        code::INVALID_CONFIG
+    );
+    assert_eq!(
         parse(r#"{"cniVersion":"1.0.0","podPolicy":{"maxQueue":2}}"#)
             .unwrap_err()
             .code,
