@@ -303,9 +303,19 @@ fn cni_args_asking_for_256_queues_are_refused_under_the_default_policy() {
 
 /// Run `cmd` with `size` bytes on stdin (a JSON start, then one long string),
 /// and return its exit status, stdout, stderr and peak RSS in KiB (wait4).
+fn with_big_stdin(cmd: &mut Command, size: usize) -> (i32, String, String, i64) {
+    measured(
+        cmd,
+        br#"{"cniVersion":"1.0.0","name":"big","x":""#.to_vec(),
+        size,
+    )
+}
+
+/// Run `cmd` with `head` and then `size` filler bytes on stdin; its exit
+/// status, stdout, stderr and peak RSS in KiB (from wait4).
 // The child is reaped by wait4, which also gives its rusage (std's wait does not).
 #[allow(clippy::zombie_processes)]
-fn with_big_stdin(cmd: &mut Command, size: usize) -> (i32, String, String, i64) {
+fn measured(cmd: &mut Command, head: Vec<u8>, size: usize) -> (i32, String, String, i64) {
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -315,7 +325,7 @@ fn with_big_stdin(cmd: &mut Command, size: usize) -> (i32, String, String, i64) 
     let mut stdin = child.stdin.take().expect("stdin");
     let writer = std::thread::spawn(move || {
         let chunk = vec![b'a'; 1 << 16];
-        let _ = stdin.write_all(br#"{"cniVersion":"1.0.0","name":"big","x":""#);
+        let _ = stdin.write_all(&head);
         let mut sent = 0;
         while sent < size {
             // The reader may stop early and close the pipe: that is the point.
@@ -401,6 +411,27 @@ fn sixty_four_mib_on_stdin_is_refused_with_bounded_memory() {
     let (code, _, err, _) = with_big_stdin(&mut small, (1 << 20) - (1 << 16) - 64);
     assert_eq!(code, 13, "{err}");
     assert!(!err.contains("more than 1 MiB"), "{err}");
+}
+
+#[test]
+fn a_huge_bundle_config_is_refused_with_bounded_memory() {
+    let state = TempDir::new();
+    let bundle = TempDir::new();
+    // 64 MiB of config.json (sparse: it costs no disk).
+    let f = std::fs::File::create(bundle.path().join("config.json")).expect("config.json");
+    f.set_len(64 << 20).expect("set_len");
+    let st = oci_state("big-config", bundle.path(), json!({})).into_bytes();
+    let mut oci = podtap_cmd(state.path());
+    oci.args(["oci-hook", "attach"]);
+    let (code, _, err, rss) = measured(&mut oci, st, 0);
+    assert_eq!(code, 13, "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("config.json: larger than 4 MiB"), "{err}");
+    eprintln!("hook: peak RSS {rss} KiB for a 64 MiB config.json");
+    assert!(
+        rss < RSS_BOUND_KIB,
+        "hook peak RSS {rss} KiB for a 64 MiB config.json"
+    );
 }
 
 #[test]

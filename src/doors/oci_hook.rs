@@ -9,7 +9,7 @@
 //! the container and takes the TAPs with it). See `docs/integration.md`.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
@@ -241,8 +241,8 @@ fn bundle_netns(state: &State) -> Result<Option<PathBuf>> {
         return Ok(None);
     };
     let file = bundle.join("config.json");
-    let text = match std::fs::read_to_string(&file) {
-        Ok(t) => t,
+    let text = match std::fs::File::open(&file) {
+        Ok(f) => read_config(f, &file)?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("read bundle config", &file, e)),
     };
@@ -255,6 +255,25 @@ fn bundle_netns(state: &State) -> Result<Option<PathBuf>> {
         .find(|n| n.kind == "network")
         .and_then(|n| n.path)
         .filter(|p| !p.as_os_str().is_empty()))
+}
+
+/// The most of the bundle's config.json podtap reads: the runtime writes it,
+/// but with the pod's annotations and environment in it.
+const CONFIG_CAP: u64 = 4 << 20;
+
+fn read_config(f: std::fs::File, file: &Path) -> Result<String> {
+    use crate::doors::stdin::{read_capped, StdinError};
+    read_capped(f, CONFIG_CAP).map_err(|e| match e {
+        StdinError::Io(e) => Error::io("read bundle config", file, e),
+        StdinError::TooLarge(cap) => Error::Invalid(format!(
+            "oci-hook: {}: larger than {} MiB, the most podtap reads",
+            file.display(),
+            cap >> 20
+        )),
+        StdinError::NotUtf8 => {
+            Error::Invalid(format!("oci-hook: {}: not UTF-8 text", file.display()))
+        }
+    })
 }
 
 #[cfg(test)]
