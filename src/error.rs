@@ -17,7 +17,8 @@ pub mod exit {
     pub const NOT_NETNS: i32 = 4;
     /// The path is the host's own netns and `--allow-host-netns` was not given.
     pub const HOST_NETNS: i32 = 5;
-    /// Permission denied opening or entering the netns, or the state dir.
+    /// Permission denied opening or entering the netns, or the state dir; or
+    /// the node's pod policy does not allow what a pod asked for.
     pub const PERMISSION: i32 = 6;
     /// Invalid sandbox id.
     pub const BAD_ID: i32 = 7;
@@ -79,6 +80,9 @@ pub enum Error {
         /// The system's error.
         source: io::Error,
     },
+    /// A pod asked for an option the node's pod policy does not allow (exit 6).
+    #[error("{0}")]
+    NotAllowed(String),
     /// The sandbox id is not valid (exit 7).
     #[error("invalid sandbox id {id:?}: {why}")]
     BadId {
@@ -295,7 +299,7 @@ impl Error {
             Error::NetnsMissing { .. } => exit::NETNS_MISSING,
             Error::NotNetns { .. } => exit::NOT_NETNS,
             Error::HostNetns { .. } => exit::HOST_NETNS,
-            Error::Permission { .. } => exit::PERMISSION,
+            Error::Permission { .. } | Error::NotAllowed(_) => exit::PERMISSION,
             Error::BadId { .. } => exit::BAD_ID,
             Error::CorruptState { .. } => exit::CORRUPT_STATE,
             Error::Busy { .. } => exit::BUSY,

@@ -62,8 +62,8 @@ mod teardown;
 pub use kernel::mac::MacAddr;
 
 /// Run the `podtap` program with the process's arguments and environment
-/// (the CLI, or the CNI plugin when `CNI_COMMAND` is set) and return its
-/// exit code. The binary is only this call.
+/// (the CLI, or the CNI plugin when `CNI_COMMAND` is set and there are no
+/// arguments) and return its exit code. The binary is only this call.
 pub fn main() -> i32 {
     doors::cli::run()
 }

@@ -1,4 +1,4 @@
-//! The `podtap` binary: a CLI, and a CNI plugin when `CNI_COMMAND` is set.
+//! The `podtap` binary: a CLI, and a CNI plugin when `CNI_COMMAND` is set and it has no arguments.
 
 use std::process::ExitCode;
 

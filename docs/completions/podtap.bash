@@ -221,7 +221,7 @@ _podtap() {
             return 0
             ;;
         podtap__subcmd__cni__subcmd__install)
-            opts="-h --log-format --conf-dir --bin-dir --mode --plugin-state-dir --uninstall --help"
+            opts="-h --log-format --conf-dir --bin-dir --mode --plugin-state-dir --pod-policy --uninstall --wait --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -244,6 +244,10 @@ _podtap() {
                     return 0
                     ;;
                 --plugin-state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pod-policy)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -667,7 +671,7 @@ _podtap() {
             return 0
             ;;
         podtap__subcmd__oci__subcmd__hook)
-            opts="-h --log-format --state-dir --output --help attach detach"
+            opts="-h --log-format --state-dir --output --pod-modes --pod-max-queues --pod-tap-owners --pod-tap-groups --help attach detach"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -682,6 +686,22 @@ _podtap() {
                     return 0
                     ;;
                 --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pod-modes)
+                    COMPREPLY=($(compgen -W "tc bridge macvtap" -- "${cur}"))
+                    return 0
+                    ;;
+                --pod-max-queues)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pod-tap-owners)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pod-tap-groups)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

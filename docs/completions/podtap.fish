@@ -108,16 +108,24 @@ complete -c podtap -n "__fish_podtap_using_subcommand oci-hook" -l log-format -d
 json\t'One JSON object per line, for log shippers'"
 complete -c podtap -n "__fish_podtap_using_subcommand oci-hook" -l state-dir -d 'State directory (tmpfs, like the netns it describes)' -r -F
 complete -c podtap -n "__fish_podtap_using_subcommand oci-hook" -l output -d 'Write the description here when the annotation io.podtap.output (a path relative to the bundle) is absent; default <bundle>/podtap.json' -r -F
+complete -c podtap -n "__fish_podtap_using_subcommand oci-hook" -l pod-modes -d 'Wiring modes a pod may pick with io.podtap.mode besides tc (comma-separated; default: none)' -r -f -a "tc\t''
+bridge\t''
+macvtap\t''"
+complete -c podtap -n "__fish_podtap_using_subcommand oci-hook" -l pod-max-queues -d 'Most queues a pod may ask for with io.podtap.queues (default: 1)' -r
+complete -c podtap -n "__fish_podtap_using_subcommand oci-hook" -l pod-tap-owners -d 'uids a pod may name as TAP owner with io.podtap.tap-owner (comma-separated; default: none)' -r
+complete -c podtap -n "__fish_podtap_using_subcommand oci-hook" -l pod-tap-groups -d 'gids a pod may name as TAP group with io.podtap.tap-owner (comma-separated; default: none)' -r
 complete -c podtap -n "__fish_podtap_using_subcommand oci-hook" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c podtap -n "__fish_podtap_using_subcommand cni-install" -l log-format -d 'Log format on stderr: text, or one JSON object per line (PODTAP_LOG sets the level)' -r -f -a "text\t'Human-readable lines'
 json\t'One JSON object per line, for log shippers'"
 complete -c podtap -n "__fish_podtap_using_subcommand cni-install" -l conf-dir -d 'The CNI configuration dir the runtime reads' -r -F
 complete -c podtap -n "__fish_podtap_using_subcommand cni-install" -l bin-dir -d 'The CNI plugin dir the runtime runs plugins from' -r -F
-complete -c podtap -n "__fish_podtap_using_subcommand cni-install" -l mode -d 'Wiring for pods on this node (pod annotations io.podtap.mode override it)' -r -f -a "tc\t''
+complete -c podtap -n "__fish_podtap_using_subcommand cni-install" -l mode -d 'Wiring for pods on this node (an io.podtap.mode annotation may change it only where a podPolicy in the conflist allows: docs/integration.md)' -r -f -a "tc\t''
 bridge\t''
 macvtap\t''"
 complete -c podtap -n "__fish_podtap_using_subcommand cni-install" -l plugin-state-dir -d 'The state dir written into podtap\'s plugin entry' -r
+complete -c podtap -n "__fish_podtap_using_subcommand cni-install" -l pod-policy -d 'What pods may ask for by annotation, as podtap\'s podPolicy (JSON, e.g. \'{"modes":["bridge"],"maxQueues":2}\'); default: nothing beyond --mode' -r
 complete -c podtap -n "__fish_podtap_using_subcommand cni-install" -l uninstall -d 'Undo the install: restore the configuration byte for byte and remove the binary'
+complete -c podtap -n "__fish_podtap_using_subcommand cni-install" -l wait -d 'After installing, stay until SIGTERM or SIGINT, then uninstall (a DaemonSet\'s container: deleting it takes podtap off the node)'
 complete -c podtap -n "__fish_podtap_using_subcommand cni-install" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c podtap -n "__fish_podtap_using_subcommand demo" -l log-format -d 'Log format on stderr: text, or one JSON object per line (PODTAP_LOG sets the level)' -r -f -a "text\t'Human-readable lines'
 json\t'One JSON object per line, for log shippers'"

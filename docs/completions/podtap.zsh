@@ -137,6 +137,10 @@ _arguments "${_arguments_options[@]}" : \
 json\:"One JSON object per line, for log shippers"))' \
 '--state-dir=[State directory (tmpfs, like the netns it describes)]:STATE_DIR:_files' \
 '--output=[Write the description here when the annotation io.podtap.output (a path relative to the bundle) is absent; default <bundle>/podtap.json]:OUTPUT:_files' \
+'*--pod-modes=[Wiring modes a pod may pick with io.podtap.mode besides tc (comma-separated; default\: none)]:MODES:(tc bridge macvtap)' \
+'--pod-max-queues=[Most queues a pod may ask for with io.podtap.queues (default\: 1)]:N:_default' \
+'*--pod-tap-owners=[uids a pod may name as TAP owner with io.podtap.tap-owner (comma-separated; default\: none)]:UIDS:_default' \
+'*--pod-tap-groups=[gids a pod may name as TAP group with io.podtap.tap-owner (comma-separated; default\: none)]:GIDS:_default' \
 '-h[Print help (see more with '\''--help'\'')]' \
 '--help[Print help (see more with '\''--help'\'')]' \
 ':action -- attach (createRuntime) or detach (poststop):(attach detach)' \
@@ -148,9 +152,11 @@ _arguments "${_arguments_options[@]}" : \
 json\:"One JSON object per line, for log shippers"))' \
 '--conf-dir=[The CNI configuration dir the runtime reads]:CONF_DIR:_files' \
 '--bin-dir=[The CNI plugin dir the runtime runs plugins from]:BIN_DIR:_files' \
-'--mode=[Wiring for pods on this node (pod annotations io.podtap.mode override it)]:MODE:(tc bridge macvtap)' \
+'--mode=[Wiring for pods on this node (an io.podtap.mode annotation may change it only where a podPolicy in the conflist allows\: docs/integration.md)]:MODE:(tc bridge macvtap)' \
 '--plugin-state-dir=[The state dir written into podtap'\''s plugin entry]:PLUGIN_STATE_DIR:_default' \
+'--pod-policy=[What pods may ask for by annotation, as podtap'\''s podPolicy (JSON, e.g. '\''{"modes"\:\["bridge"\],"maxQueues"\:2}'\''); default\: nothing beyond --mode]:JSON:_default' \
 '--uninstall[Undo the install\: restore the configuration byte for byte and remove the binary]' \
+'(--uninstall)--wait[After installing, stay until SIGTERM or SIGINT, then uninstall (a DaemonSet'\''s container\: deleting it takes podtap off the node)]' \
 '-h[Print help (see more with '\''--help'\'')]' \
 '--help[Print help (see more with '\''--help'\'')]' \
 && ret=0

@@ -17,6 +17,24 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::state::write_atomic;
 
+/// `entry` with the node's pod policy (`--pod-policy`, a JSON object of
+/// `docs/integration.md`, "Pod policy"), checked before anything is installed.
+pub fn with_pod_policy(mut entry: Value, policy: &str) -> Result<Value> {
+    let value: Value = serde_json::from_str(policy)
+        .map_err(|e| Error::Invalid(format!("--pod-policy {policy:?}: not JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(Error::Invalid(format!(
+            "--pod-policy {policy:?}: not a JSON object"
+        )));
+    }
+    serde_json::from_value::<crate::doors::pod_policy::PodPolicy>(value.clone())
+        .map_err(|e| Error::Invalid(format!("--pod-policy {policy:?}: {e}")))?;
+    if let Some(o) = entry.as_object_mut() {
+        o.insert("podPolicy".into(), value);
+    }
+    Ok(entry)
+}
+
 /// The suffix of the saved original conflist.
 pub const BACKUP_SUFFIX: &str = ".podtap-orig";
 
@@ -299,5 +317,16 @@ mod tests {
         assert_eq!(list["plugins"][0]["delegate"]["isDefaultGateway"], true);
         assert!(list["plugins"][0].get("cniVersion").is_none());
         assert!(chained(&serde_json::json!([]), &entry).is_err());
+    }
+
+    #[test]
+    fn the_pod_policy_is_checked_and_written() {
+        let entry = plugin_entry("/run/podtap", "tc");
+        let e = with_pod_policy(entry.clone(), r#"{"modes":["bridge"],"maxQueues":2}"#).unwrap();
+        assert_eq!(e["podPolicy"]["maxQueues"], 2);
+        for bad in ["{", r#"{"maxQueue":2}"#, r#"{"modes":["vepa"]}"#, "[]"] {
+            let err = with_pod_policy(entry.clone(), bad).unwrap_err();
+            assert_eq!(err.exit_code(), crate::error::exit::INVALID, "{bad}");
+        }
     }
 }

@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::doors::cli::resolv_conf;
 use crate::doors::cni::{config, result};
 use crate::doors::oci_hook;
+use crate::doors::pod_policy::PodPolicy;
 use crate::kernel::mac::MacAddr;
 use crate::model::Wiring;
 use crate::plan::{parse_queues, TapOwner};
@@ -20,7 +21,7 @@ use crate::state::{Checkpoint, SandboxId};
 const CASES: u32 = 2000;
 
 const CNI_CONF: &str = r#"{"cniVersion":"1.1.0","name":"net","type":"podtap","mode":"bridge","queues":2,
-"tapOwner":1000,"stateDir":"/run/podtap","args":{"cni":{"podtap":{"mode":"tc"}}},
+"tapOwner":1000,"stateDir":"/run/podtap","podPolicy":{"modes":["tc","bridge"],"maxQueues":8,"tapOwners":[1000]},"args":{"cni":{"podtap":{"mode":"tc"}}},
 "runtimeConfig":{"podtap":{"queues":4}},"cni.dev/valid-attachments":[{"containerID":"c","ifname":"eth0"}],
 "prevResult":{"cniVersion":"1.1.0","interfaces":[{"name":"eth0","mac":"0e:00:00:00:00:01","sandbox":"/run/netns/p"}],
 "ips":[{"address":"198.18.0.2/24","interface":0}],"routes":[{"dst":"0.0.0.0/0"}],"dns":{"nameservers":["198.18.0.1"]}}}"#;
@@ -98,6 +99,11 @@ fn json() -> impl Strategy<Value = Value> {
         "domain",
         "search",
         "options",
+        "podPolicy",
+        "modes",
+        "maxQueues",
+        "tapOwners",
+        "tapGroups",
     ])
     .prop_map(str::to_string);
     let leaf = prop_oneof![
@@ -157,7 +163,19 @@ fn cni_pipeline(stdin: &str, cni_args: &str) {
 
 fn oci_pipeline(text: &str) {
     if let Ok(state) = oci_hook::parse_state(text) {
-        let _ = oci_hook::options(&state.annotations);
+        for policy in [PodPolicy::default(), allow_all()] {
+            let _ = oci_hook::options(&state.annotations, &policy);
+        }
+    }
+}
+
+/// A policy that lets a pod ask for anything, so the parsers behind it run too.
+fn allow_all() -> PodPolicy {
+    PodPolicy {
+        modes: vec![Wiring::Bridge, Wiring::Macvtap],
+        max_queues: Some(256),
+        tap_owners: (0..2000).collect(),
+        tap_groups: (0..2000).collect(),
     }
 }
 
@@ -194,7 +212,7 @@ proptest! {
         prop::sample::select(vec!["io.podtap.mode", "io.podtap.queues", "io.podtap.interfaces",
             "io.podtap.tap-owner", "io.podtap.output", "other"]).prop_map(str::to_string),
         ".{0,20}", 0..6)) {
-        let _ = oci_hook::options(&ann);
+        let _ = oci_hook::options(&ann, &allow_all());
         let state = serde_json::json!({"id": "c", "bundle": "/nonexistent-bundle", "annotations": ann});
         oci_pipeline(&state.to_string());
     }
@@ -243,7 +261,11 @@ proptest! {
 
 #[test]
 fn the_samples_are_valid_to_begin_with() {
-    assert!(config::parse(CNI_CONF).is_ok());
+    let conf = config::parse(CNI_CONF).unwrap();
+    assert!(
+        conf.attach_options("eth0", "").is_ok(),
+        "the sample passes its own policy"
+    );
     assert!(oci_hook::parse_state(OCI_STATE).is_ok());
     assert!(serde_json::from_str::<Checkpoint>(CHECKPOINT).is_ok());
     let prev = config::parse(CNI_CONF).unwrap().prev_result.unwrap();

@@ -9,11 +9,11 @@
 //! the container and takes the TAPs with it). See `docs/integration.md`.
 
 use std::collections::BTreeMap;
-use std::io::Read;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::doors::pod_policy::{NodeSettings, PodAsk, PodPolicy, Refused};
 use crate::doors::state_args::StateArgs;
 use crate::error::{exit, Error, Result};
 use crate::model::Wiring;
@@ -29,9 +29,6 @@ pub mod annotation {
     pub const OUTPUT: &str = "io.podtap.output";
     pub const TAP_OWNER: &str = "io.podtap.tap-owner";
 }
-
-/// Default description file name inside the bundle.
-pub const DEFAULT_OUTPUT: &str = "podtap.json";
 
 /// The OCI runtime state (runtime-spec `state`), as far as podtap reads it.
 #[derive(Debug, Clone, Deserialize)]
@@ -56,18 +53,47 @@ pub struct OciHookArgs {
     /// the bundle) is absent; default <bundle>/podtap.json.
     #[arg(long)]
     pub output: Option<PathBuf>,
+    /// Wiring modes a pod may pick with io.podtap.mode besides tc (comma-separated; default: none).
+    #[arg(long, value_delimiter = ',', value_name = "MODES", value_parser = ["tc", "bridge", "macvtap"])]
+    pub pod_modes: Vec<String>,
+    /// Most queues a pod may ask for with io.podtap.queues (default: 1).
+    #[arg(long, value_name = "N")]
+    pub pod_max_queues: Option<u32>,
+    /// uids a pod may name as TAP owner with io.podtap.tap-owner (comma-separated; default: none).
+    #[arg(long, value_delimiter = ',', value_name = "UIDS")]
+    pub pod_tap_owners: Vec<u32>,
+    /// gids a pod may name as TAP group with io.podtap.tap-owner (comma-separated; default: none).
+    #[arg(long, value_delimiter = ',', value_name = "GIDS")]
+    pub pod_tap_groups: Vec<u32>,
+}
+
+impl OciHookArgs {
+    /// The node's pod policy these flags set (everything denied by default).
+    pub fn policy(&self) -> PodPolicy {
+        PodPolicy {
+            modes: self
+                .pod_modes
+                .iter()
+                .filter_map(|m| m.parse().ok())
+                .collect(),
+            max_queues: self.pod_max_queues,
+            tap_owners: self.pod_tap_owners.clone(),
+            tap_groups: self.pod_tap_groups.clone(),
+        }
+    }
 }
 
 /// `podtap oci-hook attach|detach`: OCI state JSON on stdin.
 pub fn run(action: &str, args: &OciHookArgs) -> Result<i32> {
-    let mut text = String::new();
-    std::io::stdin()
-        .read_to_string(&mut text)
-        .map_err(|e| Error::io("read OCI state from", "stdin", e))?;
+    use crate::doors::stdin::{read_stdin, StdinError};
+    let text = read_stdin().map_err(|e| match e {
+        StdinError::Io(e) => Error::io("read OCI state from", "stdin", e),
+        other => Error::Invalid(format!("oci-hook: OCI state: {other}")),
+    })?;
     let state = parse_state(&text)?;
     let dir = args.state.dir();
     match action {
-        "attach" => attach(&state, args.output.as_deref(), &dir),
+        "attach" => attach(&state, args, &dir),
         "detach" => detach(&state, &dir),
         other => Err(Error::Invalid(format!(
             "oci-hook: unknown action {other:?} (expected attach or detach)"
@@ -87,17 +113,15 @@ pub fn parse_state(text: &str) -> Result<State> {
         .map_err(|e| Error::Invalid(format!("oci-hook: invalid OCI state on stdin: {e}")))
 }
 
-fn attach(state: &State, flag_output: Option<&Path>, dir: &StateDir) -> Result<i32> {
-    let opts = options(&state.annotations)?;
-    let output = output_path(state, flag_output)?;
+fn attach(state: &State, args: &OciHookArgs, dir: &StateDir) -> Result<i32> {
+    let opts = options(&state.annotations, &args.policy())?;
+    let flag_output = args.output.as_deref();
+    // Open (and make) the output's directory before attaching, so a bad path
+    // leaves nothing built; the file is written relative to that fd.
+    let sink = crate::doors::hook_output::output_target(state, flag_output)?.open()?;
     let netns = netns_path(state)?;
-    // Make the output's directories before attaching, so a bad path leaves nothing built.
-    if let Some(parent) = output.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| Error::io("create description dir", parent, e))?;
-    }
     let attached = crate::attach::attach_in(&netns, &state.id, &opts, dir)?;
-    crate::doors::output::emit_attached(&attached, Some(&output), &state.id, dir)?;
+    crate::doors::output::emit_attached_with(&attached, &state.id, dir, |text| sink.write(text))?;
     Ok(exit::OK)
 }
 
@@ -110,8 +134,42 @@ fn detach(state: &State, dir: &StateDir) -> Result<i32> {
     Ok(exit::OK)
 }
 
-/// Attach options from the `io.podtap.*` annotations.
-pub fn options(ann: &BTreeMap<String, String>) -> Result<AttachOptions> {
+/// Attach options from the `io.podtap.*` annotations, which must pass the
+/// node's pod policy (against the defaults: tc, 1 queue, no TAP owner).
+pub fn options(ann: &BTreeMap<String, String>, policy: &PodPolicy) -> Result<AttachOptions> {
+    let opts = annotated_options(ann)?;
+    let node = AttachOptions::default();
+    let node = NodeSettings {
+        mode: node.mode,
+        queues: node.queues,
+        owner: node.owner,
+        group: node.group,
+    };
+    let asked = |key: &str| ann.contains_key(key);
+    let ask = PodAsk {
+        mode: asked(annotation::MODE).then_some(opts.mode),
+        queues: asked(annotation::QUEUES).then_some(opts.queues),
+        owner: opts.owner,
+        group: opts.group,
+    };
+    policy.admit(&node, &ask).map_err(|refused| {
+        let key = match refused {
+            Refused::Mode(_) => annotation::MODE,
+            Refused::Queues(_) => annotation::QUEUES,
+            Refused::Owner(_) | Refused::Group(_) => annotation::TAP_OWNER,
+        };
+        Error::NotAllowed(format!(
+            "annotation {key} asks for {}, which this node's pod policy does not allow \
+             (podtap oci-hook {} in the hook's args)",
+            refused.asked(),
+            refused.keys().1
+        ))
+    })?;
+    Ok(opts)
+}
+
+/// The options the annotations name, before the policy.
+fn annotated_options(ann: &BTreeMap<String, String>) -> Result<AttachOptions> {
     let mut opts = AttachOptions::default();
     if let Some(mode) = ann.get(annotation::MODE) {
         opts.mode = mode
@@ -144,60 +202,6 @@ pub fn options(ann: &BTreeMap<String, String>) -> Result<AttachOptions> {
         opts = opts.with_tap_owner(owner);
     }
     Ok(opts)
-}
-
-/// Where the description goes: the annotation (a path inside the bundle), else
-/// `--output`, else `<bundle>/podtap.json`.
-///
-/// Annotations come from whoever creates the pod, so they may only name a
-/// relative path below the bundle; the hook runs as root.
-pub fn output_path(state: &State, flag: Option<&Path>) -> Result<PathBuf> {
-    let bundle = || {
-        state.bundle.clone().ok_or_else(|| {
-            Error::Invalid(
-                "oci-hook: the OCI state has no bundle to write the description to".into(),
-            )
-        })
-    };
-    if let Some(rel) = state.annotations.get(annotation::OUTPUT) {
-        let p = Path::new(rel);
-        let inside = !rel.is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)));
-        if !inside {
-            return Err(Error::Invalid(format!(
-                "annotation {}={rel:?}: must be a relative path inside the bundle",
-                annotation::OUTPUT
-            )));
-        }
-        let bundle = bundle()?;
-        refuse_symlinks_below(&bundle, p)?;
-        return Ok(bundle.join(p));
-    }
-    match flag {
-        Some(p) => Ok(p.to_path_buf()),
-        None => Ok(bundle()?.join(DEFAULT_OUTPUT)),
-    }
-}
-
-/// The bundle's content (its rootfs above all) comes from an image: a symlink
-/// there could point a root-written file anywhere. Refuse any along `rel`.
-fn refuse_symlinks_below(bundle: &Path, rel: &Path) -> Result<()> {
-    let mut at = bundle.to_path_buf();
-    for c in rel.components() {
-        at.push(c);
-        match std::fs::symlink_metadata(&at) {
-            Ok(m) if m.file_type().is_symlink() => {
-                return Err(Error::Invalid(format!(
-                    "annotation {}: {} is a symlink; refusing to write through it",
-                    annotation::OUTPUT,
-                    at.display()
-                )))
-            }
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(Error::io("inspect", at, e)),
-        }
-    }
-    Ok(())
 }
 
 /// The netns to attach in: the bundle's network namespace path, else the pid's.
@@ -237,8 +241,8 @@ fn bundle_netns(state: &State) -> Result<Option<PathBuf>> {
         return Ok(None);
     };
     let file = bundle.join("config.json");
-    let text = match std::fs::read_to_string(&file) {
-        Ok(t) => t,
+    let text = match std::fs::File::open(&file) {
+        Ok(f) => read_config(f, &file)?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("read bundle config", &file, e)),
     };
@@ -251,6 +255,25 @@ fn bundle_netns(state: &State) -> Result<Option<PathBuf>> {
         .find(|n| n.kind == "network")
         .and_then(|n| n.path)
         .filter(|p| !p.as_os_str().is_empty()))
+}
+
+/// The most of the bundle's config.json podtap reads: the runtime writes it,
+/// but with the pod's annotations and environment in it.
+const CONFIG_CAP: u64 = 4 << 20;
+
+fn read_config(f: std::fs::File, file: &Path) -> Result<String> {
+    use crate::doors::stdin::{read_capped, StdinError};
+    read_capped(f, CONFIG_CAP).map_err(|e| match e {
+        StdinError::Io(e) => Error::io("read bundle config", file, e),
+        StdinError::TooLarge(cap) => Error::Invalid(format!(
+            "oci-hook: {}: larger than {} MiB, the most podtap reads",
+            file.display(),
+            cap >> 20
+        )),
+        StdinError::NotUtf8 => {
+            Error::Invalid(format!("oci-hook: {}: not UTF-8 text", file.display()))
+        }
+    })
 }
 
 #[cfg(test)]
@@ -266,18 +289,43 @@ mod tests {
 
     #[test]
     fn annotations_make_options() {
-        let o = options(&ann(&[
+        let allow = PodPolicy {
+            modes: vec![Wiring::Bridge],
+            max_queues: Some(4),
+            tap_owners: vec![1000],
+            tap_groups: vec![100],
+        };
+        let asks = ann(&[
             (annotation::MODE, "bridge"),
             (annotation::QUEUES, "4"),
             (annotation::INTERFACES, "eth0, net1"),
             (annotation::TAP_OWNER, "1000:100"),
-        ]))
-        .unwrap();
+        ]);
+        let o = options(&asks, &allow).unwrap();
         assert_eq!(o.mode, Wiring::Bridge);
         assert_eq!(o.queues, 4);
         assert_eq!(o.interfaces, Some(vec!["eth0".into(), "net1".into()]));
         assert_eq!((o.owner, o.group), (Some(1000), Some(100)));
-        assert_eq!(options(&ann(&[])).unwrap(), AttachOptions::default());
+        let deny = PodPolicy::default();
+        assert_eq!(options(&ann(&[]), &deny).unwrap(), AttachOptions::default());
+        // Under the default policy each privilege-granting annotation is refused (exit 6).
+        for (key, value) in [
+            (annotation::MODE, "bridge"),
+            (annotation::QUEUES, "4"),
+            (annotation::TAP_OWNER, "1000"),
+            (annotation::TAP_OWNER, "0:0"),
+        ] {
+            let e = options(&ann(&[(key, value)]), &deny).unwrap_err();
+            assert_eq!(e.exit_code(), exit::PERMISSION, "{key}={value}");
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("annotation {key} asks for")),
+                "{e}"
+            );
+        }
+        // What the node would do anyway is no privilege.
+        let same = ann(&[(annotation::MODE, "tc"), (annotation::QUEUES, "1")]);
+        assert!(options(&same, &deny).is_ok());
         for bad in [
             (annotation::MODE, "vepa"),
             (annotation::QUEUES, "0"),
@@ -285,29 +333,7 @@ mod tests {
             (annotation::INTERFACES, " , "),
             (annotation::TAP_OWNER, "bob"),
         ] {
-            assert!(options(&ann(&[bad])).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn output_stays_in_the_bundle() {
-        let mut s = parse_state(r#"{"ociVersion":"1.0.2","id":"c1","bundle":"/b"}"#).unwrap();
-        assert_eq!(
-            output_path(&s, None).unwrap(),
-            PathBuf::from("/b/podtap.json")
-        );
-        assert_eq!(
-            output_path(&s, Some(Path::new("/x/d.json"))).unwrap(),
-            PathBuf::from("/x/d.json")
-        );
-        s.annotations = ann(&[(annotation::OUTPUT, "vm/net.json")]);
-        assert_eq!(
-            output_path(&s, Some(Path::new("/x/d.json"))).unwrap(),
-            PathBuf::from("/b/vm/net.json")
-        );
-        for bad in ["/etc/passwd", "../x", "a/../../x", ""] {
-            s.annotations = ann(&[(annotation::OUTPUT, bad)]);
-            assert!(output_path(&s, None).is_err(), "{bad}");
+            assert!(options(&ann(&[bad]), &allow).is_err(), "{bad:?}");
         }
     }
 

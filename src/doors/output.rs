@@ -36,7 +36,18 @@ pub fn emit_attached(
     id: &SandboxId,
     state: &StateDir,
 ) -> Result<()> {
-    let Err(e) = emit(&attached.description, output) else {
+    emit_attached_with(attached, id, state, |text| emit_text(text, output))
+}
+
+/// [`emit_attached`] with a writer of the door's own (the OCI hook writes
+/// beneath the bundle).
+pub fn emit_attached_with(
+    attached: &Attached,
+    id: &SandboxId,
+    state: &StateDir,
+    write: impl FnOnce(&str) -> Result<()>,
+) -> Result<()> {
+    let Err(e) = pretty(&attached.description).and_then(|text| write(&text)) else {
         return Ok(());
     };
     if !attached.fresh {
@@ -53,10 +64,15 @@ pub fn emit_attached(
 
 /// Write the description as pretty JSON to `output` (atomically) or stdout.
 pub fn emit(desc: &Description, output: Option<&Path>) -> Result<()> {
+    emit_text(&pretty(desc)?, output)
+}
+
+/// The description as pretty JSON with a final newline.
+fn pretty(desc: &Description) -> Result<String> {
     let mut text = serde_json::to_string_pretty(desc)
         .map_err(|e| Error::Invalid(format!("serialize: {e}")))?;
     text.push('\n');
-    emit_text(&text, output)
+    Ok(text)
 }
 
 pub fn emit_text(text: &str, output: Option<&Path>) -> Result<()> {

@@ -5,6 +5,7 @@
 //! contract documented in `docs/description.md` and `docs/description.schema.json`.
 
 mod attached;
+pub(crate) mod ifname;
 
 use serde::{Deserialize, Serialize};
 

@@ -25,8 +25,6 @@ pub use naming::{
 };
 pub use options::{check_queues, parse_queues, AttachOptions, TapOwner, MAX_QUEUES};
 
-/// Linux's IFNAMSIZ minus the terminating NUL.
-pub const MAX_IFNAME: usize = 15;
 /// The tc priority podtap tries first for its own filters.
 pub const TC_PRIO_BASE: u16 = 0xC0DE;
 /// How many priorities above the base podtap may use.

@@ -3,16 +3,20 @@
 
 use std::collections::BTreeSet;
 
-use super::{MAX_IFNAME, TC_PRIO_BASE, TC_PRIO_SPAN};
+use super::{TC_PRIO_BASE, TC_PRIO_SPAN};
 use crate::id::SandboxId;
 use crate::kernel::mac::MacAddr;
+use crate::model::ifname::is_safe_ifname;
 use crate::model::Interface;
 
 /// High bits of the link group podtap puts its TAPs and bridges in.
 const GROUP_BASE: u32 = 0x7064_0000;
 
-/// `<prefix>_<ifname>` if it fits in 15 bytes and is free, else `<prefix><ifindex>`,
-/// then `<prefix><ifindex>_<n>`. Deterministic for a given netns.
+/// `<prefix>_<ifname>` if it is a safe name ([`is_safe_ifname`]: what every
+/// renderer accepts) and free, else `<prefix><ifindex>`, then
+/// `<prefix><ifindex>_<n>`. Deterministic for a given netns. The pod's
+/// interface name is the pod's: one with `$`, quotes, `,` or `=` (the kernel
+/// allows them) never reaches a TAP name.
 pub fn unique_name(prefix: &str, iface: &Interface, taken: &mut BTreeSet<String>) -> String {
     // Built lazily: the first candidate is almost always free.
     let fallbacks = (1..1000).map(|n| format!("{prefix}{}_{n}", iface.ifindex));
@@ -22,7 +26,7 @@ pub fn unique_name(prefix: &str, iface: &Interface, taken: &mut BTreeSet<String>
     ]
     .into_iter()
     .chain(fallbacks)
-    .find(|c| c.len() <= MAX_IFNAME && !taken.contains(c))
+    .find(|c| is_safe_ifname(c) && !taken.contains(c))
     .unwrap_or_else(|| format!("{prefix}{}", iface.ifindex));
     taken.insert(name.clone());
     name

@@ -1,6 +1,7 @@
 use std::collections::BTreeSet;
 
 use super::*;
+use crate::model::ifname::MAX_IFNAME;
 use crate::model::{NetnsRef, SCHEMA};
 
 fn sid(s: &str) -> SandboxId {
@@ -85,6 +86,33 @@ fn long_names_fall_back_to_ifindex_and_stay_unique() {
     assert_eq!(p.nics[0].tap.name, "tap7_1");
     assert_eq!(p.nics[1].tap.name, "tap_tap7");
     assert!(p.nics.iter().all(|n| n.tap.name.len() <= MAX_IFNAME));
+}
+
+#[test]
+fn hostile_pod_names_never_reach_a_tap_name() {
+    // Names the kernel accepts for a link, and no renderer can carry.
+    let hostile = ["e$(id>x)", "a b", "q'\"", "x,y=z", "-x", ".x", "é"];
+    let ifaces = hostile
+        .iter()
+        .zip(10u32..)
+        .map(|(name, ifindex)| iface(name, ifindex, LinkKind::Veth))
+        .collect();
+    let opts = AttachOptions {
+        mode: Wiring::Bridge,
+        ..Default::default()
+    };
+    let p = plan(&desc(ifaces), &Inventory::default(), &opts, &sid("s")).unwrap();
+    let taps: Vec<_> = p.nics.iter().map(|n| n.tap.name.as_str()).collect();
+    // `-x` and `.x` are fine behind the prefix.
+    let want = [
+        "tap10", "tap11", "tap12", "tap13", "tap_-x", "tap_.x", "tap16",
+    ];
+    assert_eq!(taps, want);
+    for n in &p.nics {
+        assert!(crate::model::ifname::is_safe_ifname(&n.tap.name));
+        let br = &n.bridge.as_ref().unwrap().name;
+        assert!(crate::model::ifname::is_safe_ifname(br), "{br}");
+    }
 }
 
 #[test]

@@ -5,10 +5,9 @@ use std::net::IpAddr;
 use ipnetwork::IpNetwork;
 
 use super::RenderError;
+use crate::model::ifname::is_safe_ifname;
 use crate::model::{Description, Interface, TapInfo};
 
-/// Longest Linux interface name (IFNAMSIZ - 1).
-const MAX_IFNAME_LEN: usize = 15;
 const MIN_MTU: u32 = 68;
 const MAX_MTU: u32 = 65535;
 /// The kernel's MAX_TAP_QUEUES.
@@ -170,16 +169,6 @@ fn normalize_unicast_mac(mac: &str) -> Option<String> {
     let multicast = first_octet & 1 == 1;
     let all_zero = normalized == "00:00:00:00:00:00";
     (!multicast && !all_zero).then_some(normalized)
-}
-
-/// A Linux interface name that every output format can carry unquoted.
-fn is_safe_ifname(name: &str) -> bool {
-    (1..=MAX_IFNAME_LEN).contains(&name.len())
-        && name != "."
-        && name != ".."
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
 
 #[cfg(test)]

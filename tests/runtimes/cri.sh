@@ -158,7 +158,7 @@ cat > "$W"/net.d/10-podtap.conflist <<J
 {"cniVersion":"1.0.0","name":"ptcri","plugins":[
  {"type":"bridge","bridge":"ptcribr0","isGateway":true,"ipMasq":false,
   "ipam":{"type":"host-local","dataDir":"$W/ipam","ranges":[[{"subnet":"$SUBNET"}]]}},
- {"type":"podtap","mode":"tc","queues":1,"stateDir":"$W/state",
+ {"type":"podtap","mode":"tc","queues":1,"stateDir":"$W/state","podPolicy":{"modes":["bridge"]},
   "capabilities":{"io.kubernetes.cri.pod-annotations":true}}]}
 J
 # OCI image layout: one layer (the rootfs) and two images on it, each with its

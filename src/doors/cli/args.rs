@@ -14,9 +14,10 @@ use crate::doors::state_args::StateArgs;
     long_about = "podtap scans a pod network namespace, creates one TAP per pod interface, wires each \
 pair with tc redirect or a Linux bridge, and prints a JSON description a VMM launcher boots from.\n\n\
 Exit codes: 0 ok, 1 failure, 2 usage, 3 netns missing, 4 not a netns, 5 host netns refused, \
-6 permission denied, 7 invalid sandbox id, 8 corrupt checkpoint, 9 busy, 10 kernel operation failed, \
+6 permission denied (or a pod's ask the pod policy refuses), 7 invalid sandbox id, 8 corrupt checkpoint, 9 busy, 10 kernel operation failed, \
 11 id attached elsewhere, 12 check failed, 13 invalid input, 14 no such checkpoint, 15 render refused, 16 untrusted state, 17 node not ready (doctor).\n\n\
-When CNI_COMMAND is set, podtap runs as a chained CNI plugin instead."
+When CNI_COMMAND is set and no arguments are given, podtap runs as a chained CNI plugin \
+instead; a command line with a subcommand always runs that subcommand (CNI_COMMAND is then ignored)."
 )]
 pub struct Cli {
     /// Log format on stderr: text, or one JSON object per line (PODTAP_LOG sets the level).
@@ -180,12 +181,17 @@ pub enum Command {
         /// The CNI plugin dir the runtime runs plugins from.
         #[arg(long, default_value = "/opt/cni/bin")]
         bin_dir: PathBuf,
-        /// Wiring for pods on this node (pod annotations io.podtap.mode override it).
+        /// Wiring for pods on this node (an io.podtap.mode annotation may change it only
+        /// where a podPolicy in the conflist allows: docs/integration.md).
         #[arg(long, default_value = "tc", value_parser = ["tc", "bridge", "macvtap"])]
         mode: String,
         /// The state dir written into podtap's plugin entry.
         #[arg(long, default_value = crate::state::DEFAULT_STATE_DIR)]
         plugin_state_dir: String,
+        /// What pods may ask for by annotation, as podtap's podPolicy (JSON, e.g.
+        /// '{"modes":["bridge"],"maxQueues":2}'); default: nothing beyond --mode.
+        #[arg(long, value_name = "JSON")]
+        pod_policy: Option<String>,
         /// Undo the install: restore the configuration byte for byte and remove the binary.
         #[arg(long)]
         uninstall: bool,

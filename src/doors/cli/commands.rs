@@ -136,16 +136,21 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
             bin_dir,
             mode,
             plugin_state_dir,
+            pod_policy,
             uninstall,
             wait,
         } => {
+            use crate::doors::cni_install;
             let action = match (uninstall, wait) {
-                (true, _) => crate::doors::cni_install::Action::Uninstall,
-                (false, false) => crate::doors::cni_install::Action::Install,
-                (false, true) => crate::doors::cni_install::Action::InstallAndWait,
+                (true, _) => cni_install::Action::Uninstall,
+                (false, false) => cni_install::Action::Install,
+                (false, true) => cni_install::Action::InstallAndWait,
             };
-            let entry = crate::doors::cni_install::plugin_entry(&plugin_state_dir, &mode);
-            crate::doors::cni_install::run(action, &conf_dir, &bin_dir, &entry)?;
+            let mut entry = cni_install::plugin_entry(&plugin_state_dir, &mode);
+            if let Some(policy) = &pod_policy {
+                entry = cni_install::with_pod_policy(entry, policy)?;
+            }
+            cni_install::run(action, &conf_dir, &bin_dir, &entry)?;
         }
         Command::Demo { keep, boot } => crate::doors::demo::run(keep, boot)?,
         Command::Ops(op) => return super::ops::run(op),

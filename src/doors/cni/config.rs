@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{code, CniError};
+use crate::doors::pod_policy::{NodeSettings, PodAsk, PodPolicy, Refused};
 use crate::model::Wiring;
 use crate::plan::{check_queues, parse_queues, AttachOptions, TapOwner};
 use crate::state::DEFAULT_STATE_DIR;
@@ -43,6 +44,9 @@ pub struct NetConf {
     /// How the TAP appears in the result: `listed` (default), `omitted`, `tc-redirect-tap`.
     #[serde(default)]
     pub result_tap: super::result::ResultTap,
+    /// What a pod may ask for beyond the keys above (`docs/integration.md`, "Pod policy").
+    #[serde(default, deserialize_with = "policy_object")]
+    pub pod_policy: PodPolicy,
     /// GC (1.1): the attachments the runtime still knows. `null` (what a Go
     /// runtime sends for a nil slice when no pod is left) is an empty list;
     /// the older key `cni.dev/attachments` is accepted too.
@@ -53,6 +57,16 @@ pub struct NetConf {
         deserialize_with = "null_is_empty"
     )]
     pub valid_attachments: Option<Vec<ValidAttachment>>,
+}
+
+/// `podPolicy` is an object (serde would also take a positional list).
+fn policy_object<'de, D: serde::Deserializer<'de>>(d: D) -> Result<PodPolicy, D::Error> {
+    use serde::de::Error as _;
+    let v = Value::deserialize(d)?;
+    if !v.is_object() {
+        return Err(D::Error::custom("podPolicy is not an object"));
+    }
+    serde_json::from_value(v).map_err(D::Error::custom)
 }
 
 /// A present key is a list, even when its value is `null`.
@@ -142,40 +156,33 @@ impl NetConf {
             .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR))
     }
 
-    /// The attach options for interface `ifname`, from every source in precedence order.
+    /// The attach options for interface `ifname`, from every source in
+    /// precedence order. What the pod controls (every source but the plugin's
+    /// own keys) must pass the node's pod policy.
     pub fn attach_options(&self, ifname: &str, cni_args: &str) -> Result<AttachOptions, CniError> {
         let mut o = self.options.clone();
-        if let Some(v) = self
-            .args
-            .as_ref()
-            .and_then(|a| a.get("cni"))
-            .and_then(|c| c.get("podtap"))
-        {
-            o.merge(overrides_from("args.cni.podtap", v)?);
-        }
-        o.merge(overrides_from_cni_args(cni_args)?);
-        if let Some(v) = self.runtime_config.as_ref().and_then(|r| r.get("podtap")) {
-            o.merge(overrides_from("runtimeConfig.podtap", v)?);
-        }
-        // containerd sends `null` for a pod without annotations (a nil Go map).
-        if let Some(v) = self
-            .runtime_config
-            .as_ref()
-            .and_then(|r| r.get(POD_ANNOTATIONS))
-            .filter(|v| !v.is_null())
-        {
-            o.merge(overrides_from_annotations(v)?);
-        }
-        let mode = match o.mode.as_deref() {
-            None => Wiring::Tc,
-            Some(m) => m
-                .parse::<Wiring>()
-                .map_err(|e| CniError::new(code::INVALID_CONFIG, e.to_string()))?,
+        let node = NodeSettings {
+            mode: parse_mode(o.mode.as_deref())?.unwrap_or(Wiring::Tc),
+            queues: o.queues.unwrap_or(1),
+            owner: o.tap_owner,
+            group: o.tap_group,
         };
+        for (place, over) in self.pod_sources(cni_args)? {
+            let ask = PodAsk {
+                mode: parse_mode(over.mode.as_deref())?,
+                queues: over.queues,
+                owner: over.tap_owner,
+                group: over.tap_group,
+            };
+            self.pod_policy
+                .admit(&node, &ask)
+                .map_err(|refused| policy_refusal(place, refused))?;
+            o.merge(over);
+        }
         let queues = check_queues(o.queues.unwrap_or(1))
             .map_err(|why| CniError::new(code::INVALID_CONFIG, format!("queues: {why}")))?;
         Ok(AttachOptions {
-            mode,
+            mode: parse_mode(o.mode.as_deref())?.unwrap_or(Wiring::Tc),
             queues,
             vnet_hdr: o.vnet_hdr.unwrap_or(true),
             owner: o.tap_owner,
@@ -184,6 +191,56 @@ impl NetConf {
             dns: None,
         })
     }
+
+    /// The places the pod controls, in precedence order, with what each sets.
+    fn pod_sources(&self, cni_args: &str) -> Result<Vec<(&'static str, Overrides)>, CniError> {
+        let mut sources = Vec::new();
+        if let Some(v) = self
+            .args
+            .as_ref()
+            .and_then(|a| a.get("cni"))
+            .and_then(|c| c.get("podtap"))
+        {
+            sources.push(("args.cni.podtap", overrides_from("args.cni.podtap", v)?));
+        }
+        sources.push(("CNI_ARGS", overrides_from_cni_args(cni_args)?));
+        if let Some(v) = self.runtime_config.as_ref().and_then(|r| r.get("podtap")) {
+            sources.push((
+                "runtimeConfig.podtap",
+                overrides_from("runtimeConfig.podtap", v)?,
+            ));
+        }
+        // containerd sends `null` for a pod without annotations (a nil Go map).
+        if let Some(v) = self
+            .runtime_config
+            .as_ref()
+            .and_then(|r| r.get(POD_ANNOTATIONS))
+            .filter(|v| !v.is_null())
+        {
+            sources.push(("the pod's annotations", overrides_from_annotations(v)?));
+        }
+        Ok(sources)
+    }
+}
+
+/// A mode name, if any, as a [`Wiring`] (error 7 if unknown).
+fn parse_mode(mode: Option<&str>) -> Result<Option<Wiring>, CniError> {
+    mode.map(|m| {
+        m.parse::<Wiring>()
+            .map_err(|e| CniError::new(code::INVALID_CONFIG, e.to_string()))
+    })
+    .transpose()
+}
+
+/// The error for a pod's ask the node does not allow: podtap's exit code 6
+/// (permission denied), so CNI code 106.
+fn policy_refusal(place: &str, refused: Refused) -> CniError {
+    let (key, _) = refused.keys();
+    CniError::from(crate::error::Error::NotAllowed(format!(
+        "{place} asks for {}, which this node's pod policy does not allow \
+         (podPolicy.{key} in podtap's entry of the conflist)",
+        refused.asked()
+    )))
 }
 
 /// The capability under which containerd and CRI-O pass the pod's annotations.
@@ -256,106 +313,5 @@ fn overrides_from_cni_args(cni_args: &str) -> Result<Overrides, CniError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn conf(extra: &str) -> NetConf {
-        parse(&format!(
-            r#"{{"cniVersion":"1.0.0","name":"n","type":"podtap"{extra}}}"#
-        ))
-        .unwrap()
-    }
-
-    #[test]
-    fn defaults() {
-        let o = conf("").attach_options("eth0", "").unwrap();
-        assert_eq!(o.mode, Wiring::Tc);
-        assert_eq!(o.queues, 1);
-        assert!(o.vnet_hdr);
-        assert_eq!(o.interfaces, Some(vec!["eth0".to_string()]));
-        assert_eq!(conf("").state_dir(), PathBuf::from("/run/podtap"));
-    }
-
-    #[test]
-    fn precedence() {
-        let c = conf(
-            r#","mode":"tc","queues":2,"tapOwner":1000,
-               "args":{"cni":{"podtap":{"mode":"bridge","queues":3}}},
-               "runtimeConfig":{"podtap":{"queues":4}}"#,
-        );
-        let o = c.attach_options("eth0", "").unwrap();
-        assert_eq!((o.mode, o.queues, o.owner), (Wiring::Bridge, 4, Some(1000)));
-        let o = c
-            .attach_options("eth0", "IgnoreUnknown=1;PODTAP_MODE=tc;K8S_POD_NAME=x")
-            .unwrap();
-        assert_eq!(o.mode, Wiring::Tc);
-    }
-
-    #[test]
-    fn gc_lists_accept_null_and_the_older_key() {
-        let c = conf(r#","cni.dev/valid-attachments":null"#);
-        assert_eq!(c.valid_attachments.map(|v| v.len()), Some(0));
-        let c = conf(r#","cni.dev/attachments":[{"containerID":"c","ifname":"eth0"}]"#);
-        assert_eq!(c.valid_attachments.map(|v| v.len()), Some(1));
-        assert!(conf("").valid_attachments.is_none());
-    }
-
-    #[test]
-    fn pod_annotations_come_last() {
-        let c = conf(
-            r#","mode":"tc","runtimeConfig":{"podtap":{"queues":2},
-               "io.kubernetes.cri.pod-annotations":{"io.podtap.mode":"bridge",
-               "io.podtap.tap-owner":"1000:100","other":"x"}}"#,
-        );
-        let o = c.attach_options("eth0", "").unwrap();
-        assert_eq!(o.mode, Wiring::Bridge);
-        assert_eq!((o.queues, o.owner, o.group), (2, Some(1000), Some(100)));
-        let none =
-            conf(r#","mode":"bridge","runtimeConfig":{"io.kubernetes.cri.pod-annotations":null}"#);
-        assert_eq!(
-            none.attach_options("eth0", "").unwrap().mode,
-            Wiring::Bridge
-        );
-        let bad = conf(
-            r#","runtimeConfig":{"io.kubernetes.cri.pod-annotations":{"io.podtap.queues":"0"}}"#,
-        );
-        assert_eq!(
-            bad.attach_options("eth0", "").unwrap_err().code,
-            code::INVALID_CONFIG
-        );
-    }
-
-    #[test]
-    fn rejects() {
-        assert_eq!(parse("{").unwrap_err().code, code::DECODING_FAILURE);
-        assert_eq!(parse("{}").unwrap_err().code, code::INVALID_CONFIG);
-        assert_eq!(
-            parse(r#"{"cniVersion":"0.4.0"}"#).unwrap_err().code,
-            code::INCOMPATIBLE_VERSION
-        );
-        assert_eq!(
-            parse(r#"{"cniVersion":"1.0.0","queues":"x"}"#)
-                .unwrap_err()
-                .code,
-            code::INVALID_CONFIG
-        );
-        let e = conf(r#","mode":"vepa""#)
-            .attach_options("eth0", "")
-            .unwrap_err();
-        assert_eq!(e.code, code::INVALID_CONFIG);
-        assert_eq!(
-            conf(r#","queues":0"#)
-                .attach_options("eth0", "")
-                .unwrap_err()
-                .code,
-            code::INVALID_CONFIG
-        );
-        assert_eq!(
-            conf("")
-                .attach_options("eth0", "PODTAP_QUEUES=many")
-                .unwrap_err()
-                .code,
-            code::INVALID_ENV
-        );
-    }
-}
+#[path = "config_tests.rs"]
+mod tests;

@@ -11,7 +11,7 @@ pub mod registry;
 pub(crate) mod result;
 mod status;
 
-use std::io::{Read, Write};
+use std::io::Write;
 
 use serde::Serialize;
 
@@ -116,11 +116,12 @@ impl Env {
 /// Run the CNI plugin protocol: env `CNI_*`, config on stdin, result or error on stdout.
 pub fn main() -> i32 {
     let env = Env::from_process();
-    let mut stdin = String::new();
-    let read = std::io::stdin().read_to_string(&mut stdin);
-    let outcome = match read {
-        Ok(_) => commands::run(&env, &stdin),
-        Err(e) => Err(CniError::new(code::IO_FAILURE, "read stdin").details(e.to_string())),
+    let (stdin, outcome) = match crate::doors::stdin::read_stdin() {
+        Ok(stdin) => {
+            let outcome = commands::run(&env, &stdin);
+            (stdin, outcome)
+        }
+        Err(e) => (String::new(), Err(stdin_error(&e))),
     };
     match outcome {
         Ok(Some(value)) => match print_json(&value) {
@@ -135,6 +136,18 @@ pub fn main() -> i32 {
             EXIT_ERROR
         }
     }
+}
+
+/// The CNI error for a stdin podtap will not read: too large or not text is
+/// an invalid configuration (7), a failed read an I/O failure (5).
+fn stdin_error(e: &crate::doors::stdin::StdinError) -> CniError {
+    use crate::doors::stdin::StdinError;
+    let code = match e {
+        StdinError::TooLarge(_) => code::INVALID_CONFIG,
+        StdinError::NotUtf8 => code::DECODING_FAILURE,
+        StdinError::Io(_) => code::IO_FAILURE,
+    };
+    CniError::new(code, format!("network configuration: {e}"))
 }
 
 /// Print the error object on stdout (where the runtime reads it) and a line on stderr.

@@ -1,0 +1,150 @@
+use super::*;
+
+fn conf(extra: &str) -> NetConf {
+    parse(&format!(
+        r#"{{"cniVersion":"1.0.0","name":"n","type":"podtap"{extra}}}"#
+    ))
+    .unwrap()
+}
+
+#[test]
+fn defaults() {
+    let o = conf("").attach_options("eth0", "").unwrap();
+    assert_eq!(o.mode, Wiring::Tc);
+    assert_eq!(o.queues, 1);
+    assert!(o.vnet_hdr);
+    assert_eq!(o.interfaces, Some(vec!["eth0".to_string()]));
+    assert_eq!(conf("").state_dir(), PathBuf::from("/run/podtap"));
+}
+
+#[test]
+fn precedence() {
+    let c = conf(
+        r#","mode":"tc","queues":2,"tapOwner":1000,
+           "podPolicy":{"modes":["bridge"],"maxQueues":4},
+           "args":{"cni":{"podtap":{"mode":"bridge","queues":3}}},
+           "runtimeConfig":{"podtap":{"queues":4}}"#,
+    );
+    let o = c.attach_options("eth0", "").unwrap();
+    assert_eq!((o.mode, o.queues, o.owner), (Wiring::Bridge, 4, Some(1000)));
+    let o = c
+        .attach_options("eth0", "IgnoreUnknown=1;PODTAP_MODE=tc;K8S_POD_NAME=x")
+        .unwrap();
+    assert_eq!(o.mode, Wiring::Tc);
+}
+
+#[test]
+fn gc_lists_accept_null_and_the_older_key() {
+    let c = conf(r#","cni.dev/valid-attachments":null"#);
+    assert_eq!(c.valid_attachments.map(|v| v.len()), Some(0));
+    let c = conf(r#","cni.dev/attachments":[{"containerID":"c","ifname":"eth0"}]"#);
+    assert_eq!(c.valid_attachments.map(|v| v.len()), Some(1));
+    assert!(conf("").valid_attachments.is_none());
+}
+
+#[test]
+fn pod_annotations_come_last() {
+    let c = conf(
+        r#","mode":"tc","podPolicy":{"modes":["bridge"],"maxQueues":2,"tapOwners":[1000],"tapGroups":[100]},
+           "runtimeConfig":{"podtap":{"queues":2},
+           "io.kubernetes.cri.pod-annotations":{"io.podtap.mode":"bridge",
+           "io.podtap.tap-owner":"1000:100","other":"x"}}"#,
+    );
+    let o = c.attach_options("eth0", "").unwrap();
+    assert_eq!(o.mode, Wiring::Bridge);
+    assert_eq!((o.queues, o.owner, o.group), (2, Some(1000), Some(100)));
+    let none =
+        conf(r#","mode":"bridge","runtimeConfig":{"io.kubernetes.cri.pod-annotations":null}"#);
+    assert_eq!(
+        none.attach_options("eth0", "").unwrap().mode,
+        Wiring::Bridge
+    );
+    let bad =
+        conf(r#","runtimeConfig":{"io.kubernetes.cri.pod-annotations":{"io.podtap.queues":"0"}}"#);
+    assert_eq!(
+        bad.attach_options("eth0", "").unwrap_err().code,
+        code::INVALID_CONFIG
+    );
+}
+
+#[test]
+fn pod_sources_pass_the_node_policy() {
+    let refused = |extra: &str, args: &str| {
+        let e = conf(extra).attach_options("eth0", args).unwrap_err();
+        assert_eq!(e.code, 106, "{extra} {args}: {e:?}");
+        e.msg
+    };
+    let m = refused(r#","runtimeConfig":{"podtap":{"tapOwner":1000}}"#, "");
+    assert!(
+        m.starts_with("runtimeConfig.podtap asks for TAP owner uid 1000"),
+        "{m}"
+    );
+    assert!(m.contains("podPolicy.tapOwners"), "{m}");
+    let m = refused("", "PODTAP_QUEUES=256");
+    assert!(m.starts_with("CNI_ARGS asks for 256 queues"), "{m}");
+    refused(r#","args":{"cni":{"podtap":{"mode":"bridge"}}}"#, "");
+    refused(r#","args":{"cni":{"podtap":{"tapGroup":0}}}"#, "");
+    let ann =
+        r#","runtimeConfig":{"io.kubernetes.cri.pod-annotations":{"io.podtap.tap-owner":"0"}}"#;
+    let m = refused(ann, "");
+    assert!(
+        m.starts_with("the pod's annotations asks for TAP owner uid 0"),
+        "{m}"
+    );
+    // The node's own settings are never a pod's privilege to lose.
+    let own = conf(
+        r#","mode":"bridge","queues":4,"tapOwner":107,
+        "runtimeConfig":{"podtap":{"mode":"bridge","queues":2,"tapOwner":107}}"#,
+    );
+    let o = own.attach_options("eth0", "").unwrap();
+    assert_eq!((o.mode, o.queues, o.owner), (Wiring::Bridge, 2, Some(107)));
+    // The admin's own keys are not asks.
+    let admin = conf(r#","mode":"macvtap","queues":8,"tapOwner":1000,"tapGroup":100"#);
+    assert!(admin.attach_options("eth0", "").is_ok());
+    assert_eq!(
+        parse(r#"{"cniVersion":"1.0.0","podPolicy":[["bridge"],4]}"#)
+            .unwrap_err()
+            .code,
+        code::INVALID_CONFIG
+    );
+    assert_eq!(
+        parse(r#"{"cniVersion":"1.0.0","podPolicy":{"maxQueue":2}}"#)
+            .unwrap_err()
+            .code,
+        code::INVALID_CONFIG
+    );
+}
+
+#[test]
+fn rejects() {
+    assert_eq!(parse("{").unwrap_err().code, code::DECODING_FAILURE);
+    assert_eq!(parse("{}").unwrap_err().code, code::INVALID_CONFIG);
+    assert_eq!(
+        parse(r#"{"cniVersion":"0.4.0"}"#).unwrap_err().code,
+        code::INCOMPATIBLE_VERSION
+    );
+    assert_eq!(
+        parse(r#"{"cniVersion":"1.0.0","queues":"x"}"#)
+            .unwrap_err()
+            .code,
+        code::INVALID_CONFIG
+    );
+    let e = conf(r#","mode":"vepa""#)
+        .attach_options("eth0", "")
+        .unwrap_err();
+    assert_eq!(e.code, code::INVALID_CONFIG);
+    assert_eq!(
+        conf(r#","queues":0"#)
+            .attach_options("eth0", "")
+            .unwrap_err()
+            .code,
+        code::INVALID_CONFIG
+    );
+    assert_eq!(
+        conf("")
+            .attach_options("eth0", "PODTAP_QUEUES=many")
+            .unwrap_err()
+            .code,
+        code::INVALID_ENV
+    );
+}
