@@ -70,7 +70,7 @@ pub fn list(batch: &Batch) -> Result<BTreeMap<u32, LinkState>, KernelError> {
                 out.insert(s.ifindex, s);
             }
         })
-        .map_err(|e| KernelError::from(super::netlink::errno(&e)))?
+        .map_err(|e| super::netlink::kernel_error(&e))?
         .map_err(KernelError::from)?;
     Ok(out)
 }

@@ -5,6 +5,7 @@
 
 pub mod batch;
 pub mod bridge;
+pub mod dump;
 pub mod links;
 pub mod mac;
 pub mod macvtap;
@@ -13,6 +14,7 @@ pub mod netns;
 pub mod netns_lock;
 pub mod netns_search;
 pub mod netns_worker;
+pub mod nlrecv;
 pub mod replay;
 pub mod runtime;
 pub mod subscribe;

@@ -128,6 +128,15 @@ pub fn is_gone(e: &KernelError) -> bool {
     )
 }
 
+/// An I/O error on a netlink socket as a kernel error: its errno, or its
+/// message when it has none (a dump that stayed interrupted, a timeout).
+pub fn kernel_error(e: &std::io::Error) -> KernelError {
+    match e.raw_os_error() {
+        Some(code) => KernelError::Errno(nix::errno::Errno::from_raw(code)),
+        None => KernelError::Netlink(e.to_string()),
+    }
+}
+
 /// The errno of an I/O error on a netlink socket (EIO when it has none),
 /// for callers whose errors are kernel errors.
 pub fn errno(e: &std::io::Error) -> nix::errno::Errno {

@@ -56,18 +56,35 @@ pub async fn observe(
 
 /// The permanent neighbours of the netns, as `(ifindex, ip, lladdr)`.
 pub async fn permanent_neighbours(nl: &Netlink) -> Result<Vec<(u32, String, String)>> {
-    use futures::TryStreamExt;
     use rtnetlink::packet_route::neighbour::{
-        NeighbourAddress, NeighbourAttribute, NeighbourState,
+        NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
     };
-    let msgs: Vec<_> = nl
-        .handle
-        .neighbours()
-        .get()
-        .execute()
-        .try_collect()
-        .await
-        .map_err(|e| nl.err("dump neighbours", "", e))?;
+    use rtnetlink::packet_route::RouteNetlinkMessage;
+    // On the batch socket: the one dump reader (whole datagrams, the
+    // kernel's answers only, drained to its end).
+    let dumped = nl
+        .batch
+        .dumps(&[RouteNetlinkMessage::GetNeighbour(
+            NeighbourMessage::default(),
+        )])
+        .map_err(|e| {
+            nl.err(
+                "dump neighbours",
+                "",
+                crate::kernel::netlink::kernel_error(&e),
+            )
+        })?;
+    let msgs: Vec<NeighbourMessage> = match dumped.into_iter().next() {
+        Some(Ok(msgs)) => msgs
+            .into_iter()
+            .filter_map(|m| match m {
+                RouteNetlinkMessage::NewNeighbour(n) => Some(n),
+                _ => None,
+            })
+            .collect(),
+        Some(Err(e)) => return Err(nl.err("dump neighbours", "", e)),
+        None => Vec::new(),
+    };
     Ok(msgs
         .into_iter()
         .filter(|n| n.header.state == NeighbourState::Permanent)
