@@ -22,3 +22,4 @@ pub mod sysctl;
 pub mod tap;
 pub mod tc;
 pub mod unlist;
+mod unlist_child;

@@ -118,14 +118,17 @@ pub async fn create(handle: &Handle, msg: RouteNetlinkMessage) -> Result<(), Ker
 
 /// Errors that mean "already gone": teardown treats them as success.
 ///
-/// EINVAL is among them because the kernel answers some deletes of a tc
-/// object that no longer exists with EINVAL rather than ENOENT.
+/// Checked against the kernel (net/core/rtnetlink.c, net/sched/): a link
+/// deletion by index or group answers ENODEV when there is no such link;
+/// a filter or qdisc deletion answers ENODEV for a gone link and ENOENT for
+/// a missing filter, chain or qdisc. EINVAL is not among them: it means a
+/// refused request (a qdisc whose handle is not the one asked for is
+/// someone else's), and for a filter whose parent qdisc is gone the
+/// caller looks again (`teardown::execute`). ESRCH is the answer of route
+/// deletions, which teardown does not make.
 pub fn is_gone(e: &KernelError) -> bool {
     use nix::errno::Errno;
-    matches!(
-        e.errno(),
-        Some(Errno::ENOENT | Errno::ENODEV | Errno::EINVAL | Errno::ESRCH)
-    )
+    matches!(e.errno(), Some(Errno::ENOENT | Errno::ENODEV))
 }
 
 /// An I/O error on a netlink socket as a kernel error: its errno, or its

@@ -305,6 +305,25 @@ fn outcome(
     match result {
         Ok(()) => Ok(()),
         Err(e) if deletes && is_gone(&e) => Ok(()),
+        Err(e) if filter_absent_after_einval(nl, action, &e) => Ok(()),
         Err(e) => Err(nl.err(op, on, e)),
+    }
+}
+
+/// Whether `e`, the answer to a filter deletion, is EINVAL and the filter
+/// is not there now. The kernel answers EINVAL when the filter's parent
+/// qdisc is gone (`__tcf_qdisc_find`: "Parent Qdisc doesn't exists"), and
+/// the filters went with it; but EINVAL also means a request it refused,
+/// so only a fresh look at the link says which.
+fn filter_absent_after_einval(nl: &Netlink, action: &Action, e: &KernelError) -> bool {
+    let Action::DeleteFilter { ifindex, prio, .. } = action else {
+        return false;
+    };
+    if e.errno() != Some(nix::errno::Errno::EINVAL) {
+        return false;
+    }
+    match tc::filters_of(&nl.batch, &[*ifindex]).pop() {
+        Some(Ok(filters)) => !filters.iter().any(|f| f.prio == *prio),
+        _ => false,
     }
 }
