@@ -11,6 +11,7 @@ pub mod mac;
 pub mod macvtap;
 pub mod netlink;
 pub mod netns;
+pub mod netns_id;
 pub mod netns_lock;
 pub mod netns_search;
 pub mod netns_worker;
