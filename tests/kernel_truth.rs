@@ -82,3 +82,69 @@ fn scans_under_link_churn_are_consistent_and_interrupted_dumps_are_retried() {
     assert!(gave_up < scans, "every scan gave up");
     assert!(churn::stolen(&errors).is_empty(), "{errors}");
 }
+
+fn inode_of(path: &str) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).map(|m| m.ino()).unwrap_or(0)
+}
+
+/// The pod netns dies and the kernel gives its nsfs inode number to a new
+/// netns at the same path (the inode allocator hands out the lowest free
+/// number, so a loop of delete + add repeats it). The newcomer has the
+/// recorded `(dev, inode)` and links named as podtap's were, but another
+/// netns cookie: `check` and `exec` refuse it, and `detach` touches nothing
+/// in it and drops the checkpoint.
+#[test]
+fn a_newer_netns_with_the_recorded_inode_is_refused_by_its_cookie() {
+    if !root_or_skip("a_newer_netns_with_the_recorded_inode") {
+        return;
+    }
+    let pod = Pod::dual_stack();
+    let state = StateDir::new();
+    let id = unique("reuse");
+    let desc = json_ok(&podtap_state(
+        &state.0,
+        &["attach", "--netns", &pod.pod.path_str(), "--id", &id],
+    ));
+    let tap = desc["interfaces"][1]["tap"]["name"]
+        .as_str()
+        .or_else(|| desc["interfaces"][0]["tap"]["name"].as_str())
+        .expect("a TAP")
+        .to_string();
+    let cp: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(state.0.join(format!("{id}.json"))).expect("checkpoint"),
+    )
+    .expect("JSON");
+    let recorded = cp["netns"]["inode"].as_u64().expect("inode");
+    assert!(cp["netns_cookie"].as_u64().is_some(), "attach records the cookie");
+    let path = pod.pod.path_str();
+    let mut reused = false;
+    for _ in 0..100 {
+        sh(&format!("ip netns del {}", pod.pod.name));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        sh(&format!("ip netns add {}", pod.pod.name));
+        if inode_of(&path) == recorded {
+            reused = true;
+            break;
+        }
+    }
+    assert!(reused, "the kernel never gave inode {recorded} to a new netns in 100 tries");
+    // The newcomer: links named as the pod's and podtap's were.
+    pod.pod.ip("link add eth0 type veth peer name eth0p");
+    pod.pod.ip(&format!("tuntap add dev {tap} mode tap"));
+    let before = churn::link_names(&pod.pod);
+    let check = podtap_state(&state.0, &["check", "--id", &id]);
+    assert_eq!(exit_code(&check), 12, "{}", stderr(&check));
+    let exec = podtap_state(&state.0, &["exec", "--id", &id, "--enter-netns", "--", "true"]);
+    assert_eq!(exit_code(&exec), 12, "{}", stderr(&exec));
+    assert!(stderr(&exec).contains("cookie"), "{}", stderr(&exec));
+    let out = detach(&state, &id);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("different namespace"),
+        "detach says why it left the netns alone: {}",
+        stderr(&out)
+    );
+    assert_eq!(churn::link_names(&pod.pod), before, "detach touched the newcomer");
+    assert!(!state.0.join(format!("{id}.json")).exists());
+}
