@@ -116,7 +116,10 @@ fn a_newer_netns_with_the_recorded_inode_is_refused_by_its_cookie() {
     )
     .expect("JSON");
     let recorded = cp["netns"]["inode"].as_u64().expect("inode");
-    assert!(cp["netns_cookie"].as_u64().is_some(), "attach records the cookie");
+    assert!(
+        cp["netns_cookie"].as_u64().is_some(),
+        "attach records the cookie"
+    );
     let path = pod.pod.path_str();
     let mut reused = false;
     for _ in 0..100 {
@@ -128,14 +131,20 @@ fn a_newer_netns_with_the_recorded_inode_is_refused_by_its_cookie() {
             break;
         }
     }
-    assert!(reused, "the kernel never gave inode {recorded} to a new netns in 100 tries");
+    assert!(
+        reused,
+        "the kernel never gave inode {recorded} to a new netns in 100 tries"
+    );
     // The newcomer: links named as the pod's and podtap's were.
     pod.pod.ip("link add eth0 type veth peer name eth0p");
     pod.pod.ip(&format!("tuntap add dev {tap} mode tap"));
     let before = churn::link_names(&pod.pod);
     let check = podtap_state(&state.0, &["check", "--id", &id]);
     assert_eq!(exit_code(&check), 12, "{}", stderr(&check));
-    let exec = podtap_state(&state.0, &["exec", "--id", &id, "--enter-netns", "--", "true"]);
+    let exec = podtap_state(
+        &state.0,
+        &["exec", "--id", &id, "--enter-netns", "--", "true"],
+    );
     assert_eq!(exit_code(&exec), 12, "{}", stderr(&exec));
     assert!(stderr(&exec).contains("cookie"), "{}", stderr(&exec));
     let out = detach(&state, &id);
@@ -145,6 +154,10 @@ fn a_newer_netns_with_the_recorded_inode_is_refused_by_its_cookie() {
         "detach says why it left the netns alone: {}",
         stderr(&out)
     );
-    assert_eq!(churn::link_names(&pod.pod), before, "detach touched the newcomer");
+    assert_eq!(
+        churn::link_names(&pod.pod),
+        before,
+        "detach touched the newcomer"
+    );
     assert!(!state.0.join(format!("{id}.json")).exists());
 }

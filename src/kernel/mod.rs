@@ -22,5 +22,6 @@ pub mod subscribe;
 pub mod sysctl;
 pub mod tap;
 pub mod tc;
+pub mod tun_info;
 pub mod unlist;
 mod unlist_child;

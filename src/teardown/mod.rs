@@ -16,6 +16,7 @@ pub mod markers;
 #[cfg(test)]
 mod markers_tests;
 pub mod missing;
+mod proof;
 
 pub use decide::{Proof, Scope};
 pub use execute::UndoReport;
