@@ -20,7 +20,9 @@ impl Churn {
     /// pass, and as many /32 addresses of 198.19.<net>.0/24 added then
     /// deleted on `fzaddr`.
     pub fn start(ns: &Netns, pairs: u32, net: u32) -> Churn {
-        ns.ip("link add fzaddr type veth peer name fzaddrb");
+        if !link_names(ns).iter().any(|n| n == "fzaddr") {
+            prepare(ns);
+        }
         let dir = TempDir::new();
         let file = dir.path().join("churn.batch");
         let mut lines = String::new();
@@ -75,6 +77,11 @@ impl Drop for Churn {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Make the veth the churn keeps its addresses on (before a snapshot).
+pub fn prepare(ns: &Netns) {
+    ns.ip("link add fzaddr type veth peer name fzaddrb");
 }
 
 /// The churn's errors that would mean someone else removed its objects:
