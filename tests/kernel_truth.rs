@@ -256,10 +256,10 @@ fn attach_and_detach_under_foreign_churn_leave_nothing_and_touch_nothing_foreign
     let state = StateDir::new();
     let mut churns = Vec::new();
     let mut before = Vec::new();
-    for (k, pod) in [&small, &big].into_iter().enumerate() {
+    for (net, pod) in [(10, &small), (11, &big)] {
         churn::prepare(&pod.pod);
         before.push(snapshot(&pod.pod));
-        churns.push(Churn::start(&pod.pod, 40, 10 + k as u32));
+        churns.push(Churn::start(&pod.pod, 40, net));
     }
     let started = std::time::Instant::now();
     for round in 0..rounds {

@@ -160,13 +160,13 @@ fn run(
                 .ok()
         })
         .flatten();
-    // SAFETY: the child runs only async-signal-safe system calls on memory
-    // made before the fork (see `child`), then _exits.
     let keep = super::unlist_child::keep_list(&[
         Some(sender.as_raw_fd()),
         Some(report_w.as_raw_fd()),
         drain_lock.as_ref().map(|f| f.as_raw_fd()),
     ]);
+    // SAFETY: the child runs only async-signal-safe system calls on memory
+    // made before the fork (see `child`), then _exits.
     let child = match unsafe { fork() }? {
         ForkResult::Child => super::unlist_child::child(
             requests,

@@ -15,6 +15,9 @@ use super::unlist::{seq_of, NLMSG_ERROR, NLMSG_HDRLEN};
 /// unlocked (the lock only spreads bridge deletions out).
 pub(super) const DRAIN_LOCK_WAIT: Duration = Duration::from_secs(30);
 
+/// `sizeof(struct sockaddr_nl)`.
+const SOCKADDR_NL_LEN: libc::socklen_t = 12;
+
 /// The fds a child keeps (besides 0-2, which point at /dev/null): sorted,
 /// at most three, unused slots -1. Made before the fork: the child must
 /// not allocate.
@@ -118,10 +121,11 @@ unsafe fn lock_a_while(fd: RawFd) {
 /// `fd` must be an open netlink socket.
 unsafe fn ack(fd: i32, seq: u32, buf: &mut [u8]) -> i32 {
     loop {
-        // SAFETY: zeroed sockaddr_nl is a valid value; recvfrom writes at
-        // most `len` bytes into it and at most `buf.len()` into buf.
+        // SAFETY: all-zero is a valid sockaddr_nl.
         let mut from: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t;
+        let mut len = SOCKADDR_NL_LEN;
+        // SAFETY: recvfrom writes at most `len` bytes into `from` and at
+        // most `buf.len()` into buf.
         let n = unsafe {
             libc::recvfrom(
                 fd,
@@ -177,7 +181,7 @@ pub(super) fn set_receive_timeout(socket: &Socket, timeout: Duration) -> std::io
             libc::SOL_SOCKET,
             libc::SO_RCVTIMEO,
             (&tv as *const libc::timeval).cast(),
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+            libc::socklen_t::try_from(std::mem::size_of::<libc::timeval>()).unwrap_or(16),
         )
     };
     if rc == 0 {
@@ -190,6 +194,14 @@ pub(super) fn set_receive_timeout(socket: &Socket, timeout: Duration) -> std::io
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sockaddr_nl_has_the_size_the_child_passes() {
+        assert_eq!(
+            std::mem::size_of::<libc::sockaddr_nl>(),
+            SOCKADDR_NL_LEN as usize
+        );
+    }
 
     #[test]
     fn the_child_closes_everything_but_what_it_keeps() {

@@ -72,8 +72,8 @@ pub struct WatchOptions {
     pub cloud_hypervisor_api: Option<PathBuf>,
 }
 
-/// Follow sandbox `id` until SIGTERM/SIGINT or until it is detached,
-/// calling `emit` for every [`Event`]. Blocks the calling thread (and blocks
+/// Follow sandbox `id` until SIGTERM/SIGINT, until it is detached, or until
+/// its pod netns is gone (exit 3, see `gone.rs`), calling `emit` for every [`Event`]. Blocks the calling thread (and blocks
 /// SIGTERM/SIGINT on it while it runs, to read them from a signalfd).
 ///
 /// Fails up front when there is no finished attachment for `id` (exit 14),

@@ -65,7 +65,7 @@ impl Churn {
     pub fn stop(&mut self) -> String {
         if let Some(mut child) = self.child.take() {
             // The whole group: bash and the `ip` it runs now.
-            let pgid = nix::unistd::Pid::from_raw(-(child.id() as i32));
+            let pgid = nix::unistd::Pid::from_raw(-i32::try_from(child.id()).expect("pid"));
             let _ = nix::sys::signal::kill(pgid, nix::sys::signal::Signal::SIGKILL);
             let _ = child.wait();
         }
