@@ -122,10 +122,11 @@ pub async fn create(handle: &Handle, msg: RouteNetlinkMessage) -> Result<(), Ker
 /// deletion by index or group answers ENODEV when there is no such link;
 /// a filter or qdisc deletion answers ENODEV for a gone link and ENOENT for
 /// a missing filter, chain or qdisc. EINVAL is not among them: it means a
-/// refused request (a qdisc whose handle is not the one asked for is
-/// someone else's), and for a filter whose parent qdisc is gone the
-/// caller looks again (`teardown::execute`). ESRCH is the answer of route
-/// deletions, which teardown does not make.
+/// refused request; the kernel also gives it for a filter whose parent
+/// qdisc is gone and for an ingress qdisc that is gone (the hook's noop
+/// qdisc has another handle), and there the caller looks again
+/// (`teardown::execute`). ESRCH is the answer of route deletions, which
+/// teardown does not make.
 pub fn is_gone(e: &KernelError) -> bool {
     use nix::errno::Errno;
     matches!(e.errno(), Some(Errno::ENOENT | Errno::ENODEV))

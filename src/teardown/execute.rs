@@ -305,25 +305,35 @@ fn outcome(
     match result {
         Ok(()) => Ok(()),
         Err(e) if deletes && is_gone(&e) => Ok(()),
-        Err(e) if filter_absent_after_einval(nl, action, &e) => Ok(()),
+        Err(e) if absent_after_einval(nl, action, &e) => Ok(()),
         Err(e) => Err(nl.err(op, on, e)),
     }
 }
 
-/// Whether `e`, the answer to a filter deletion, is EINVAL and the filter
-/// is not there now. The kernel answers EINVAL when the filter's parent
-/// qdisc is gone (`__tcf_qdisc_find`: "Parent Qdisc doesn't exists"), and
-/// the filters went with it; but EINVAL also means a request it refused,
-/// so only a fresh look at the link says which.
-fn filter_absent_after_einval(nl: &Netlink, action: &Action, e: &KernelError) -> bool {
-    let Action::DeleteFilter { ifindex, prio, .. } = action else {
-        return false;
-    };
+/// Whether `e`, the answer to a filter or ingress qdisc deletion, is
+/// EINVAL and the object is not there now. The kernel answers EINVAL when
+/// a filter's parent qdisc is gone (`__tcf_qdisc_find`: "Parent Qdisc
+/// doesn't exists": the filters went with it), and to the deletion of an
+/// ingress qdisc that is gone (`tc_get_qdisc`: the hook then holds the noop
+/// qdisc, handle 0, not the handle asked for: "Invalid handle"). But EINVAL
+/// also means a request it refused, so only a fresh look says which.
+fn absent_after_einval(nl: &Netlink, action: &Action, e: &KernelError) -> bool {
     if e.errno() != Some(nix::errno::Errno::EINVAL) {
         return false;
     }
-    match tc::filters_of(&nl.batch, &[*ifindex]).pop() {
-        Some(Ok(filters)) => !filters.iter().any(|f| f.prio == *prio),
+    match action {
+        Action::DeleteFilter { ifindex, prio, .. } => {
+            match tc::filters_of(&nl.batch, &[*ifindex]).pop() {
+                Some(Ok(filters)) => !filters.iter().any(|f| f.prio == *prio),
+                _ => false,
+            }
+        }
+        Action::DeleteIngressQdisc { ifindex, .. } => {
+            let hooked = tc::dump_qdiscs(&nl.batch).and_then(|q| {
+                tc::ingress_hooks(&nl.batch, q, &std::iter::once(*ifindex).collect())
+            });
+            hooked.is_ok_and(|h| !h.contains_key(ifindex))
+        }
         _ => false,
     }
 }
