@@ -17,8 +17,11 @@
 //! kernel's work, and at most a window's worth of replies is ever queued.
 //!
 //! Dumps go over the same socket one at a time ([`Batch::dumps`],
-//! [`Batch::dump_raw`]): two system calls each, and no typed parse where
-//! the caller reads a few attributes of many messages.
+//! [`Batch::dump_raw`], in [`super::dump`]): a send and two receives per
+//! datagram (one sizes it), read to the end and asked again when the kernel
+//! flags the answer interrupted, and no typed parse where the caller reads
+//! a few attributes of many messages. Only the kernel's datagrams count
+//! ([`super::nlrecv`]).
 
 use std::borrow::Borrow;
 use std::sync::atomic::{AtomicU32, Ordering};
