@@ -64,6 +64,12 @@ pub fn receive_whole(socket: &Socket, buf: &mut Vec<u8>, timeout: Duration) -> i
     }
 }
 
+/// How many datagrams from a sender other than the kernel were dropped.
+#[cfg(test)]
+fn foreign_dropped() -> u64 {
+    FOREIGN.load(Ordering::Relaxed)
+}
+
 fn foreign() {
     let so_far = FOREIGN.fetch_add(1, Ordering::Relaxed) + 1;
     tracing::debug!(
@@ -95,5 +101,62 @@ fn wait(socket: &Socket, deadline: Instant, timeout: Duration) -> io::Result<()>
         if Errno::last() != Errno::EINTR {
             return Err(io::Error::last_os_error());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtnetlink::packet_core::{NetlinkMessage, NLM_F_REQUEST};
+    use rtnetlink::packet_route::link::LinkMessage;
+    use rtnetlink::packet_route::RouteNetlinkMessage;
+    use rtnetlink::sys::{protocols::NETLINK_ROUTE, SocketAddr};
+
+    fn message(seq: u32) -> Vec<u8> {
+        let mut link = LinkMessage::default();
+        link.header.index = 1;
+        let mut msg = NetlinkMessage::from(RouteNetlinkMessage::GetLink(link));
+        msg.header.flags = NLM_F_REQUEST;
+        msg.header.sequence_number = seq;
+        msg.finalize();
+        let mut buf = vec![0u8; msg.buffer_len()];
+        msg.serialize(&mut buf);
+        buf
+    }
+
+    /// A process that sends to podtap's port is not the kernel: its
+    /// datagram is dropped and the kernel's answer behind it is taken.
+    /// In a netns of this thread's own (unshared; gone with the thread).
+    #[test]
+    fn datagrams_from_a_process_are_dropped() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIP datagrams_from_a_process_are_dropped: needs root (a private netns)");
+            return;
+        }
+        std::thread::spawn(|| {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("private netns");
+            let mut ours = Socket::new(NETLINK_ROUTE).expect("socket");
+            ours.bind_auto().expect("bind");
+            let mut addr = SocketAddr::new(0, 0);
+            ours.get_address(&mut addr).expect("address");
+            let port = addr.port_number();
+            let mut stranger = Socket::new(NETLINK_ROUTE).expect("socket");
+            stranger.bind_auto().expect("bind");
+            // A forged answer to our request 7, sent to our port.
+            let forged = message(7);
+            stranger
+                .send_to(&forged, &SocketAddr::new(port, 0), 0)
+                .expect("a root process may send to another port");
+            // Our request 7 to the kernel: the link at index 1 (lo).
+            ours.send(&message(7), 0).expect("request");
+            let mut buf = vec![0u8; 1 << 16];
+            let n = receive(&ours, &mut buf, Duration::from_secs(5)).expect("the kernel answers");
+            // The kernel's answer is an RTM_NEWLINK (16), not the forged RTM_GETLINK (18).
+            assert_eq!(u16::from_ne_bytes([buf[4], buf[5]]), 16);
+            assert!(n > forged.len());
+            assert!(foreign_dropped() >= 1);
+        })
+        .join()
+        .expect("test thread");
     }
 }
