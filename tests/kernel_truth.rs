@@ -6,6 +6,8 @@ mod churn;
 mod common;
 
 use std::collections::BTreeSet;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use churn::Churn;
 use common::*;
@@ -286,4 +288,58 @@ fn attach_and_detach_under_foreign_churn_leave_nothing_and_touch_nothing_foreign
             "the pod netns is not as it was"
         );
     }
+}
+
+/// Discovery trusts only root-owned holders: once the pod netns's path is
+/// gone and only a process of another user holds it (it could hand over
+/// any netns it can reach), detach finds nothing, touches nothing and drops
+/// the checkpoint; the same netns held by a root process is found and
+/// cleaned (`teardown_adversarial` covers that case).
+#[test]
+fn a_netns_held_only_by_another_users_process_is_not_trusted() {
+    if !root_or_skip("a_netns_held_only_by_another_users_process") {
+        return;
+    }
+    if !tool_or_skip("a_netns_held_only_by_another_users_process", "setpriv") {
+        return;
+    }
+    let pod = Pod::dual_stack();
+    let state = StateDir::new();
+    let id = unique("nobody");
+    json_ok(&podtap_state(
+        &state.0,
+        &["attach", "--netns", &pod.pod.path_str(), "--id", &id],
+    ));
+    let mut holder = Command::new("ip")
+        .args(["netns", "exec", &pod.pod.name])
+        .args([
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ])
+        .args(["sleep", "60"])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("start a process of another user in the pod netns");
+    // Its pid: the `sleep` that `ip netns exec` became (setpriv execs too).
+    let pid = holder.id();
+    assert!(
+        poll(Duration::from_secs(5), Duration::from_millis(20), || {
+            sh(&format!("stat -c %u /proc/{pid}")).trim() == "65534"
+        }),
+        "the holder runs as uid 65534"
+    );
+    sh(&format!("ip netns del {}", pod.pod.name));
+    let out = detach(&state, &id);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("is gone"), "{}", stderr(&out));
+    // Its TAP is still there: podtap did not act through the stranger.
+    let links = sh(&format!("nsenter -t {pid} -n ip -o link show type tun"));
+    assert!(
+        !links.trim().is_empty(),
+        "podtap acted through a non-root holder"
+    );
+    let _ = holder.kill();
+    let _ = holder.wait();
 }
