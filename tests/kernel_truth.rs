@@ -12,6 +12,18 @@ use std::time::Duration;
 use churn::Churn;
 use common::*;
 
+/// Held by every test here: one waits for a freed nsfs inode number to
+/// come back, and every new link takes /proc entries from the same inode
+/// number allocator, so a test making links beside it would take the
+/// number first.
+static INODES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn inodes() -> std::sync::MutexGuard<'static, ()> {
+    INODES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// `podtap scan` of a netns with 300 links, while a stranger adds and
 /// deletes veth pairs there: the link dump spans many datagrams, the
 /// kernel flags answers that a change interrupted (`NLM_F_DUMP_INTR`), and
@@ -24,6 +36,7 @@ fn scans_under_link_churn_are_consistent_and_interrupted_dumps_are_retried() {
     if !root_or_skip("scans_under_link_churn") {
         return;
     }
+    let _inodes = inodes();
     let ns = Netns::new("ptk");
     let mut fixed = String::new();
     for i in 0..150 {
@@ -42,7 +55,7 @@ fn scans_under_link_churn_are_consistent_and_interrupted_dumps_are_retried() {
         let err = stderr(&out);
         seen_intr += err.matches("dump was interrupted by a change").count();
         if !out.status.success() {
-            // Five interrupted answers in a row: a clear error, never a torn answer.
+            // Every attempt interrupted: a clear error, never a torn answer.
             assert!(
                 err.contains("times in a row; gave up"),
                 "scan failed otherwise: {err}"
@@ -92,7 +105,9 @@ fn inode_of(path: &str) -> u64 {
 
 /// The pod netns dies and the kernel gives its nsfs inode number to a new
 /// netns at the same path (the inode allocator hands out the lowest free
-/// number, so a loop of delete + add repeats it). The newcomer has the
+/// number, so a loop of delete + add repeats it; when another process on
+/// the machine keeps taking the number, the checkpoint is given the
+/// newcomer's and keeps the dead netns's cookie: the same state). The newcomer has the
 /// recorded `(dev, inode)` and links named as podtap's were, but another
 /// netns cookie: `check` and `exec` refuse it, and `detach` touches nothing
 /// in it and drops the checkpoint.
@@ -101,6 +116,7 @@ fn a_newer_netns_with_the_recorded_inode_is_refused_by_its_cookie() {
     if !root_or_skip("a_newer_netns_with_the_recorded_inode") {
         return;
     }
+    let _inodes = inodes();
     let pod = Pod::dual_stack();
     let state = StateDir::new();
     let id = unique("reuse");
@@ -124,19 +140,30 @@ fn a_newer_netns_with_the_recorded_inode_is_refused_by_its_cookie() {
     );
     let path = pod.pod.path_str();
     let mut reused = false;
-    for _ in 0..100 {
+    for _ in 0..300 {
         sh(&format!("ip netns del {}", pod.pod.name));
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::thread::sleep(std::time::Duration::from_millis(10));
         sh(&format!("ip netns add {}", pod.pod.name));
         if inode_of(&path) == recorded {
             reused = true;
             break;
         }
     }
-    assert!(
-        reused,
-        "the kernel never gave inode {recorded} to a new netns in 100 tries"
-    );
+    if !reused {
+        // Another process on the machine holds the freed number (every new
+        // link or netns takes numbers from the same allocator). The state
+        // reuse would make, made by hand: the checkpoint keeps the dead
+        // netns's cookie and is given the newcomer's inode number.
+        let now = inode_of(&path);
+        eprintln!(
+            "NOTE: inode {recorded} did not come back in 300 tries (now {now}); the checkpoint is given inode {now} and keeps the dead netns's cookie"
+        );
+        let file = state.0.join(format!("{id}.json"));
+        let mut cp = cp.clone();
+        cp["netns"]["inode"] = now.into();
+        cp["description"]["netns"]["inode"] = now.into();
+        std::fs::write(&file, serde_json::to_vec(&cp).expect("JSON")).expect("rewrite");
+    }
     // The newcomer: links named as the pod's and podtap's were.
     pod.pod.ip("link add eth0 type veth peer name eth0p");
     pod.pod.ip(&format!("tuntap add dev {tap} mode tap"));
@@ -254,6 +281,7 @@ fn attach_and_detach_under_foreign_churn_leave_nothing_and_touch_nothing_foreign
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(50);
+    let _inodes = inodes();
     let (small, big) = (wide_pod(32), wide_pod(64));
     let state = StateDir::new();
     let mut churns = Vec::new();
@@ -303,6 +331,7 @@ fn a_netns_held_only_by_another_users_process_is_not_trusted() {
     if !tool_or_skip("a_netns_held_only_by_another_users_process", "setpriv") {
         return;
     }
+    let _inodes = inodes();
     let pod = Pod::dual_stack();
     let state = StateDir::new();
     let id = unique("nobody");

@@ -26,13 +26,11 @@
 //! announcements and acks count (sender port 0).
 
 use std::collections::BTreeSet;
-use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sys::wait::waitpid;
-use nix::unistd::{fork, ForkResult};
 use rtnetlink::constants::RTMGRP_LINK;
 use rtnetlink::packet_core::{NetlinkMessage, NLM_F_ACK, NLM_F_REQUEST};
 use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
@@ -141,43 +139,13 @@ fn run(
     let mut sender = Socket::new(NETLINK_ROUTE)?;
     sender.bind_auto()?;
     super::unlist_child::set_receive_timeout(&sender, ACK_TIMEOUT)?;
-    let devnull = File::options().read(true).write(true).open("/dev/null")?;
     let (report_r, report_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     nix::fcntl::fcntl(
         &report_r,
         nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
     )?;
-    let drain_lock = (drain_from < requests.len())
-        .then(|| {
-            use std::os::unix::fs::OpenOptionsExt;
-            File::options()
-                .read(true)
-                .write(true)
-                .create(true)
-                .mode(0o600)
-                .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-                .open(DRAIN_LOCK)
-                .ok()
-        })
-        .flatten();
-    let keep = super::unlist_child::keep_list(&[
-        Some(sender.as_raw_fd()),
-        Some(report_w.as_raw_fd()),
-        drain_lock.as_ref().map(|f| f.as_raw_fd()),
-    ]);
-    // SAFETY: the child runs only async-signal-safe system calls on memory
-    // made before the fork (see `child`), then _exits.
-    let child = match unsafe { fork() }? {
-        ForkResult::Child => super::unlist_child::child(
-            requests,
-            (drain_from, drain_lock.as_ref()),
-            (&sender, &devnull, &report_w),
-            &keep,
-        ),
-        ForkResult::Parent { child } => child,
-    };
-    drop(report_w);
-    drop(sender);
+    // Our copies of the child's socket and pipe end close as it starts.
+    let child = super::unlist_child::start(requests, drain_from, sender, report_w)?;
     // Reaped by a thread of its own, started now, while the kernel works, so
     // nothing is left to start once the links are unlisted. The child's end
     // of the report pipe closing says that it is done. (Without that thread,

@@ -7,9 +7,10 @@ use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
+use nix::unistd::{fork, ForkResult, Pid};
 use rtnetlink::sys::Socket;
 
-use super::unlist::{seq_of, NLMSG_ERROR, NLMSG_HDRLEN};
+use super::unlist::{seq_of, DRAIN_LOCK, NLMSG_ERROR, NLMSG_HDRLEN};
 
 /// How long the child waits for the node's drain lock before it drains
 /// unlocked (the lock only spreads bridge deletions out).
@@ -49,10 +50,51 @@ pub(super) fn close_ranges(keep: &[RawFd; 3]) -> [(u32, u32); 4] {
     out
 }
 
+/// Fork the child that sends `requests` on `sender` and reports on
+/// `report`; its pid. From request `drain_from` on, under [`DRAIN_LOCK`]
+/// (unlocked when the file cannot be opened: read-only /run).
+pub(super) fn start(
+    requests: &[Vec<u8>],
+    drain_from: usize,
+    sender: Socket,
+    report: OwnedFd,
+) -> std::io::Result<Pid> {
+    let devnull = File::options().read(true).write(true).open("/dev/null")?;
+    let drain_lock = (drain_from < requests.len())
+        .then(|| {
+            use std::os::unix::fs::OpenOptionsExt;
+            File::options()
+                .read(true)
+                .write(true)
+                .create(true)
+                .mode(0o600)
+                .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+                .open(DRAIN_LOCK)
+                .ok()
+        })
+        .flatten();
+    let keep = keep_list(&[
+        Some(sender.as_raw_fd()),
+        Some(report.as_raw_fd()),
+        drain_lock.as_ref().map(|f| f.as_raw_fd()),
+    ]);
+    // SAFETY: the child runs only async-signal-safe system calls on memory
+    // made before the fork (see `child`), then _exits.
+    match unsafe { fork() }? {
+        ForkResult::Child => child(
+            requests,
+            (drain_from, drain_lock.as_ref()),
+            (&sender, &devnull, &report),
+            &keep,
+        ),
+        ForkResult::Parent { child } => Ok(child),
+    }
+}
+
 /// The child: close every fd it does not need, send each request, wait
 /// for its ack, report each outcome (0 or the errno), exit. From request
 /// `drain.0` on, under the node's drain lock `drain.1`.
-pub(super) fn child(
+fn child(
     requests: &[Vec<u8>],
     drain: (usize, Option<&File>),
     (sender, devnull, report): (&Socket, &File, &OwnedFd),
