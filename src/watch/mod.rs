@@ -21,8 +21,8 @@
 //! How it waits: on a netlink subscription inside the pod netns (links,
 //! addresses, routes), on inotify for checkpoints that come and go in the
 //! state dir (detach; other attachments of the netns), and on a signalfd for
-//! SIGTERM/SIGINT. The only timer is the backoff of a VMM call (or a round)
-//! that failed. A burst of
+//! SIGTERM/SIGINT. The timers: the backoff of a VMM call (or a round) that
+//! failed, and the pod-deleted check (`gone.rs`). A burst of
 //! announcements (a veth moved in, renamed, addressed, brought up) is let
 //! settle for [`SETTLE`] and then handled as one round. Each round compares
 //! the netns with the checkpoint under the same locks attach takes, so
