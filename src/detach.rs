@@ -215,7 +215,7 @@ enum Where {
 /// caller's path first), else the netns the caller or the file names. Never
 /// the host's.
 fn netns_to_clean(state: &StateDir, id: &SandboxId, given: Option<&Path>) -> Result<Where> {
-    let (salvaged_path, identity) = salvage_netns(&state.file(id));
+    let (salvaged_path, identity, cookie) = salvage_netns(&state.file(id));
     let gone = |path: &Path| {
         Where::Gone(format!(
             "netns {} is gone; its virtual links went with it",
@@ -227,7 +227,8 @@ fn netns_to_clean(state: &StateDir, id: &SandboxId, given: Option<&Path>) -> Res
     if let Some(identity) = identity {
         let mut hints: Vec<&Path> = given.into_iter().collect();
         hints.extend(salvaged_path.as_deref());
-        if let Some(ns) = netns_search::find(identity, &hints) {
+        let want = crate::kernel::netns_id::NetnsId::new(identity, cookie);
+        if let Some(ns) = netns_search::find(&want, &hints) {
             return Ok(Where::In(ns));
         }
         if given.is_none() {
@@ -239,7 +240,16 @@ fn netns_to_clean(state: &StateDir, id: &SandboxId, given: Option<&Path>) -> Res
     let Some(path) = given.or(salvaged_path.as_deref()) else {
         return Ok(Where::Unknown);
     };
+    let recorded = identity.map(|i| crate::kernel::netns_id::NetnsId::new(i, cookie));
     match NetNs::open(path, false) {
+        // The same (dev, inode) with another cookie: a newer netns that
+        // reuses the number of the recorded one, which is gone.
+        Ok(ns) if recorded.is_some_and(|r| r.pair() == ns.identity() && !ns.id().is_ok_and(|now| r.matches(&now))) => {
+            Ok(Where::Gone(format!(
+                "netns {} is now a different namespace (same inode, new netns cookie); left it untouched",
+                path.display()
+            )))
+        }
         Ok(ns) => Ok(Where::In(ns)),
         Err(Error::NetnsMissing { .. } | Error::NotNetns { .. }) => Ok(gone(path)),
         Err(Error::HostNetns { .. }) => Ok(Where::Gone(format!(
@@ -250,18 +260,19 @@ fn netns_to_clean(state: &StateDir, id: &SandboxId, given: Option<&Path>) -> Res
     }
 }
 
-/// Pull `netns.path` and `(dev, inode)` out of a checkpoint that no longer
-/// parses as a whole; the identity only when both numbers are there.
-fn salvage_netns(file: &Path) -> (Option<PathBuf>, Option<(u64, u64)>) {
+/// Pull `netns.path`, `(dev, inode)` and the cookie out of a checkpoint
+/// that no longer parses as a whole; the identity only when both numbers
+/// are there.
+fn salvage_netns(file: &Path) -> (Option<PathBuf>, Option<(u64, u64)>, Option<u64>) {
     // The file may be anything (that is why it is corrupt): never follow or block.
     let Some(text) = crate::state::read_entry(file).ok().flatten() else {
-        return (None, None);
+        return (None, None, None);
     };
     let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
     let netns = &v["netns"];
     let path = netns["path"].as_str().map(PathBuf::from);
     let identity = netns["dev"].as_u64().zip(netns["inode"].as_u64());
-    (path, identity)
+    (path, identity, v["netns_cookie"].as_u64())
 }
 
 /// Without a checkpoint: undo what podtap's markers for `id` show in `ns`.

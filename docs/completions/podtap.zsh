@@ -312,7 +312,7 @@ _podtap_commands() {
 'list:List the checkpoints in the state dir, and CNI registry entries (orphans too)' \
 'render:Render a description for a VMM or guest\: qemu, cloud-hypervisor, cloud-hypervisor-api, firecracker, libvirt, cloud-init, kernel-cmdline, guest-args, kata-agent' \
 'exec:Run a VMM with the TAP queue fds of sandbox ID appended to its arguments (fd handover), or run a command inside the pod netns (--enter-netns)' \
-'watch:Follow sandbox ID'\''s netns\: attach interfaces that appear later, undo those that leave, hotplug them into the running VM, and print one JSON event per line. Ends on SIGTERM/SIGINT or when the sandbox is detached (exit 0)' \
+'watch:Follow sandbox ID'\''s netns\: attach interfaces that appear later, undo those that leave, hotplug them into the running VM, and print one JSON event per line. Ends on SIGTERM/SIGINT or when the sandbox is detached (exit 0), or its pod netns is deleted (exit 3)' \
 'oci-hook:OCI runtime hook\: reads the container state JSON on stdin' \
 'cni-install:Install podtap on a node\: copy this binary into the CNI bin dir and chain podtap into the runtime'\''s network configuration (idempotent); --uninstall takes both out again' \
 'demo:Build a throwaway pod netns, run podtap on it, print the result, and remove everything' \
@@ -374,7 +374,7 @@ _podtap__subcmd__help_commands() {
 'list:List the checkpoints in the state dir, and CNI registry entries (orphans too)' \
 'render:Render a description for a VMM or guest\: qemu, cloud-hypervisor, cloud-hypervisor-api, firecracker, libvirt, cloud-init, kernel-cmdline, guest-args, kata-agent' \
 'exec:Run a VMM with the TAP queue fds of sandbox ID appended to its arguments (fd handover), or run a command inside the pod netns (--enter-netns)' \
-'watch:Follow sandbox ID'\''s netns\: attach interfaces that appear later, undo those that leave, hotplug them into the running VM, and print one JSON event per line. Ends on SIGTERM/SIGINT or when the sandbox is detached (exit 0)' \
+'watch:Follow sandbox ID'\''s netns\: attach interfaces that appear later, undo those that leave, hotplug them into the running VM, and print one JSON event per line. Ends on SIGTERM/SIGINT or when the sandbox is detached (exit 0), or its pod netns is deleted (exit 3)' \
 'oci-hook:OCI runtime hook\: reads the container state JSON on stdin' \
 'cni-install:Install podtap on a node\: copy this binary into the CNI bin dir and chain podtap into the runtime'\''s network configuration (idempotent); --uninstall takes both out again' \
 'demo:Build a throwaway pod netns, run podtap on it, print the result, and remove everything' \

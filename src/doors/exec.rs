@@ -62,6 +62,8 @@ pub fn exec(
         return Err(Error::Invalid("exec: no command given after --".into()));
     }
     let desc = state.description(id)?;
+    // The cookie too (issue 28): (dev, inode) alone can name a newer netns.
+    state.prove_netns(id)?;
     let id = id.as_str();
     if enter_netns {
         if vmm.is_some() || vhost {

@@ -17,25 +17,24 @@
 //! kernel's work, and at most a window's worth of replies is ever queued.
 //!
 //! Dumps go over the same socket one at a time ([`Batch::dumps`],
-//! [`Batch::dump_raw`]): two system calls each, and no typed parse where
-//! the caller reads a few attributes of many messages.
+//! [`Batch::dump_raw`], in [`super::dump`]): a send and two receives per
+//! datagram (one sizes it), read to the end and asked again when the kernel
+//! flags the answer interrupted, and no typed parse where the caller reads
+//! a few attributes of many messages. Only the kernel's datagrams count
+//! ([`super::nlrecv`]).
 
 use std::borrow::Borrow;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use nix::errno::Errno;
-use rtnetlink::packet_core::{
-    NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REQUEST,
-};
+use rtnetlink::packet_core::{NetlinkMessage, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST};
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::sys::Socket;
 
-use super::links;
 use super::unlist::{NLMSG_ERROR, NLMSG_HDRLEN};
 
-const NLMSG_DONE: u16 = 3;
+pub(super) const NLMSG_DONE: u16 = 3;
 
 /// Requests per `sendmsg`: at most this many error replies wait in the
 /// socket (an unbounded burst overran the receive queue with ENOBUFS).
@@ -43,7 +42,7 @@ pub const WINDOW: usize = 64;
 
 /// How long a reply may take: the kernel queues them inside `sendmsg`, so
 /// this only bounds a kernel that misbehaves.
-const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One request of a batch.
 #[derive(Debug, Clone)]
@@ -77,11 +76,15 @@ impl Request {
 /// A blocking rtnetlink socket for batches, in one netns.
 #[derive(Debug)]
 pub struct Batch {
-    socket: Socket,
+    pub(super) socket: Socket,
     /// Index of the next request over this socket's life: sequence numbers
     /// never repeat, so a reply left over from a failed batch is never taken
     /// for another's.
-    sent: AtomicU32,
+    pub(super) sent: AtomicU32,
+    /// Sequence number of a dump whose answer was not read to its end (0:
+    /// none): the kernel keeps one dump per socket and answers EBUSY to the
+    /// next until that one is read out ([`super::dump`] drains it first).
+    pub(super) open_dump: AtomicU32,
 }
 
 impl Batch {
@@ -90,6 +93,7 @@ impl Batch {
         Batch {
             socket,
             sent: AtomicU32::new(0),
+            open_dump: AtomicU32::new(0),
         }
     }
 
@@ -121,22 +125,18 @@ impl Batch {
         Ok(results)
     }
 
-    /// Wait (up to [`REPLY_TIMEOUT`]) for the next datagram and read it into
-    /// `buf`; its length.
+    /// Wait (up to [`REPLY_TIMEOUT`]) for the next datagram from the kernel
+    /// and read it into `buf`; its length. A datagram longer than `buf` is
+    /// an error, never a message cut short.
     fn receive(&self, buf: &mut [u8]) -> std::io::Result<usize> {
-        loop {
-            if !readable(&self.socket, REPLY_TIMEOUT) {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "no netlink answer within 10 s",
-                ));
-            }
-            match self.socket.recv(&mut &mut buf[..], 0) {
-                Ok(n) => return Ok(n.min(buf.len())),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
+        let n = super::nlrecv::receive(&self.socket, buf, REPLY_TIMEOUT)?;
+        if n > buf.len() {
+            return Err(std::io::Error::other(format!(
+                "a netlink reply of {n} bytes did not fit the {} byte buffer",
+                buf.len()
+            )));
         }
+        Ok(n)
     }
 
     /// Read replies until the ack of `last`, calling `failed` for each error.
@@ -162,90 +162,10 @@ impl Batch {
             }
         }
     }
-
-    /// Run dump requests one after another (the kernel allows one dump in
-    /// flight per socket) and return each one's messages, or the errno it
-    /// was answered with. Link messages come without their `IFLA_AF_SPEC`
-    /// ([`links::without_af_spec`]).
-    pub fn dumps(
-        &self,
-        requests: &[RouteNetlinkMessage],
-    ) -> std::io::Result<Vec<Result<Vec<RouteNetlinkMessage>, Errno>>> {
-        let mut reply = vec![0u8; 1 << 16];
-        requests
-            .iter()
-            .map(|r| {
-                let mut msgs = Vec::new();
-                let mut bad = false;
-                let done = self.dump_into(r.clone(), &mut reply, |frame| {
-                    let kind = frame.get(4..6).map(|b| u16::from_ne_bytes([b[0], b[1]]));
-                    let slim = match kind {
-                        Some(links::RTM_NEWLINK) => links::without_af_spec(frame),
-                        _ => None,
-                    };
-                    let frame = slim.as_deref().unwrap_or(frame);
-                    match NetlinkMessage::<RouteNetlinkMessage>::deserialize(frame) {
-                        Ok(NetlinkMessage {
-                            payload: NetlinkPayload::InnerMessage(m),
-                            ..
-                        }) => msgs.push(m),
-                        Ok(_) => {}
-                        Err(_) => bad = true,
-                    }
-                })?;
-                Ok(match done {
-                    Ok(()) if bad => Err(Errno::EBADMSG),
-                    Ok(()) => Ok(msgs),
-                    Err(e) => Err(e),
-                })
-            })
-            .collect()
-    }
-
-    /// Run one dump and hand `each` every message of its answer (header
-    /// included), unparsed: for dumps large enough that parsing every
-    /// attribute into typed messages would cost more than the kernel's work.
-    pub fn dump_raw(
-        &self,
-        request: RouteNetlinkMessage,
-        each: impl FnMut(&[u8]),
-    ) -> std::io::Result<Result<(), Errno>> {
-        self.dump_into(request, &mut vec![0u8; 1 << 16], each)
-    }
-
-    /// [`Batch::dump_raw`], reading into `reply`.
-    fn dump_into(
-        &self,
-        request: RouteNetlinkMessage,
-        reply: &mut [u8],
-        mut each: impl FnMut(&[u8]),
-    ) -> std::io::Result<Result<(), Errno>> {
-        let seq = seq_of(self.sent.fetch_add(1, Ordering::Relaxed));
-        let mut buf = Vec::new();
-        push(&mut buf, request, NLM_F_REQUEST | NLM_F_DUMP, seq);
-        self.socket.send(&buf, 0)?;
-        loop {
-            let n = self.receive(reply)?;
-            for (kind, got, frame) in frames(&reply[..n]) {
-                if got != seq {
-                    continue;
-                }
-                match kind {
-                    // NLMSG_DONE carries the dump's own error, if any.
-                    NLMSG_DONE | NLMSG_ERROR if code(frame) < 0 => {
-                        return Ok(Err(Errno::from_raw(-code(frame))))
-                    }
-                    NLMSG_DONE => return Ok(Ok(())),
-                    NLMSG_ERROR => {}
-                    _ => each(frame),
-                }
-            }
-        }
-    }
 }
 
 /// `(type, sequence number, whole message)` of each netlink message in `buf`.
-fn frames(buf: &[u8]) -> impl Iterator<Item = (u16, u32, &[u8])> {
+pub(super) fn frames(buf: &[u8]) -> impl Iterator<Item = (u16, u32, &[u8])> {
     let mut rest = buf;
     std::iter::from_fn(move || {
         let header = rest.get(..NLMSG_HDRLEN)?;
@@ -259,14 +179,14 @@ fn frames(buf: &[u8]) -> impl Iterator<Item = (u16, u32, &[u8])> {
 }
 
 /// The error code a control message (`NLMSG_DONE`, `NLMSG_ERROR`) carries.
-fn code(frame: &[u8]) -> i32 {
+pub(super) fn code(frame: &[u8]) -> i32 {
     frame
         .get(NLMSG_HDRLEN..NLMSG_HDRLEN + 4)
         .map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
 }
 
 /// Serialise `message` with `flags` and `seq` at the end of `buf`.
-fn push(buf: &mut Vec<u8>, message: RouteNetlinkMessage, flags: u16, seq: u32) {
+pub(super) fn push(buf: &mut Vec<u8>, message: RouteNetlinkMessage, flags: u16, seq: u32) {
     let mut msg = NetlinkMessage::from(message);
     msg.header.flags = flags;
     msg.header.sequence_number = seq;
@@ -295,29 +215,14 @@ fn encode<R: Borrow<Request>>(window: &[R], first: u32, buf: &mut Vec<u8>) {
 /// (which count up from 1).
 const SEQ_BASE: u32 = 0x4000_0000;
 
-fn seq_of(i: u32) -> u32 {
+pub(super) fn seq_of(i: u32) -> u32 {
     SEQ_BASE.wrapping_add(i)
-}
-
-fn readable(socket: &Socket, timeout: Duration) -> bool {
-    let mut pfd = libc::pollfd {
-        fd: socket.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    loop {
-        // SAFETY: one valid pollfd for the duration of the call.
-        let r = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if r >= 0 || Errno::last() != Errno::EINTR {
-            return r > 0;
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rtnetlink::packet_core::NetlinkPayload;
     use rtnetlink::packet_route::link::LinkMessage;
     use rtnetlink::packet_route::tc::TcMessage;
 

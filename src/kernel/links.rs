@@ -39,6 +39,8 @@ pub struct LinkState {
     pub txqlen: Option<u32>,
     /// `IFLA_IFALIAS`.
     pub alias: Option<String>,
+    /// The tun flags, for a link of kind "tun".
+    pub tun: Option<super::tun_info::TunInfo>,
 }
 
 impl LinkState {
@@ -70,7 +72,7 @@ pub fn list(batch: &Batch) -> Result<BTreeMap<u32, LinkState>, KernelError> {
                 out.insert(s.ifindex, s);
             }
         })
-        .map_err(|e| KernelError::from(super::netlink::errno(&e)))?
+        .map_err(|e| super::netlink::kernel_error(&e))?
         .map_err(KernelError::from)?;
     Ok(out)
 }
@@ -95,6 +97,7 @@ const IFLA_LINKINFO: u16 = 18;
 const IFLA_IFALIAS: u16 = 20;
 const IFLA_GROUP: u16 = 27;
 const IFLA_INFO_KIND: u16 = 1;
+const IFLA_INFO_DATA: u16 = 2;
 /// `NLA_TYPE_MASK`: the type without the nested and byte-order flags.
 const NLA_TYPE_MASK: u16 = 0x3FFF;
 /// `sizeof(struct ifinfomsg)`.
@@ -166,6 +169,13 @@ fn parse_link(body: &[u8]) -> Option<LinkState> {
                 s.kind = attributes(value)
                     .find(|(k, _, _)| *k == IFLA_INFO_KIND)
                     .map(|(_, v, _)| text(v));
+                if s.kind.as_deref() == Some("tun") {
+                    s.tun = attributes(value)
+                        .find(|(k, _, _)| *k == IFLA_INFO_DATA)
+                        .map(|(_, v, _)| {
+                            super::tun_info::parse(attributes(v).map(|(k, v, _)| (k, v)))
+                        });
+                }
             }
             _ => {}
         }
@@ -208,7 +218,8 @@ pub fn link_state(msg: &LinkMessage) -> LinkState {
                 s.kind = infos.iter().find_map(|i| match i {
                     LinkInfo::Kind(k) => Some(k.to_string()),
                     _ => None,
-                })
+                });
+                s.tun = super::tun_info::from_typed(infos);
             }
             _ => {}
         }

@@ -118,14 +118,27 @@ pub async fn create(handle: &Handle, msg: RouteNetlinkMessage) -> Result<(), Ker
 
 /// Errors that mean "already gone": teardown treats them as success.
 ///
-/// EINVAL is among them because the kernel answers some deletes of a tc
-/// object that no longer exists with EINVAL rather than ENOENT.
+/// Checked against the kernel (net/core/rtnetlink.c, net/sched/): a link
+/// deletion by index or group answers ENODEV when there is no such link;
+/// a filter or qdisc deletion answers ENODEV for a gone link and ENOENT for
+/// a missing filter, chain or qdisc. EINVAL is not among them: it means a
+/// refused request; the kernel also gives it for a filter whose parent
+/// qdisc is gone and for an ingress qdisc that is gone (the hook's noop
+/// qdisc has another handle), and there the caller looks again
+/// (`teardown::execute`). ESRCH is the answer of route deletions, which
+/// teardown does not make.
 pub fn is_gone(e: &KernelError) -> bool {
     use nix::errno::Errno;
-    matches!(
-        e.errno(),
-        Some(Errno::ENOENT | Errno::ENODEV | Errno::EINVAL | Errno::ESRCH)
-    )
+    matches!(e.errno(), Some(Errno::ENOENT | Errno::ENODEV))
+}
+
+/// An I/O error on a netlink socket as a kernel error: its errno, or its
+/// message when it has none (a dump that stayed interrupted, a timeout).
+pub fn kernel_error(e: &std::io::Error) -> KernelError {
+    match e.raw_os_error() {
+        Some(code) => KernelError::Errno(nix::errno::Errno::from_raw(code)),
+        None => KernelError::Netlink(e.to_string()),
+    }
 }
 
 /// The errno of an I/O error on a netlink socket (EIO when it has none),

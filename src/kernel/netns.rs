@@ -12,7 +12,7 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use nix::sched::{setns, CloneFlags};
@@ -59,7 +59,7 @@ impl OpeningLink {
     pub fn finish(self, ns: &NetNs) -> Result<NetnsLink> {
         let (worker, (fd, batch, side, ipv6_enabled)) =
             self.starting.wait().map_err(|e| ns.entry_error(e))?;
-        let cookie = netns_cookie(&fd);
+        let cookie = super::netns_id::socket_cookie(fd.as_fd());
         // SAFETY: fd is an owned, open netlink socket; TokioSocket takes ownership.
         let socket = unsafe { TokioSocket::from_raw_fd(fd.into_raw_fd()) };
         Ok(NetnsLink {
@@ -76,34 +76,35 @@ impl OpeningLink {
 impl NetNs {
     /// Open `path` and verify it is a network namespace (and not the host's, unless allowed).
     pub fn open(path: &Path, allow_host: bool) -> Result<Self> {
-        // Look before opening: open(2) on a FIFO blocks until a writer comes,
-        // and opening a device node can have side effects.
-        let pre = std::fs::metadata(path).map_err(|e| open_error(path, e))?;
-        if let Some(what) = not_a_file(&pre.file_type()) {
+        // O_PATH first: it never blocks (a FIFO) and has no side effects (a
+        // device node); every check below is on this fd, never on the path.
+        let opath = nix::fcntl::open(
+            path,
+            nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(|e| open_error(path, e.into()))?;
+        Self::from_opath(path, opath, allow_host)
+    }
+
+    /// A netns from an `O_PATH` fd that `path` names (for messages):
+    /// checked on the fd (file type, nsfs, namespace type), then reopened
+    /// through `/proc/self/fd` (the same file, no path lookup) for use.
+    pub fn from_opath(path: &Path, opath: OwnedFd, allow_host: bool) -> Result<Self> {
+        let pre = nix::sys::stat::fstat(&opath).map_err(|e| Error::io("netns", path, e.into()))?;
+        if let Some(what) = not_a_file(pre.st_mode) {
             return Err(Error::NotNetns {
                 path: path.into(),
                 what: what.into(),
             });
         }
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-            .open(path)
-            .map_err(|e| open_error(path, e))?;
-        let meta = file.metadata().map_err(|e| Error::io("netns", path, e))?;
-        if meta.is_dir() {
-            return Err(Error::NotNetns {
-                path: path.into(),
-                what: "a directory".into(),
-            });
-        }
         // nsfs is the filesystem behind `/proc/PID/ns/*` and pinned netns files.
-        let fs_type = nix::sys::statfs::fstatfs(file.as_fd())
+        let fs_type = nix::sys::statfs::fstatfs(&opath)
             .map_err(|e| Error::io("netns", path, e.into()))?
             .filesystem_type()
             .0;
         if fs_type != libc::NSFS_MAGIC {
-            let what = if meta.is_file() {
+            let what = if pre.st_mode & libc::S_IFMT == libc::S_IFREG {
                 "a regular file".to_string()
             } else {
                 format!("filesystem type {fs_type:#x}")
@@ -112,6 +113,18 @@ impl NetNs {
                 path: path.into(),
                 what,
             });
+        }
+        // An O_PATH fd cannot be used for setns or ioctls: reopen the very
+        // file it holds.
+        let file = File::open(format!("/proc/self/fd/{}", opath.as_raw_fd()))
+            .map_err(|e| Error::io("netns", path, e))?;
+        let meta = file.metadata().map_err(|e| Error::io("netns", path, e))?;
+        if (meta.dev(), meta.ino()) != (pre.st_dev, pre.st_ino) {
+            return Err(Error::io(
+                "netns",
+                path,
+                io::Error::other("the reopened fd names another file"),
+            ));
         }
         // SAFETY: NS_GET_NSTYPE takes no argument and only reads the fd; it
         // returns the CLONE_NEW* flag of the namespace.
@@ -264,39 +277,16 @@ pub fn is_host_identity((dev, inode): (u64, u64)) -> Result<bool> {
     }
 }
 
-/// The cookie of the netns a socket lives in (Linux 5.14+), if the kernel has it.
-fn netns_cookie(fd: &OwnedFd) -> Option<u64> {
-    let mut cookie: u64 = 0;
-    let mut len: libc::socklen_t = 8;
-    // SAFETY: getsockopt writes at most `len` bytes into `cookie`, which we own.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_NETNS_COOKIE,
-            (&mut cookie as *mut u64).cast(),
-            &mut len,
-        )
-    };
-    (rc == 0).then_some(cookie)
-}
-
 /// What a non-regular file is, for the "not a network namespace" message.
 /// nsfs files (pinned or `/proc/PID/ns/net`) stat as regular files.
-fn not_a_file(t: &std::fs::FileType) -> Option<&'static str> {
-    use std::os::unix::fs::FileTypeExt;
-    if t.is_dir() {
-        Some("a directory")
-    } else if t.is_fifo() {
-        Some("a FIFO")
-    } else if t.is_socket() {
-        Some("a socket")
-    } else if t.is_char_device() {
-        Some("a character device")
-    } else if t.is_block_device() {
-        Some("a block device")
-    } else {
-        None
+fn not_a_file(mode: libc::mode_t) -> Option<&'static str> {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => Some("a directory"),
+        libc::S_IFIFO => Some("a FIFO"),
+        libc::S_IFSOCK => Some("a socket"),
+        libc::S_IFCHR => Some("a character device"),
+        libc::S_IFBLK => Some("a block device"),
+        _ => None,
     }
 }
 

@@ -145,6 +145,26 @@ impl TapQueue {
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no hardware address"))
     }
 
+    /// Prove that `ifindex`, which `name` resolved to, is this fd's TAP:
+    /// the link at `ifindex` is named `name` (SIOCGIFNAME, by index) and
+    /// this fd's TAP is named `name` (TUNGETIFF, on the fd) after it. Names
+    /// are unique in a netns, so a process renaming links there between the
+    /// lookup and these reads makes one of them disagree (EAGAIN) rather than
+    /// hand podtap another link's ifindex.
+    fn prove_ifindex(&self, name: &str, ifindex: u32) -> io::Result<()> {
+        let at_index = name_at(ifindex)?;
+        let ours = name_of(self.file.as_raw_fd())?;
+        if at_index == name && ours == name {
+            return Ok(());
+        }
+        Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            format!(
+                "TAP {name} was renamed while it was created (ifindex {ifindex} is now {at_index:?}, the TAP {ours:?})"
+            ),
+        ))
+    }
+
     /// The fd, for handing to a VMM.
     pub fn into_fd(self) -> OwnedFd {
         self.file.into()
@@ -179,6 +199,7 @@ pub fn create_persistent(spec: &TapSpec) -> io::Result<(u32, MacAddr)> {
     // TAP whose ifindex we failed to learn would be one nobody records.
     // The calling thread is inside the netns, so the name resolves there.
     let ifindex = nix::net::if_::if_nametoindex(spec.name.as_str())?;
+    queue.prove_ifindex(&spec.name, ifindex)?;
     queue.set_persist(true)?;
     Ok((ifindex, mac))
 }
@@ -198,6 +219,28 @@ pub fn name_of(fd: std::os::fd::RawFd) -> io::Result<String> {
     let mut req = empty_ifreq();
     // SAFETY: TUNGETIFF writes a `struct ifreq` we own.
     cvt(unsafe { libc::ioctl(fd, libc::TUNGETIFF, &mut req) })?;
+    let bytes: Vec<u8> = req
+        .ifr_name
+        .iter()
+        .map(|c| c.to_ne_bytes()[0])
+        .take_while(|b| *b != 0)
+        .collect();
+    String::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// The name of the link at `ifindex` in the calling thread's netns (SIOCGIFNAME).
+fn name_at(ifindex: u32) -> io::Result<String> {
+    // SAFETY: a plain datagram socket, closed when `sock` drops.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh socket that nothing else owns.
+    let sock = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let mut req = empty_ifreq();
+    req.ifr_ifru.ifru_ifindex = libc::c_int::try_from(ifindex).unwrap_or(0);
+    // SAFETY: SIOCGIFNAME reads the index and writes the name of a `struct ifreq` we own.
+    cvt(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFNAME, &mut req) })?;
     let bytes: Vec<u8> = req
         .ifr_name
         .iter()

@@ -15,7 +15,7 @@ use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::Handle;
 
 use super::batch::Batch;
-use super::netlink::{create, errno, is_gone};
+use super::netlink::{create, is_gone, kernel_error};
 use crate::error::KernelError;
 
 /// `TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS)`: the ingress hook of ingress and clsact qdiscs.
@@ -45,7 +45,7 @@ pub struct IngressHook {
 pub fn dump_qdiscs(batch: &Batch) -> Result<Vec<RouteNetlinkMessage>, KernelError> {
     let dumped = batch
         .dumps(&[RouteNetlinkMessage::GetQueueDiscipline(TcMessage::default())])
-        .map_err(|e| KernelError::from(errno(&e)))?;
+        .map_err(|e| kernel_error(&e))?;
     Ok(dumped.into_iter().next().unwrap_or(Ok(Vec::new()))?)
 }
 
@@ -97,7 +97,7 @@ pub fn filters_of(batch: &Batch, ifindexes: &[u32]) -> Vec<Result<Vec<FilterInfo
     let requests: Vec<RouteNetlinkMessage> = ifindexes.iter().map(|i| dump_filters(*i)).collect();
     let dumped = match batch.dumps(&requests) {
         Ok(d) => d,
-        Err(e) => return ifindexes.iter().map(|_| Err(errno(&e).into())).collect(),
+        Err(e) => return ifindexes.iter().map(|_| Err(kernel_error(&e))).collect(),
     };
     dumped
         .into_iter()

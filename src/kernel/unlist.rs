@@ -14,17 +14,23 @@
 //! others, one at a time on the node ([`DRAIN_LOCK`]). The child does nothing but
 //! raw system calls (no allocation, no locks: the parent may have other
 //! threads), points its stdin/stdout/stderr at /dev/null so a runtime reading
-//! our output sees EOF when we exit, and is reaped by a detached thread (or,
-//! once this process has exited, by whoever inherits it).
+//! our output sees EOF when we exit, closes every other fd it inherited
+//! (`close_range`), and is reaped by a detached thread (or, once this
+//! process has exited, by whoever inherits it).
+//!
+//! Every wait is bounded (docs/attach.md, "Bounded waits"): the
+//! announcements ([`ANNOUNCE_TIMEOUT`]), then the child ([`CHILD_TIMEOUT`]:
+//! requests it has not answered by then fail with ETIMEDOUT), each ack in
+//! the child ([`ACK_TIMEOUT`]) and the drain lock
+//! ([`super::unlist_child::DRAIN_LOCK_WAIT`]). Only the kernel's
+//! announcements and acks count (sender port 0).
 
 use std::collections::BTreeSet;
-use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sys::wait::waitpid;
-use nix::unistd::{fork, ForkResult};
 use rtnetlink::constants::RTMGRP_LINK;
 use rtnetlink::packet_core::{NetlinkMessage, NLM_F_ACK, NLM_F_REQUEST};
 use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
@@ -56,6 +62,13 @@ pub const DRAIN_LOCK: &str = "/run/podtap-bridge-drain.lock";
 
 /// How long to wait for the announcements before waiting for the child itself.
 const ANNOUNCE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the child waits for each ack (`SO_RCVTIMEO` on its socket);
+/// a request left unanswered is reported as ETIMEDOUT.
+const ACK_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the caller waits for the child after [`ANNOUNCE_TIMEOUT`];
+/// requests it has not answered by then count as failed (ETIMEDOUT), so
+/// teardown keeps its checkpoint for a retry.
+const CHILD_TIMEOUT: Duration = Duration::from_secs(60);
 pub(super) const NLMSG_ERROR: u16 = 2;
 const RTM_DELLINK: u16 = 17;
 /// `sizeof(struct nlmsghdr)`.
@@ -96,7 +109,7 @@ pub fn delete(
         .map_err(|_| std::io::Error::other("the netns thread ended"))?
 }
 
-fn seq_of(i: usize) -> u32 {
+pub(super) fn seq_of(i: usize) -> u32 {
     u32::try_from(i).map_or(u32::MAX, |i| i.saturating_add(1))
 }
 
@@ -125,39 +138,14 @@ fn run(
     watch.set_non_blocking(true)?;
     let mut sender = Socket::new(NETLINK_ROUTE)?;
     sender.bind_auto()?;
-    let devnull = File::options().read(true).write(true).open("/dev/null")?;
+    super::unlist_child::set_receive_timeout(&sender, ACK_TIMEOUT)?;
     let (report_r, report_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     nix::fcntl::fcntl(
         &report_r,
         nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
     )?;
-    let drain_lock = (drain_from < requests.len())
-        .then(|| {
-            use std::os::unix::fs::OpenOptionsExt;
-            File::options()
-                .read(true)
-                .write(true)
-                .create(true)
-                .mode(0o600)
-                .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-                .open(DRAIN_LOCK)
-                .ok()
-        })
-        .flatten();
-    // SAFETY: the child runs only async-signal-safe system calls on memory
-    // made before the fork (see `child`), then _exits.
-    let child = match unsafe { fork() }? {
-        ForkResult::Child => child(
-            requests,
-            (drain_from, drain_lock.as_ref()),
-            &sender,
-            &devnull,
-            &report_w,
-        ),
-        ForkResult::Parent { child } => child,
-    };
-    drop(report_w);
-    drop(sender);
+    // Our copies of the child's socket and pipe end close as it starts.
+    let child = super::unlist_child::start(requests, drain_from, sender, report_w)?;
     // Reaped by a thread of its own, started now, while the kernel works, so
     // nothing is left to start once the links are unlisted. The child's end
     // of the report pipe closing says that it is done. (Without that thread,
@@ -167,19 +155,23 @@ fn run(
         .name("podtap-reaper".into())
         .spawn(move || waitpid(child, None))
         .is_ok();
-    let reap = |results| {
+    let reap = |answers: Answers| {
         if !reaped {
-            let _ = waitpid(child, None);
+            // Reap it if it is done; else whoever inherits it will.
+            let _ = waitpid(child, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
         }
-        results
+        answers.results
     };
-    let mut results = vec![Ok(()); requests.len()];
+    let mut results = Answers {
+        results: vec![Ok(()); requests.len()],
+        answered: 0,
+    };
     let deadline = Instant::now() + ANNOUNCE_TIMEOUT;
     let mut buf = vec![0u8; 1 << 16];
     loop {
         if expect.is_empty() {
             // Every link is unlisted: the rest is the kernel's own cleanup.
-            return Ok(results);
+            return Ok(results.results);
         }
         if child_done(&report_r, &mut results) {
             return Ok(reap(results));
@@ -192,8 +184,12 @@ fn run(
             Duration::from_millis(5),
         );
         loop {
-            match watch.recv(&mut &mut buf[..], 0) {
-                Ok(n) => unlisted(&buf[..n.min(buf.len())], &mut expect),
+            match watch.recv_from(&mut &mut buf[..], 0) {
+                // Only the kernel's announcements: a process may send to this port too.
+                Ok((n, from)) if from.port_number() == 0 => {
+                    unlisted(&buf[..n.min(buf.len())], &mut expect)
+                }
+                Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 // ENOBUFS: announcements were dropped; only the child can tell now.
                 Err(_) => return Ok(reap(after_child(&report_r, results))),
@@ -203,9 +199,25 @@ fn run(
 }
 
 /// Wait for the child to finish (its end of `report` closes) and return
-/// `results` with the failures it reported.
-fn after_child(report: &OwnedFd, mut results: Vec<Result<(), Errno>>) -> Vec<Result<(), Errno>> {
+/// its answers.
+/// Bounded by [`CHILD_TIMEOUT`]: requests the child has not answered by
+/// then fail with ETIMEDOUT.
+fn after_child(report: &OwnedFd, mut results: Answers) -> Answers {
+    let deadline = Instant::now() + CHILD_TIMEOUT;
     while !child_done(report, &mut results) {
+        if Instant::now() > deadline {
+            tracing::warn!(
+                "the link deleter answered {} of {} requests within {} s; counting the rest as failed",
+                results.answered,
+                results.results.len(),
+                (ANNOUNCE_TIMEOUT + CHILD_TIMEOUT).as_secs()
+            );
+            let answered = results.answered;
+            for r in results.results.iter_mut().skip(answered) {
+                *r = Err(Errno::ETIMEDOUT);
+            }
+            return results;
+        }
         wait_readable(&[report.as_raw_fd()], Duration::from_millis(100));
     }
     results
@@ -258,10 +270,17 @@ fn messages(buf: &[u8]) -> impl Iterator<Item = (u16, u32, &[u8])> {
     })
 }
 
-/// Take the failures the child has reported so far (request index and
-/// errno) from the non-blocking `pipe`; true once the child has closed it
-/// (it is done, every record read).
-fn child_done(pipe: &OwnedFd, results: &mut [Result<(), Errno>]) -> bool {
+/// The child's answers so far: one per request, in order.
+struct Answers {
+    results: Vec<Result<(), Errno>>,
+    /// How many requests the child has answered.
+    answered: usize,
+}
+
+/// Take the answers the child has reported so far (request index and
+/// errno, 0 for success) from the non-blocking `pipe`; true once the child
+/// has closed it (it is done, every record read).
+fn child_done(pipe: &OwnedFd, answers: &mut Answers) -> bool {
     let mut record = [0u8; 8];
     loop {
         // SAFETY: reads into a local buffer of the given size.
@@ -270,8 +289,13 @@ fn child_done(pipe: &OwnedFd, results: &mut [Result<(), Errno>]) -> bool {
             8 => {
                 let i = u32::from_ne_bytes([record[0], record[1], record[2], record[3]]) as usize;
                 let errno = i32::from_ne_bytes([record[4], record[5], record[6], record[7]]);
-                if let Some(slot) = results.get_mut(i) {
-                    *slot = Err(Errno::from_raw(errno));
+                if let Some(slot) = answers.results.get_mut(i) {
+                    *slot = if errno == 0 {
+                        Ok(())
+                    } else {
+                        Err(Errno::from_raw(errno))
+                    };
+                    answers.answered = answers.answered.max(i + 1);
                 }
             }
             0 => return true,
@@ -279,84 +303,6 @@ fn child_done(pipe: &OwnedFd, results: &mut [Result<(), Errno>]) -> bool {
             // EAGAIN: the child is still at work. (A record is written whole:
             // 8 bytes are below PIPE_BUF.)
             _ => return false,
-        }
-    }
-}
-
-/// The child: send each request, wait for its ack, report failures, exit.
-/// Only raw system calls on memory allocated before the fork.
-/// From request `drain.0` on, under the node's drain lock `drain.1`.
-fn child(
-    requests: &[Vec<u8>],
-    drain: (usize, Option<&File>),
-    sender: &Socket,
-    devnull: &File,
-    report: &OwnedFd,
-) -> ! {
-    let fd = sender.as_raw_fd();
-    let mut buf = [0u8; 8192];
-    // SAFETY: async-signal-safe calls only (dup2, flock, send, recv, write,
-    // _exit), on fds and buffers that are valid for the child's lifetime.
-    unsafe {
-        for target in 0..3 {
-            libc::dup2(devnull.as_raw_fd(), target);
-        }
-        for (i, req) in requests.iter().enumerate() {
-            if let (true, Some(lock)) = (i == drain.0, drain.1) {
-                while libc::flock(lock.as_raw_fd(), libc::LOCK_EX) < 0
-                    && *libc::__errno_location() == libc::EINTR
-                {}
-            }
-            let seq = seq_of(i);
-            let errno = if libc::send(fd, req.as_ptr().cast(), req.len(), 0) < 0 {
-                *libc::__errno_location()
-            } else {
-                ack(fd, seq, &mut buf)
-            };
-            if errno != 0 {
-                let mut record = [0u8; 8];
-                record[..4].copy_from_slice(&u32::try_from(i).unwrap_or(u32::MAX).to_ne_bytes());
-                record[4..].copy_from_slice(&errno.to_ne_bytes());
-                libc::write(report.as_raw_fd(), record.as_ptr().cast(), record.len());
-            }
-        }
-        libc::_exit(0)
-    }
-}
-
-/// Wait for the ack of `seq` on `fd`: 0, or the errno it carries.
-///
-/// # Safety
-/// `fd` must be an open netlink socket.
-unsafe fn ack(fd: i32, seq: u32, buf: &mut [u8]) -> i32 {
-    loop {
-        // SAFETY: buf is valid for writes of its length.
-        let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
-        if n < 0 {
-            // SAFETY: errno of this thread.
-            let e = unsafe { *libc::__errno_location() };
-            if e == libc::EINTR {
-                continue;
-            }
-            return e;
-        }
-        let n = usize::try_from(n).unwrap_or(0);
-        let mut at = 0;
-        // Walk the messages by hand: the iterator above allocates nothing
-        // either, but keeping the child's code flat keeps it obviously safe.
-        while at + NLMSG_HDRLEN <= n {
-            let h = &buf[at..];
-            let len = u32::from_ne_bytes([h[0], h[1], h[2], h[3]]) as usize;
-            if len < NLMSG_HDRLEN || at + len > n {
-                break;
-            }
-            let kind = u16::from_ne_bytes([h[4], h[5]]);
-            let got = u32::from_ne_bytes([h[8], h[9], h[10], h[11]]);
-            if kind == NLMSG_ERROR && got == seq && len >= NLMSG_HDRLEN + 4 {
-                let e = i32::from_ne_bytes([h[16], h[17], h[18], h[19]]);
-                return -e;
-            }
-            at += (len + 3) & !3usize;
         }
     }
 }

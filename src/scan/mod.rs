@@ -50,7 +50,7 @@ pub(crate) fn scan_ns(ns: &NetNs) -> Result<Description> {
 /// and policy rules.
 ///
 /// The kernel allows one dump in flight per socket, and a dump on the batch
-/// socket costs two system calls, where the rtnetlink connection's stream
+/// socket costs a few system calls (`kernel::dump`), where the rtnetlink connection's stream
 /// machinery cost several wake-ups. Routes and rules (most of the work) are
 /// dumped by the netns thread on a socket of its own while this thread dumps
 /// the rest: two CPUs share the kernel's work and the parse.
@@ -112,8 +112,13 @@ fn answered(
     answers: std::io::Result<Vec<std::result::Result<Vec<RouteNetlinkMessage>, Errno>>>,
     messages: &mut Vec<RouteNetlinkMessage>,
 ) -> Result<()> {
-    let answers =
-        answers.map_err(|e| nl.err("dump the netns", "", crate::kernel::netlink::errno(&e)))?;
+    let answers = answers.map_err(|e| {
+        nl.err(
+            "dump the netns",
+            "",
+            crate::kernel::netlink::kernel_error(&e),
+        )
+    })?;
     for ((what, _), answer) in asked.iter().zip(answers) {
         messages.extend(answer.map_err(|e| nl.err(what, "", e))?);
     }

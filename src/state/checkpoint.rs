@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::id::SandboxId;
 use crate::kernel::mac::MacAddr;
+use crate::kernel::netns_id::NetnsId;
 use crate::model::{Description, NetnsRef};
 use crate::plan::Plan;
 
@@ -71,12 +72,13 @@ impl<D> Checkpoint<D> {
     /// Whether an open netns (identity and cookie) is the one this checkpoint recorded.
     /// The kernel may give a freed nsfs inode number to a new netns; the cookie never repeats.
     pub fn is_netns(&self, identity: (u64, u64), cookie: Option<u64>) -> bool {
-        let same_inode = (self.netns.dev, self.netns.inode) == identity;
-        let same_cookie = match (self.netns_cookie, cookie) {
-            (Some(a), Some(b)) => a == b,
-            _ => true,
-        };
-        same_inode && same_cookie
+        self.netns_id().matches(&NetnsId::new(identity, cookie))
+    }
+
+    /// The netns identity attach recorded (without a cookie in checkpoints
+    /// older than the cookie, which still read).
+    pub fn netns_id(&self) -> NetnsId {
+        NetnsId::new((self.netns.dev, self.netns.inode), self.netns_cookie)
     }
 
     /// The ifindex recorded for the link podtap created under `name` (0 when none).

@@ -10,6 +10,7 @@
 mod checkpoint;
 mod entry;
 mod lock;
+mod netns_proof;
 mod write;
 
 use std::fs;

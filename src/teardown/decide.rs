@@ -419,7 +419,7 @@ pub fn our_links_in<'a>(
         created.iter().any(|c| {
             c.ifindex == l.ifindex
                 && match c.kind.as_str() {
-                    "tap" => l.is_kind(InfoKind::Tun),
+                    "tap" => l.is_kind(InfoKind::Tun) && super::proof::tap_flags(plan, l, &c.name),
                     "bridge" => l.is_kind(InfoKind::Bridge),
                     "macvtap" => l.is_kind(InfoKind::MacVtap),
                     _ => false,
@@ -434,7 +434,7 @@ pub fn our_links_in<'a>(
         })
         .collect();
     let pods: BTreeSet<u32> = plan.nics.iter().map(|n| n.pod.ifindex).collect();
-    live.filter(|l| l.is_podtap_kind() && !pods.contains(&l.ifindex))
+    live.filter(|l| l.is_podtap_kind() && !pods.contains(&l.ifindex) && super::proof::tap_like(l))
         .filter(|l| {
             (recorded_kind(l) && (proof == Proof::MadeNow || marked(l)))
                 || (!part && l.group == plan.group && marked(l))

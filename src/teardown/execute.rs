@@ -56,18 +56,35 @@ pub async fn observe(
 
 /// The permanent neighbours of the netns, as `(ifindex, ip, lladdr)`.
 pub async fn permanent_neighbours(nl: &Netlink) -> Result<Vec<(u32, String, String)>> {
-    use futures::TryStreamExt;
     use rtnetlink::packet_route::neighbour::{
-        NeighbourAddress, NeighbourAttribute, NeighbourState,
+        NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
     };
-    let msgs: Vec<_> = nl
-        .handle
-        .neighbours()
-        .get()
-        .execute()
-        .try_collect()
-        .await
-        .map_err(|e| nl.err("dump neighbours", "", e))?;
+    use rtnetlink::packet_route::RouteNetlinkMessage;
+    // On the batch socket: the one dump reader (whole datagrams, the
+    // kernel's answers only, drained to its end).
+    let dumped = nl
+        .batch
+        .dumps(&[RouteNetlinkMessage::GetNeighbour(
+            NeighbourMessage::default(),
+        )])
+        .map_err(|e| {
+            nl.err(
+                "dump neighbours",
+                "",
+                crate::kernel::netlink::kernel_error(&e),
+            )
+        })?;
+    let msgs: Vec<NeighbourMessage> = match dumped.into_iter().next() {
+        Some(Ok(msgs)) => msgs
+            .into_iter()
+            .filter_map(|m| match m {
+                RouteNetlinkMessage::NewNeighbour(n) => Some(n),
+                _ => None,
+            })
+            .collect(),
+        Some(Err(e)) => return Err(nl.err("dump neighbours", "", e)),
+        None => Vec::new(),
+    };
     Ok(msgs
         .into_iter()
         .filter(|n| n.header.state == NeighbourState::Permanent)
@@ -288,6 +305,35 @@ fn outcome(
     match result {
         Ok(()) => Ok(()),
         Err(e) if deletes && is_gone(&e) => Ok(()),
+        Err(e) if absent_after_einval(nl, action, &e) => Ok(()),
         Err(e) => Err(nl.err(op, on, e)),
+    }
+}
+
+/// Whether `e`, the answer to a filter or ingress qdisc deletion, is
+/// EINVAL and the object is not there now. The kernel answers EINVAL when
+/// a filter's parent qdisc is gone (`__tcf_qdisc_find`: "Parent Qdisc
+/// doesn't exists": the filters went with it), and to the deletion of an
+/// ingress qdisc that is gone (`tc_get_qdisc`: the hook then holds the noop
+/// qdisc, handle 0, not the handle asked for: "Invalid handle"). But EINVAL
+/// also means a request it refused, so only a fresh look says which.
+fn absent_after_einval(nl: &Netlink, action: &Action, e: &KernelError) -> bool {
+    if e.errno() != Some(nix::errno::Errno::EINVAL) {
+        return false;
+    }
+    match action {
+        Action::DeleteFilter { ifindex, prio, .. } => {
+            match tc::filters_of(&nl.batch, &[*ifindex]).pop() {
+                Some(Ok(filters)) => !filters.iter().any(|f| f.prio == *prio),
+                _ => false,
+            }
+        }
+        Action::DeleteIngressQdisc { ifindex, .. } => {
+            let hooked = tc::dump_qdiscs(&nl.batch).and_then(|q| {
+                tc::ingress_hooks(&nl.batch, q, &std::iter::once(*ifindex).collect())
+            });
+            hooked.is_ok_and(|h| !h.contains_key(ifindex))
+        }
+        _ => false,
     }
 }

@@ -16,6 +16,7 @@ pub mod markers;
 #[cfg(test)]
 mod markers_tests;
 pub mod missing;
+mod proof;
 
 pub use decide::{Proof, Scope};
 pub use execute::UndoReport;
@@ -122,7 +123,9 @@ pub async fn missing_per_nic(
 /// The recorded path comes first; when it is dead or names another netns
 /// now, the caller's `hints` (CNI_NETNS, the hook's path, `--netns`) and then
 /// everything that can hold a netns are searched for the recorded
-/// `(dev, inode)`. A checkpoint that names the host's netns is corrupt: podtap
+/// identity (cookie included). A path that names the same `(dev, inode)`
+/// with another cookie is a newer netns; the caller compares the cookie on
+/// its connection before it acts. A checkpoint that names the host's netns is corrupt: podtap
 /// never records it. Any other failure (permission, fd limit, ...) is an
 /// error and the checkpoint stays, since podtap's objects may still be there.
 pub fn open_recorded<D>(
@@ -145,7 +148,7 @@ pub fn open_recorded<D>(
         Err(Error::NetnsMissing { .. } | Error::NotNetns { .. } | Error::HostNetns { .. }) => None,
         Err(e) => return Err(e),
     };
-    if let Some(ns) = netns_search::find(identity, hints) {
+    if let Some(ns) = netns_search::find(&cp.netns_id(), hints) {
         tracing::info!(
             "netns {} is no longer reachable there; found it at {}",
             cp.netns.path,

@@ -104,6 +104,15 @@ pub enum Event {
         /// The signal's name.
         signal: String,
     },
+    /// The pod netns is gone (nothing but watch held it: the pod was
+    /// deleted): watch ends with exit 3, leaving the checkpoint for teardown.
+    #[serde(rename = "netns_gone")]
+    NetnsGone {
+        /// The sandbox id.
+        id: String,
+        /// The netns path attach recorded.
+        netns: String,
+    },
 }
 
 #[cfg(test)]

@@ -21,8 +21,8 @@
 //! How it waits: on a netlink subscription inside the pod netns (links,
 //! addresses, routes), on inotify for checkpoints that come and go in the
 //! state dir (detach; other attachments of the netns), and on a signalfd for
-//! SIGTERM/SIGINT. The only timer is the backoff of a VMM call (or a round)
-//! that failed. A burst of
+//! SIGTERM/SIGINT. The timers: the backoff of a VMM call (or a round) that
+//! failed, and the pod-deleted check (`gone.rs`). A burst of
 //! announcements (a veth moved in, renamed, addressed, brought up) is let
 //! settle for [`SETTLE`] and then handled as one round. Each round compares
 //! the netns with the checkpoint under the same locks attach takes, so
@@ -31,6 +31,7 @@
 
 mod ch_api;
 mod event;
+mod gone;
 mod qmp;
 mod vmm;
 
@@ -71,8 +72,8 @@ pub struct WatchOptions {
     pub cloud_hypervisor_api: Option<PathBuf>,
 }
 
-/// Follow sandbox `id` until SIGTERM/SIGINT or until it is detached,
-/// calling `emit` for every [`Event`]. Blocks the calling thread (and blocks
+/// Follow sandbox `id` until SIGTERM/SIGINT, until it is detached, or until
+/// its pod netns is gone (exit 3, see `gone.rs`), calling `emit` for every [`Event`]. Blocks the calling thread (and blocks
 /// SIGTERM/SIGINT on it while it runs, to read them from a signalfd).
 ///
 /// Fails up front when there is no finished attachment for `id` (exit 14),
@@ -163,6 +164,8 @@ struct Watcher<'a> {
     backoff: BTreeMap<String, (Instant, Duration)>,
     /// The checkpoint as the last round left it.
     last: Option<Checkpoint>,
+    /// Whether anything but this watch still holds the netns.
+    alive: gone::Liveness,
 }
 
 /// A NIC the VMM should have: a late NIC of this attachment, or a NIC of
@@ -218,11 +221,12 @@ impl<'a> Watcher<'a> {
                     | AddWatchFlags::IN_MOVE_SELF,
             )
             .map_err(|e| Error::io("inotify watch", state.path(), e.into()))?;
-        let boot_siblings = siblings(state, id, (cp.netns.dev, cp.netns.inode))
+        let boot_siblings = siblings(state, id, &cp.netns_id())
             .iter()
             .flat_map(|(_, other)| sibling_taps(other))
             .filter(|(t, _)| !cp.adopted.contains(t))
             .collect();
+        let alive = gone::Liveness::new(cp.netns_id(), ns.path().to_path_buf());
         Ok(Watcher {
             id,
             state,
@@ -236,6 +240,7 @@ impl<'a> Watcher<'a> {
             plugged_at: BTreeMap::new(),
             backoff: BTreeMap::new(),
             last: None,
+            alive,
         })
     }
 
@@ -255,13 +260,16 @@ impl<'a> Watcher<'a> {
             interfaces: cp.plan.nics.iter().map(|n| n.pod.name.clone()).collect(),
         });
         loop {
-            let woke = self.wait(signals, self.next_retry())?;
+            let woke = self.wait(signals, self.alive.timeout(self.next_retry()))?;
             if let Some(signal) = signals.take() {
                 emit(&Event::Stopped {
                     id: self.id.to_string(),
                     signal,
                 });
                 return Ok(());
+            }
+            if self.alive.gone() {
+                return Err(self.alive.exit(self.id.as_str(), &self.ns.display(), emit));
             }
             if woke.state && !self.state.file(self.id).exists() {
                 emit(&self.detached());
@@ -461,7 +469,7 @@ impl<'a> Watcher<'a> {
                 return Ok(None);
             }
             let netns_lock = ns.lock(id.as_str(), LOCK_TIMEOUT)?;
-            let others = siblings(state, id, ns.identity());
+            let others = siblings(state, id, &cp.netns_id());
             let result = block_on(async {
                 let nl = Netlink::connect(ns)?;
                 if !cp.is_netns(ns.identity(), nl.cookie) {
@@ -777,7 +785,7 @@ fn sibling_taps(other: &Checkpoint) -> Vec<(String, u32)> {
 fn siblings(
     state: &StateDir,
     id: &SandboxId,
-    identity: (u64, u64),
+    identity: &crate::kernel::netns_id::NetnsId,
 ) -> Vec<(SandboxId, Checkpoint)> {
     state
         .ids()
@@ -786,7 +794,7 @@ fn siblings(
         .filter(|other| other != id)
         .filter_map(|other| {
             let cp = state.load(&other).ok().flatten()?;
-            let same = (cp.netns.dev, cp.netns.inode) == identity
+            let same = cp.netns_id().matches(identity)
                 && cp.phase == Phase::Complete
                 && cp.description.is_some();
             same.then_some((other, cp))

@@ -151,7 +151,7 @@ pub enum Command {
     },
     /// Follow sandbox ID's netns: attach interfaces that appear later, undo those that leave,
     /// hotplug them into the running VM, and print one JSON event per line. Ends on
-    /// SIGTERM/SIGINT or when the sandbox is detached (exit 0).
+    /// SIGTERM/SIGINT or when the sandbox is detached (exit 0), or its pod netns is deleted (exit 3).
     Watch {
         #[arg(long)]
         id: String,

@@ -1,0 +1,162 @@
+//! Reading a netlink socket: bounded, whole, and only the kernel's word.
+//!
+//! Three things the kernel does not do for a reader:
+//! - it cuts a datagram longer than the buffer and says so only through
+//!   `MSG_TRUNC` (`recv` with that flag returns the datagram's real length);
+//! - it lets any process with `CAP_NET_ADMIN` over the netns's user
+//!   namespace (a pod's root, in a pod with its own user namespace) send a
+//!   unicast to podtap's port: only datagrams whose sender port (`nl_pid`) is
+//!   0 come from the kernel;
+//! - it never wakes a reader that waits for an answer that will not come.
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use rtnetlink::sys::Socket;
+
+/// Datagrams dropped because a process, not the kernel, sent them.
+static FOREIGN: AtomicU64 = AtomicU64::new(0);
+
+/// Wait up to `timeout` for the next datagram from the kernel and read it
+/// into `buf`; its whole length, which is more than `buf.len()` when it was
+/// cut. Datagrams from other senders are read and dropped.
+pub fn receive(socket: &Socket, buf: &mut [u8], timeout: Duration) -> io::Result<usize> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        wait(socket, deadline, timeout)?;
+        match socket.recv_from(&mut &mut buf[..], libc::MSG_TRUNC) {
+            Ok((n, from)) if from.port_number() == 0 => return Ok(n),
+            Ok(_) => foreign(),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// [`receive`] that never cuts: sizes the next datagram first
+/// (`MSG_PEEK | MSG_TRUNC`) and grows `buf` to hold it.
+pub fn receive_whole(socket: &Socket, buf: &mut Vec<u8>, timeout: Duration) -> io::Result<usize> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        wait(socket, deadline, timeout)?;
+        let (len, from) =
+            match socket.recv_from(&mut &mut [0u8; 0][..], libc::MSG_PEEK | libc::MSG_TRUNC) {
+                Ok(peeked) => peeked,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+        if from.port_number() != 0 {
+            // Take it off the queue (a zero-length read consumes it).
+            socket.recv(&mut &mut [0u8; 0][..], 0)?;
+            foreign();
+            continue;
+        }
+        if len > buf.len() {
+            buf.resize(len, 0);
+        }
+        // The queue has one reader (this thread): the datagram read is the
+        // one just peeked at.
+        let n = socket.recv(&mut &mut buf[..], libc::MSG_TRUNC)?;
+        return Ok(n);
+    }
+}
+
+/// How many datagrams from a sender other than the kernel were dropped.
+#[cfg(test)]
+fn foreign_dropped() -> u64 {
+    FOREIGN.load(Ordering::Relaxed)
+}
+
+fn foreign() {
+    let so_far = FOREIGN.fetch_add(1, Ordering::Relaxed) + 1;
+    tracing::debug!(
+        "dropped a netlink datagram that did not come from the kernel ({so_far} so far)"
+    );
+}
+
+/// Wait until `socket` is readable, or fail with `TimedOut` at `deadline`.
+fn wait(socket: &Socket, deadline: Instant, timeout: Duration) -> io::Result<()> {
+    let mut pfd = libc::pollfd {
+        fd: socket.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let ms = libc::c_int::try_from(left.as_millis()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: one valid pollfd for the duration of the call.
+        let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if r > 0 {
+            return Ok(());
+        }
+        if r == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no netlink answer within {} s", timeout.as_secs_f32()),
+            ));
+        }
+        if Errno::last() != Errno::EINTR {
+            return Err(io::Error::last_os_error());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtnetlink::packet_core::{NetlinkMessage, NLM_F_REQUEST};
+    use rtnetlink::packet_route::link::LinkMessage;
+    use rtnetlink::packet_route::RouteNetlinkMessage;
+    use rtnetlink::sys::{protocols::NETLINK_ROUTE, SocketAddr};
+
+    fn message(seq: u32) -> Vec<u8> {
+        let mut link = LinkMessage::default();
+        link.header.index = 1;
+        let mut msg = NetlinkMessage::from(RouteNetlinkMessage::GetLink(link));
+        msg.header.flags = NLM_F_REQUEST;
+        msg.header.sequence_number = seq;
+        msg.finalize();
+        let mut buf = vec![0u8; msg.buffer_len()];
+        msg.serialize(&mut buf);
+        buf
+    }
+
+    /// A process that sends to podtap's port is not the kernel: its
+    /// datagram is dropped and the kernel's answer behind it is taken.
+    /// In a netns of this thread's own (unshared; gone with the thread).
+    #[test]
+    fn datagrams_from_a_process_are_dropped() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIP datagrams_from_a_process_are_dropped: needs root (a private netns)");
+            return;
+        }
+        std::thread::spawn(|| {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("private netns");
+            let mut ours = Socket::new(NETLINK_ROUTE).expect("socket");
+            ours.bind_auto().expect("bind");
+            let mut addr = SocketAddr::new(0, 0);
+            ours.get_address(&mut addr).expect("address");
+            let port = addr.port_number();
+            let mut stranger = Socket::new(NETLINK_ROUTE).expect("socket");
+            stranger.bind_auto().expect("bind");
+            // A forged answer to our request 7, sent to our port.
+            let forged = message(7);
+            stranger
+                .send_to(&forged, &SocketAddr::new(port, 0), 0)
+                .expect("a root process may send to another port");
+            // Our request 7 to the kernel: the link at index 1 (lo).
+            ours.send(&message(7), 0).expect("request");
+            let mut buf = vec![0u8; 1 << 16];
+            let n = receive(&ours, &mut buf, Duration::from_secs(5)).expect("the kernel answers");
+            // The kernel's answer is an RTM_NEWLINK (16), not the forged RTM_GETLINK (18).
+            assert_eq!(u16::from_ne_bytes([buf[4], buf[5]]), 16);
+            assert!(n > forged.len());
+            assert!(foreign_dropped() >= 1);
+        })
+        .join()
+        .expect("test thread");
+    }
+}

@@ -1,0 +1,265 @@
+//! The forked link deleter of [`super::unlist`]: only raw system calls on
+//! memory allocated before the fork (the parent may have other threads,
+//! holding the allocator's locks), every wait bounded, and only the fds it
+//! needs.
+
+use std::fs::File;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+use nix::unistd::{fork, ForkResult, Pid};
+use rtnetlink::sys::Socket;
+
+use super::unlist::{seq_of, DRAIN_LOCK, NLMSG_ERROR, NLMSG_HDRLEN};
+
+/// How long the child waits for the node's drain lock before it drains
+/// unlocked (the lock only spreads bridge deletions out).
+pub(super) const DRAIN_LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// `sizeof(struct sockaddr_nl)`.
+const SOCKADDR_NL_LEN: libc::socklen_t = 12;
+
+/// The fds a child keeps (besides 0-2, which point at /dev/null): sorted,
+/// at most three, unused slots -1. Made before the fork: the child must
+/// not allocate.
+pub(super) fn keep_list(fds: &[Option<RawFd>]) -> [RawFd; 3] {
+    let mut keep = [-1; 3];
+    let mut some: Vec<RawFd> = fds.iter().flatten().copied().filter(|fd| *fd > 2).collect();
+    some.sort_unstable();
+    for (slot, fd) in keep.iter_mut().zip(some) {
+        *slot = fd;
+    }
+    keep
+}
+
+/// The ranges of fds from 3 up that are not in `keep` (sorted, -1 unused):
+/// what the child closes. Pure, allocation-free.
+pub(super) fn close_ranges(keep: &[RawFd; 3]) -> [(u32, u32); 4] {
+    let mut out = [(1, 0); 4]; // (first > last): empty
+    let mut from: u32 = 3;
+    let mut n = 0;
+    for fd in keep.iter().filter(|fd| **fd >= 3) {
+        let fd = u32::try_from(*fd).unwrap_or(u32::MAX);
+        if fd > from {
+            out[n] = (from, fd - 1);
+            n += 1;
+        }
+        from = fd.saturating_add(1);
+    }
+    out[n] = (from, u32::MAX);
+    out
+}
+
+/// Fork the child that sends `requests` on `sender` and reports on
+/// `report`; its pid. From request `drain_from` on, under [`DRAIN_LOCK`]
+/// (unlocked when the file cannot be opened: read-only /run).
+pub(super) fn start(
+    requests: &[Vec<u8>],
+    drain_from: usize,
+    sender: Socket,
+    report: OwnedFd,
+) -> std::io::Result<Pid> {
+    let devnull = File::options().read(true).write(true).open("/dev/null")?;
+    let drain_lock = (drain_from < requests.len())
+        .then(|| {
+            use std::os::unix::fs::OpenOptionsExt;
+            File::options()
+                .read(true)
+                .write(true)
+                .create(true)
+                .mode(0o600)
+                .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+                .open(DRAIN_LOCK)
+                .ok()
+        })
+        .flatten();
+    let keep = keep_list(&[
+        Some(sender.as_raw_fd()),
+        Some(report.as_raw_fd()),
+        drain_lock.as_ref().map(|f| f.as_raw_fd()),
+    ]);
+    // SAFETY: the child runs only async-signal-safe system calls on memory
+    // made before the fork (see `child`), then _exits.
+    match unsafe { fork() }? {
+        ForkResult::Child => child(
+            requests,
+            (drain_from, drain_lock.as_ref()),
+            (&sender, &devnull, &report),
+            &keep,
+        ),
+        ForkResult::Parent { child } => Ok(child),
+    }
+}
+
+/// The child: close every fd it does not need, send each request, wait
+/// for its ack, report each outcome (0 or the errno), exit. From request
+/// `drain.0` on, under the node's drain lock `drain.1`.
+fn child(
+    requests: &[Vec<u8>],
+    drain: (usize, Option<&File>),
+    (sender, devnull, report): (&Socket, &File, &OwnedFd),
+    keep: &[RawFd; 3],
+) -> ! {
+    let fd = sender.as_raw_fd();
+    let mut buf = [0u8; 8192];
+    // SAFETY: async-signal-safe calls only (dup2, close_range, flock,
+    // nanosleep, send, recvfrom, write, _exit), on fds and buffers that are
+    // valid for the child's lifetime.
+    unsafe {
+        for target in 0..3 {
+            libc::dup2(devnull.as_raw_fd(), target);
+        }
+        // Every other fd the parent had (the pod netns, other sockets, a
+        // VMM's TAP queues in `exec`...) is none of the child's business.
+        for (first, last) in close_ranges(keep) {
+            if first <= last {
+                libc::syscall(libc::SYS_close_range, first, last, 0);
+            }
+        }
+        for (i, req) in requests.iter().enumerate() {
+            if let (true, Some(lock)) = (i == drain.0, drain.1) {
+                lock_a_while(lock.as_raw_fd());
+            }
+            let seq = seq_of(i);
+            let errno = if libc::send(fd, req.as_ptr().cast(), req.len(), 0) < 0 {
+                *libc::__errno_location()
+            } else {
+                ack(fd, seq, &mut buf)
+            };
+            let mut record = [0u8; 8];
+            record[..4].copy_from_slice(&u32::try_from(i).unwrap_or(u32::MAX).to_ne_bytes());
+            record[4..].copy_from_slice(&errno.to_ne_bytes());
+            libc::write(report.as_raw_fd(), record.as_ptr().cast(), record.len());
+        }
+        libc::_exit(0)
+    }
+}
+
+/// Take the flock on `fd`, trying for up to [`DRAIN_LOCK_WAIT`].
+///
+/// # Safety
+/// `fd` must be open.
+unsafe fn lock_a_while(fd: RawFd) {
+    let step = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 10_000_000,
+    };
+    let tries = DRAIN_LOCK_WAIT.as_millis() / 10;
+    for _ in 0..tries {
+        // SAFETY: flock and nanosleep on a valid fd and a local timespec.
+        unsafe {
+            if libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) == 0 {
+                return;
+            }
+            libc::nanosleep(&step, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Wait for the kernel's ack of `seq` on `fd` (whose `SO_RCVTIMEO` bounds
+/// each receive): 0, or the errno it carries; ETIMEDOUT when none came.
+///
+/// # Safety
+/// `fd` must be an open netlink socket.
+unsafe fn ack(fd: i32, seq: u32, buf: &mut [u8]) -> i32 {
+    loop {
+        // SAFETY: all-zero is a valid sockaddr_nl.
+        let mut from: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        let mut len = SOCKADDR_NL_LEN;
+        // SAFETY: recvfrom writes at most `len` bytes into `from` and at
+        // most `buf.len()` into buf.
+        let n = unsafe {
+            libc::recvfrom(
+                fd,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                0,
+                (&mut from as *mut libc::sockaddr_nl).cast(),
+                &mut len,
+            )
+        };
+        if n < 0 {
+            // SAFETY: errno of this thread.
+            let e = unsafe { *libc::__errno_location() };
+            match e {
+                libc::EINTR => continue,
+                libc::EAGAIN => return libc::ETIMEDOUT,
+                _ => return e,
+            }
+        }
+        // Only the kernel (port 0) acks; anything else is a stranger's.
+        if from.nl_pid != 0 {
+            continue;
+        }
+        let n = usize::try_from(n).unwrap_or(0).min(buf.len());
+        let mut at = 0;
+        while at + NLMSG_HDRLEN <= n {
+            let h = &buf[at..];
+            let len = u32::from_ne_bytes([h[0], h[1], h[2], h[3]]) as usize;
+            if len < NLMSG_HDRLEN || at + len > n {
+                break;
+            }
+            let kind = u16::from_ne_bytes([h[4], h[5]]);
+            let got = u32::from_ne_bytes([h[8], h[9], h[10], h[11]]);
+            if kind == NLMSG_ERROR && got == seq && len >= NLMSG_HDRLEN + 4 {
+                let e = i32::from_ne_bytes([h[16], h[17], h[18], h[19]]);
+                return -e;
+            }
+            at += (len + 3) & !3usize;
+        }
+    }
+}
+
+/// Bound every receive on `socket` by `timeout` (`SO_RCVTIMEO`).
+pub(super) fn set_receive_timeout(socket: &Socket, timeout: Duration) -> std::io::Result<()> {
+    let tv = libc::timeval {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_usec: 0,
+    };
+    // SAFETY: setsockopt reads a timeval of the given size.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            libc::socklen_t::try_from(std::mem::size_of::<libc::timeval>()).unwrap_or(16),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sockaddr_nl_has_the_size_the_child_passes() {
+        assert_eq!(
+            std::mem::size_of::<libc::sockaddr_nl>(),
+            SOCKADDR_NL_LEN as usize
+        );
+    }
+
+    #[test]
+    fn the_child_closes_everything_but_what_it_keeps() {
+        let keep = keep_list(&[Some(9), Some(5), None, Some(1)]);
+        assert_eq!(keep, [5, 9, -1]);
+        let ranges: Vec<(u32, u32)> = close_ranges(&keep)
+            .into_iter()
+            .filter(|(a, b)| a <= b)
+            .collect();
+        assert_eq!(ranges, vec![(3, 4), (6, 8), (10, u32::MAX)]);
+        // Adjacent kept fds leave no range between them.
+        let keep = keep_list(&[Some(3), Some(4), Some(5)]);
+        let ranges: Vec<(u32, u32)> = close_ranges(&keep)
+            .into_iter()
+            .filter(|(a, b)| a <= b)
+            .collect();
+        assert_eq!(ranges, vec![(6, u32::MAX)]);
+    }
+}

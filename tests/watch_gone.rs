@@ -1,0 +1,56 @@
+//! `podtap watch` notices that its pod is gone (issue 28): once nothing but
+//! watch holds the pod netns (bind mount removed, no process inside), it
+//! says `netns_gone`, exits 3 and leaves the checkpoint for detach.
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+fn attach(state: &StateDir, pod: &Pod, id: &str) {
+    json_ok(&podtap_state(
+        &state.0,
+        &["attach", "--netns", &pod.pod.path_str(), "--id", id],
+    ));
+}
+
+#[test]
+fn watch_exits_3_with_netns_gone_once_the_pod_netns_is_deleted() {
+    if !root_or_skip("watch_exits_3_with_netns_gone") {
+        return;
+    }
+    let pod = Pod::dual_stack();
+    let state = StateDir::new();
+    let id = unique("gone");
+    attach(&state, &pod, &id);
+    let watch = Watch::start(&state.0, &id, &[]);
+    watch.next("ready");
+    // A root process inside the netns holds it after its bind mount goes:
+    // the pod is not gone yet.
+    let mut holder = Command::new("ip")
+        .args(["netns", "exec", &pod.pod.name, "sleep", "60"])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("start a process in the pod netns");
+    std::thread::sleep(Duration::from_millis(200));
+    sh(&format!("ip netns del {}", pod.pod.name));
+    let early: Vec<_> = watch.drain(Duration::from_secs(2));
+    assert!(
+        early.iter().all(|e| e["event"] != "netns_gone"),
+        "the netns still had a process in it: {early:?}"
+    );
+    // The last holder leaves: the pod is gone.
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let event = watch.next_within("netns_gone", 5);
+    assert_eq!(event["id"], id.as_str());
+    assert_eq!(event["netns"], pod.pod.path_str().as_str());
+    assert_eq!(watch.exit_code(), Some(3));
+    let file = state.0.join(format!("{id}.json"));
+    assert!(file.exists(), "watch left the checkpoint for teardown");
+    // Teardown then succeeds: the netns went with watch's last hold on it.
+    let out = detach(&state, &id);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!file.exists());
+}
