@@ -29,8 +29,10 @@
 //! rounds are idempotent and a restarted watch picks up where the last one
 //! stopped.
 
+mod bounded;
 mod ch_api;
 mod event;
+mod peer;
 mod qmp;
 mod vmm;
 
@@ -69,6 +71,9 @@ pub struct WatchOptions {
     pub qmp: Option<PathBuf>,
     /// Cloud Hypervisor's `--api-socket`.
     pub cloud_hypervisor_api: Option<PathBuf>,
+    /// Besides root, the uid a VMM socket's peer may run as to be sent TAP
+    /// fds (SO_PEERCRED).
+    pub vmm_uid: Option<u32>,
 }
 
 /// Follow sandbox `id` until SIGTERM/SIGINT or until it is detached,
@@ -89,8 +94,11 @@ pub fn watch(
                 "watch: give --qmp or --cloud-hypervisor-api, not both".into(),
             ))
         }
-        (Some(q), None) => Some(Vmm::Qemu(qmp::QmpVmm::new(q))),
-        (None, Some(c)) => Some(Vmm::CloudHypervisor(ch_api::CloudHypervisorApi::new(c))),
+        (Some(q), None) => Some(Vmm::Qemu(qmp::QmpVmm::new(q, opts.vmm_uid))),
+        (None, Some(c)) => Some(Vmm::CloudHypervisor(ch_api::CloudHypervisorApi::new(
+            c,
+            opts.vmm_uid,
+        ))),
         (None, None) => None,
     };
     let signals = Signals::block()?;

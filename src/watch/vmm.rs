@@ -10,6 +10,7 @@ use std::os::unix::net::UnixStream;
 use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
 
 use super::ch_api::CloudHypervisorApi;
+use super::peer;
 use super::qmp::QmpVmm;
 
 /// What a VMM needs to plug one NIC, taken from the description.
@@ -82,7 +83,16 @@ impl Vmm {
 }
 
 /// Send all of `data` on `stream`, with `fds` attached to its first byte.
-pub fn send_with_fds(stream: &UnixStream, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
+/// Fds go only to a peer running as root or `vmm_uid` ([`peer::check`]).
+pub fn send_with_fds(
+    stream: &UnixStream,
+    data: &[u8],
+    fds: &[RawFd],
+    vmm_uid: Option<u32>,
+) -> io::Result<()> {
+    if !fds.is_empty() {
+        peer::check(stream, vmm_uid)?;
+    }
     let mut sent = 0;
     while sent < data.len() {
         let iov = [io::IoSlice::new(&data[sent..])];
@@ -125,7 +135,8 @@ mod tests {
         use std::os::fd::AsFd;
         let (a, mut b) = UnixStream::pair().unwrap();
         let file = std::fs::File::open("/dev/null").unwrap();
-        send_with_fds(&a, b"hello", &[file.as_fd().as_raw_fd()]).unwrap();
+        let me = nix::unistd::geteuid().as_raw();
+        send_with_fds(&a, b"hello", &[file.as_fd().as_raw_fd()], Some(me)).unwrap();
         let mut space = nix::cmsg_space!([RawFd; 1]);
         let mut buf = [0u8; 5];
         let mut iov = [io::IoSliceMut::new(&mut buf)];

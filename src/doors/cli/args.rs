@@ -157,6 +157,10 @@ pub enum Command {
         /// Hotplug into the Cloud Hypervisor behind this API socket (vm.add-net with fds).
         #[arg(long)]
         cloud_hypervisor_api: Option<PathBuf>,
+        /// Send TAP fds to a VMM socket whose peer runs as this uid (besides root, always
+        /// allowed); any other peer gets no fds (SO_PEERCRED).
+        #[arg(long, value_name = "UID")]
+        vmm_uid: Option<u32>,
         #[command(flatten)]
         state: StateArgs,
     },

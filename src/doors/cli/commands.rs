@@ -120,11 +120,13 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
             id,
             qmp,
             cloud_hypervisor_api,
+            vmm_uid,
             state,
         } => {
             let opts = crate::watch::WatchOptions {
                 qmp,
                 cloud_hypervisor_api,
+                vmm_uid,
             };
             crate::watch::watch(&id.parse()?, &state.dir(), &opts, &mut |event| {
                 print_event(event)
