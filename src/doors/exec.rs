@@ -199,6 +199,12 @@ pub(crate) fn open_tap_fds(id: &str, ns: &NetNs, desc: &Description) -> Result<V
     // The netns thread reports which TAP failed next to the errno.
     let opened = ns.run(|| {
         let mut all = Vec::with_capacity(taps.len());
+        // A macvtap's node is checked against its live device number in sysfs.
+        if taps.iter().any(|q| q.device.is_some()) {
+            if let Err(e) = macvtap::private_sysfs() {
+                return Ok(Err(Opened::Failed("(sysfs)".into(), 0, e)));
+            }
+        }
         for q in &taps {
             match q.open() {
                 Ok((fds, owner)) => {
@@ -208,6 +214,9 @@ pub(crate) fn open_tap_fds(id: &str, ns: &NetNs, desc: &Description) -> Result<V
                         return Ok(Err(Opened::Replaced(q.name.clone(), q.ifindex, now)));
                     }
                     all.push(fds);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                    return Ok(Err(Opened::Stale(e)))
                 }
                 Err(e) => return Ok(Err(Opened::Failed(q.name.clone(), q.queues, e))),
             }
@@ -221,6 +230,10 @@ pub(crate) fn open_tap_fds(id: &str, ns: &NetNs, desc: &Description) -> Result<V
             format!("{name} (is a VMM already holding it?)"),
             e,
         ),
+        Opened::Stale(e) => Error::CheckFailed {
+            id: id.into(),
+            problems: e.to_string(),
+        },
         Opened::Replaced(name, recorded, now) => Error::CheckFailed {
             id: id.into(),
             problems: format!(
@@ -245,7 +258,12 @@ impl Queues {
     /// Open every queue; also return the link name the kernel says they belong to.
     fn open(&self) -> std::io::Result<(Vec<OwnedFd>, String)> {
         match &self.device {
-            Some(node) => macvtap::open_queues(Path::new(node), self.flags, self.queues),
+            Some(node) => macvtap::open_queues(
+                Path::new(node),
+                (&self.name, self.ifindex),
+                self.flags,
+                self.queues,
+            ),
             None => {
                 open_queues(&self.name, self.flags, self.queues).map(|f| (f, self.name.clone()))
             }
@@ -259,6 +277,8 @@ enum Opened {
     Failed(String, u32, std::io::Error),
     /// The name now belongs to another link than the recorded TAP.
     Replaced(String, u32, Option<u32>),
+    /// A macvtap's node is not its device (any more).
+    Stale(std::io::Error),
 }
 
 /// One `/dev/vhost-net` fd per TAP queue.

@@ -13,6 +13,7 @@ pub mod netns;
 pub mod netns_lock;
 pub mod netns_search;
 pub mod netns_worker;
+pub mod private_dir;
 pub mod replay;
 pub mod runtime;
 pub mod subscribe;
