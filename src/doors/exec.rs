@@ -14,6 +14,11 @@
 //! - `--enter-netns`: exec `argv` unchanged inside the pod netns, for VMMs
 //!   that open TAPs by name (Firecracker and its jailer, QEMU `ifname=`).
 //!
+//! Either way the command inherits stdio and the handed-over fds only
+//! (everything else podtap inherited is closed across the exec), and with
+//! `--user UID[:GID]` it runs as that user with no capabilities
+//! ([`exec_confine`](super::exec_confine)).
+//!
 //! Exit codes: on success the process *is* the VMM, so its exit status is the
 //! VMM's. Before the exec, podtap's documented codes apply (14 no checkpoint,
 //! 3 netns gone, 12 the netns path now names another netns, 13 invalid
@@ -31,6 +36,7 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::{fcntl, FcntlArg, FdFlag};
 use nix::sched::{setns, CloneFlags};
 
+use super::exec_confine::{confine, RunAs};
 use crate::error::{Error, Result};
 use crate::kernel::macvtap;
 use crate::kernel::netns::NetNs;
@@ -49,13 +55,14 @@ pub enum Vmm {
     CloudHypervisor,
 }
 
-/// Run `argv` per the options; returns only on error (exec replaces the process).
+/// Run `argv` per the options, as `user` when given
+/// ([`confine`](super::exec_confine::confine)); returns only on error (exec
+/// replaces the process).
 pub fn exec(
     id: &SandboxId,
     state: &StateDir,
-    vmm: Option<Vmm>,
-    vhost: bool,
-    enter_netns: bool,
+    (vmm, vhost, enter_netns): (Option<Vmm>, bool, bool),
+    user: Option<RunAs>,
     argv: &[String],
 ) -> Result<i32> {
     if argv.is_empty() {
@@ -71,12 +78,15 @@ pub fn exec(
             ));
         }
         enter_pod_netns(id, &desc)?;
+        confine(&[], user)?;
         return Err(exec_argv(argv, &[]));
     }
     let vmm = vmm.ok_or_else(|| {
         Error::Invalid("exec: give --vmm qemu|cloud-hypervisor, or --enter-netns".into())
     })?;
     let handover = open_handover(id, &desc, vmm, vhost)?;
+    let keep: Vec<_> = handover.fds.iter().map(AsFd::as_fd).collect();
+    confine(&keep, user)?;
     // The fds stay open (owned by `handover`) until the exec replaces the
     // process; if the exec fails they close when this function returns.
     Err(exec_argv(argv, &handover.args))

@@ -7,6 +7,7 @@ pub mod cni;
 pub mod cni_install;
 pub mod demo;
 pub mod exec;
+pub mod exec_confine;
 pub mod oci_hook;
 pub mod output;
 pub mod state_args;
