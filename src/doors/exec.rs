@@ -21,7 +21,8 @@
 //!
 //! Exit codes: on success the process *is* the VMM, so its exit status is the
 //! VMM's. Before the exec, podtap's documented codes apply (14 no checkpoint,
-//! 3 netns gone, 12 the netns path now names another netns, 13 invalid
+//! 3 netns gone, 12 the netns path now names another netns (or a TAP or
+//! macvtap node is not the recorded one any more), 13 invalid
 //! options such as `--vhost` without `/dev/vhost-net`, 10 a TAP queue could
 //! not be opened, 15 the renderer refused). If the exec itself fails (command
 //! not found, not executable), podtap prints one line and exits 1.

@@ -58,7 +58,7 @@ impl FromStr for RunAs {
 /// after every fd to hand over is open.
 pub fn confine(keep: &[BorrowedFd<'_>], user: Option<RunAs>) -> Result<()> {
     // SAFETY: close_range only changes fd flags; no memory is touched.
-    let rc = unsafe { libc::close_range(3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as libc::c_int) };
+    let rc = unsafe { libc::close_range(3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC.cast_signed()) };
     if rc != 0 {
         return Err(step(
             "close_range(3, ~0, CLOSE_RANGE_CLOEXEC)",
