@@ -88,19 +88,7 @@ pub fn watch(
     opts: &WatchOptions,
     emit: &mut dyn FnMut(&Event),
 ) -> Result<()> {
-    let vmm = match (&opts.qmp, &opts.cloud_hypervisor_api) {
-        (Some(_), Some(_)) => {
-            return Err(Error::Invalid(
-                "watch: give --qmp or --cloud-hypervisor-api, not both".into(),
-            ))
-        }
-        (Some(q), None) => Some(Vmm::Qemu(qmp::QmpVmm::new(q, opts.vmm_uid))),
-        (None, Some(c)) => Some(Vmm::CloudHypervisor(ch_api::CloudHypervisorApi::new(
-            c,
-            opts.vmm_uid,
-        ))),
-        (None, None) => None,
-    };
+    let vmm = Vmm::choose(opts)?;
     let signals = Signals::block()?;
     let result = Watcher::start(id, state, vmm).and_then(|mut w| {
         let result = w.run(&signals, emit);

@@ -12,6 +12,8 @@ use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
 use super::ch_api::CloudHypervisorApi;
 use super::peer;
 use super::qmp::QmpVmm;
+use super::WatchOptions;
+use crate::error::{Error, Result};
 
 /// What a VMM needs to plug one NIC, taken from the description.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +49,21 @@ pub enum Vmm {
 }
 
 impl Vmm {
+    /// The VMM `opts` names, if one (naming both is an error).
+    pub fn choose(opts: &WatchOptions) -> Result<Option<Vmm>> {
+        match (&opts.qmp, &opts.cloud_hypervisor_api) {
+            (Some(_), Some(_)) => Err(Error::Invalid(
+                "watch: give --qmp or --cloud-hypervisor-api, not both".into(),
+            )),
+            (Some(q), None) => Ok(Some(Vmm::Qemu(QmpVmm::new(q, opts.vmm_uid)))),
+            (None, Some(c)) => Ok(Some(Vmm::CloudHypervisor(CloudHypervisorApi::new(
+                c,
+                opts.vmm_uid,
+            )))),
+            (None, None) => Ok(None),
+        }
+    }
+
     /// The ids of the NICs the VMM has now.
     pub fn devices(&self) -> io::Result<BTreeSet<String>> {
         match self {
