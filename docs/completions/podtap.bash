@@ -359,7 +359,7 @@ _podtap() {
             return 0
             ;;
         podtap__subcmd__exec)
-            opts="-h --log-format --id --vmm --vhost --enter-netns --state-dir --help"
+            opts="-h --log-format --id --vmm --vhost --enter-netns --user --state-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -375,6 +375,10 @@ _podtap() {
                     ;;
                 --vmm)
                     COMPREPLY=($(compgen -W "qemu cloud-hypervisor" -- "${cur}"))
+                    return 0
+                    ;;
+                --user)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --state-dir)
@@ -803,7 +807,7 @@ _podtap() {
             return 0
             ;;
         podtap__subcmd__watch)
-            opts="-h --log-format --id --qmp --cloud-hypervisor-api --state-dir --help"
+            opts="-h --log-format --id --qmp --cloud-hypervisor-api --vmm-uid --state-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -822,6 +826,10 @@ _podtap() {
                     return 0
                     ;;
                 --cloud-hypervisor-api)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --vmm-uid)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -111,6 +111,7 @@ _arguments "${_arguments_options[@]}" : \
 json\:"One JSON object per line, for log shippers"))' \
 '--id=[]:ID:_default' \
 '(--enter-netns)--vmm=[Append fd arguments for this VMM\: qemu (fds=/vhostfds=) or cloud-hypervisor (--net fd=\[..\])]:VMM:(qemu cloud-hypervisor)' \
+'--user=[Run the command as UID\[\:GID\] (GID defaults to UID) with no capabilities and no_new_privs, after the TAPs are opened (it keeps their fds)]:UID[:GID]:_default' \
 '--state-dir=[State directory (tmpfs, like the netns it describes)]:STATE_DIR:_files' \
 '--vhost[Also open one /dev/vhost-net fd per queue (QEMU)]' \
 '--enter-netns[Run the command inside the pod netns instead (VMMs that open TAPs by name)]' \
@@ -126,6 +127,7 @@ json\:"One JSON object per line, for log shippers"))' \
 '--id=[]:ID:_default' \
 '(--cloud-hypervisor-api)--qmp=[Hotplug into the QEMU behind this QMP socket (fds over SCM_RIGHTS)]:QMP:_files' \
 '--cloud-hypervisor-api=[Hotplug into the Cloud Hypervisor behind this API socket (vm.add-net with fds)]:CLOUD_HYPERVISOR_API:_files' \
+'--vmm-uid=[Send TAP fds to a VMM socket whose peer runs as this uid (besides root, always allowed); any other peer gets no fds (SO_PEERCRED)]:UID:_default' \
 '--state-dir=[State directory (tmpfs, like the netns it describes)]:STATE_DIR:_files' \
 '-h[Print help (see more with '\''--help'\'')]' \
 '--help[Print help (see more with '\''--help'\'')]' \
@@ -311,7 +313,7 @@ _podtap_commands() {
 'check:Exit 0 only if every object of the attachment exists and is wired as recorded' \
 'list:List the checkpoints in the state dir, and CNI registry entries (orphans too)' \
 'render:Render a description for a VMM or guest\: qemu, cloud-hypervisor, cloud-hypervisor-api, firecracker, libvirt, cloud-init, kernel-cmdline, guest-args, kata-agent' \
-'exec:Run a VMM with the TAP queue fds of sandbox ID appended to its arguments (fd handover), or run a command inside the pod netns (--enter-netns)' \
+'exec:Run a VMM with the TAP queue fds of sandbox ID appended to its arguments (fd handover), or run a command inside the pod netns (--enter-netns). It inherits stdio and those fds only' \
 'watch:Follow sandbox ID'\''s netns\: attach interfaces that appear later, undo those that leave, hotplug them into the running VM, and print one JSON event per line. Ends on SIGTERM/SIGINT or when the sandbox is detached (exit 0), or its pod netns is deleted (exit 3)' \
 'oci-hook:OCI runtime hook\: reads the container state JSON on stdin' \
 'cni-install:Install podtap on a node\: copy this binary into the CNI bin dir and chain podtap into the runtime'\''s network configuration (idempotent); --uninstall takes both out again' \
@@ -373,7 +375,7 @@ _podtap__subcmd__help_commands() {
 'check:Exit 0 only if every object of the attachment exists and is wired as recorded' \
 'list:List the checkpoints in the state dir, and CNI registry entries (orphans too)' \
 'render:Render a description for a VMM or guest\: qemu, cloud-hypervisor, cloud-hypervisor-api, firecracker, libvirt, cloud-init, kernel-cmdline, guest-args, kata-agent' \
-'exec:Run a VMM with the TAP queue fds of sandbox ID appended to its arguments (fd handover), or run a command inside the pod netns (--enter-netns)' \
+'exec:Run a VMM with the TAP queue fds of sandbox ID appended to its arguments (fd handover), or run a command inside the pod netns (--enter-netns). It inherits stdio and those fds only' \
 'watch:Follow sandbox ID'\''s netns\: attach interfaces that appear later, undo those that leave, hotplug them into the running VM, and print one JSON event per line. Ends on SIGTERM/SIGINT or when the sandbox is detached (exit 0), or its pod netns is deleted (exit 3)' \
 'oci-hook:OCI runtime hook\: reads the container state JSON on stdin' \
 'cni-install:Install podtap on a node\: copy this binary into the CNI bin dir and chain podtap into the runtime'\''s network configuration (idempotent); --uninstall takes both out again' \

@@ -14,9 +14,15 @@
 //! - `--enter-netns`: exec `argv` unchanged inside the pod netns, for VMMs
 //!   that open TAPs by name (Firecracker and its jailer, QEMU `ifname=`).
 //!
+//! Either way the command inherits stdio and the handed-over fds only
+//! (everything else podtap inherited is closed across the exec), and with
+//! `--user UID[:GID]` it runs as that user with no capabilities
+//! ([`exec_confine`](super::exec_confine)).
+//!
 //! Exit codes: on success the process *is* the VMM, so its exit status is the
 //! VMM's. Before the exec, podtap's documented codes apply (14 no checkpoint,
-//! 3 netns gone, 12 the netns path now names another netns, 13 invalid
+//! 3 netns gone, 12 the netns path now names another netns (or a TAP or
+//! macvtap node is not the recorded one any more), 13 invalid
 //! options such as `--vhost` without `/dev/vhost-net`, 10 a TAP queue could
 //! not be opened, 15 the renderer refused). If the exec itself fails (command
 //! not found, not executable), podtap prints one line and exits 1.
@@ -31,6 +37,7 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::{fcntl, FcntlArg, FdFlag};
 use nix::sched::{setns, CloneFlags};
 
+use super::exec_confine::{confine, RunAs};
 use crate::error::{Error, Result};
 use crate::kernel::macvtap;
 use crate::kernel::netns::NetNs;
@@ -49,13 +56,14 @@ pub enum Vmm {
     CloudHypervisor,
 }
 
-/// Run `argv` per the options; returns only on error (exec replaces the process).
+/// Run `argv` per the options, as `user` when given
+/// ([`confine`](super::exec_confine::confine)); returns only on error (exec
+/// replaces the process).
 pub fn exec(
     id: &SandboxId,
     state: &StateDir,
-    vmm: Option<Vmm>,
-    vhost: bool,
-    enter_netns: bool,
+    (vmm, vhost, enter_netns): (Option<Vmm>, bool, bool),
+    user: Option<RunAs>,
     argv: &[String],
 ) -> Result<i32> {
     if argv.is_empty() {
@@ -73,12 +81,15 @@ pub fn exec(
             ));
         }
         enter_pod_netns(id, &desc)?;
+        confine(&[], user)?;
         return Err(exec_argv(argv, &[]));
     }
     let vmm = vmm.ok_or_else(|| {
         Error::Invalid("exec: give --vmm qemu|cloud-hypervisor, or --enter-netns".into())
     })?;
     let handover = open_handover(id, &desc, vmm, vhost)?;
+    let keep: Vec<_> = handover.fds.iter().map(AsFd::as_fd).collect();
+    confine(&keep, user)?;
     // The fds stay open (owned by `handover`) until the exec replaces the
     // process; if the exec fails they close when this function returns.
     Err(exec_argv(argv, &handover.args))
@@ -201,6 +212,12 @@ pub(crate) fn open_tap_fds(id: &str, ns: &NetNs, desc: &Description) -> Result<V
     // The netns thread reports which TAP failed next to the errno.
     let opened = ns.run(|| {
         let mut all = Vec::with_capacity(taps.len());
+        // A macvtap's node is checked against its live device number in sysfs.
+        if taps.iter().any(|q| q.device.is_some()) {
+            if let Err(e) = macvtap::private_sysfs() {
+                return Ok(Err(Opened::Failed("(sysfs)".into(), 0, e)));
+            }
+        }
         for q in &taps {
             match q.open() {
                 Ok((fds, owner)) => {
@@ -210,6 +227,9 @@ pub(crate) fn open_tap_fds(id: &str, ns: &NetNs, desc: &Description) -> Result<V
                         return Ok(Err(Opened::Replaced(q.name.clone(), q.ifindex, now)));
                     }
                     all.push(fds);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                    return Ok(Err(Opened::Stale(e)))
                 }
                 Err(e) => return Ok(Err(Opened::Failed(q.name.clone(), q.queues, e))),
             }
@@ -223,6 +243,10 @@ pub(crate) fn open_tap_fds(id: &str, ns: &NetNs, desc: &Description) -> Result<V
             format!("{name} (is a VMM already holding it?)"),
             e,
         ),
+        Opened::Stale(e) => Error::CheckFailed {
+            id: id.into(),
+            problems: e.to_string(),
+        },
         Opened::Replaced(name, recorded, now) => Error::CheckFailed {
             id: id.into(),
             problems: format!(
@@ -247,7 +271,12 @@ impl Queues {
     /// Open every queue; also return the link name the kernel says they belong to.
     fn open(&self) -> std::io::Result<(Vec<OwnedFd>, String)> {
         match &self.device {
-            Some(node) => macvtap::open_queues(Path::new(node), self.flags, self.queues),
+            Some(node) => macvtap::open_queues(
+                Path::new(node),
+                (&self.name, self.ifindex),
+                self.flags,
+                self.queues,
+            ),
             None => {
                 open_queues(&self.name, self.flags, self.queues).map(|f| (f, self.name.clone()))
             }
@@ -261,6 +290,8 @@ enum Opened {
     Failed(String, u32, std::io::Error),
     /// The name now belongs to another link than the recorded TAP.
     Replaced(String, u32, Option<u32>),
+    /// A macvtap's node is not its device (any more).
+    Stale(std::io::Error),
 }
 
 /// One `/dev/vhost-net` fd per TAP queue.

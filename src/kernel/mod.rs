@@ -16,6 +16,7 @@ pub mod netns_lock;
 pub mod netns_search;
 pub mod netns_worker;
 pub mod nlrecv;
+pub mod private_dir;
 pub mod replay;
 pub mod runtime;
 pub mod subscribe;

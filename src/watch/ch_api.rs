@@ -3,29 +3,40 @@
 //! `vm.remove-device` and `vm.info`. One HTTP/1.1 request per connection.
 
 use std::collections::BTreeSet;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use super::bounded::Bounded;
 use super::vmm::{send_with_fds, HotNic};
 
-/// How long one API call may take.
+/// How long one API call (connect, request, whole response) may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
+/// The most a response's status line and headers may take: 64 KiB.
+pub const HEAD_CAP: usize = 64 * 1024;
+/// The most a response's body may take, whatever its Content-Length says:
+/// 1 MiB (`vm.info` of a VM is a few KiB).
+pub const BODY_CAP: usize = 1024 * 1024;
 
 /// A Cloud Hypervisor reached through `--api-socket`.
 #[derive(Debug, Clone)]
 pub struct CloudHypervisorApi {
     path: PathBuf,
+    /// Besides root, the uid TAP fds may be sent to.
+    vmm_uid: Option<u32>,
 }
 
 impl CloudHypervisorApi {
-    /// The Cloud Hypervisor listening on `path`.
-    pub fn new(path: &Path) -> Self {
-        CloudHypervisorApi { path: path.into() }
+    /// The Cloud Hypervisor listening on `path`, which gets TAP fds only if
+    /// it runs as root or `vmm_uid`.
+    pub fn new(path: &Path, vmm_uid: Option<u32>) -> Self {
+        CloudHypervisorApi {
+            path: path.into(),
+            vmm_uid,
+        }
     }
 
     /// The ids of the VM's NICs (`vm.info`'s `config.net[].id`).
@@ -75,20 +86,21 @@ impl CloudHypervisorApi {
                 format!("Cloud Hypervisor API {} {call}: {e}", self.path.display()),
             )
         };
-        let stream = UnixStream::connect(&self.path).map_err(context)?;
-        stream.set_read_timeout(Some(TIMEOUT))?;
+        let deadline = Instant::now() + TIMEOUT;
+        let mut conn = Bounded::connect(&self.path, deadline).map_err(context)?;
         let body = body.map(|b| b.to_string()).unwrap_or_default();
         let head = format!(
             "{method} /api/v1/{call} HTTP/1.1\r\nHost: localhost\r\nAccept: application/json\r\n\
              Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
             body.len()
         );
-        send_with_fds(&stream, format!("{head}{body}").as_bytes(), fds).map_err(context)?;
-        let (status, reply) = read_response(&stream).map_err(context)?;
+        let request = format!("{head}{body}");
+        send_with_fds(conn.stream(), request.as_bytes(), fds, self.vmm_uid).map_err(context)?;
+        let (status, reply) = read_response(&mut conn, deadline).map_err(context)?;
         if !(200..300).contains(&status) {
+            let text: String = reply.trim().chars().take(200).collect();
             return Err(io::Error::other(format!(
-                "Cloud Hypervisor API {call}: HTTP {status}: {}",
-                reply.trim()
+                "Cloud Hypervisor API {call}: HTTP {status}: {text}"
             )));
         }
         if reply.trim().is_empty() {
@@ -113,44 +125,50 @@ fn add_net(nic: &HotNic) -> Value {
     })
 }
 
-/// Status code and body of one HTTP/1.1 response (Content-Length or to EOF).
-fn read_response(stream: &UnixStream) -> io::Result<(u16, String)> {
-    let mut reader = BufReader::new(stream);
-    let mut line = String::new();
-    reader.read_line(&mut line)?;
+/// Status code and body of one HTTP/1.1 response (Content-Length or to
+/// EOF), the head at most [`HEAD_CAP`] and the body at most [`BODY_CAP`]
+/// bytes, all of it by `deadline`.
+fn read_response(conn: &mut Bounded, deadline: Instant) -> io::Result<(u16, String)> {
+    let head = conn.read_until(b"\r\n\r\n", HEAD_CAP, deadline)?;
+    let head = String::from_utf8_lossy(&head);
+    let mut lines = head.split("\r\n");
+    let line = lines.next().unwrap_or_default();
     let status: u16 = line
         .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("bad status line {line:?}"),
-            )
-        })?;
+        .ok_or_else(|| bad(format!("bad status line {:?}", clip(line))))?;
     let mut length = None;
-    loop {
-        line.clear();
-        if reader.read_line(&mut line)? == 0 || line == "\r\n" || line == "\n" {
-            break;
-        }
+    for line in lines {
         if let Some((name, value)) = line.split_once(':') {
             if name.eq_ignore_ascii_case("content-length") {
-                length = value.trim().parse::<usize>().ok();
+                let n = value
+                    .trim()
+                    .parse::<u64>()
+                    .map_err(|_| bad(format!("bad Content-Length {:?}", clip(value))))?;
+                length = Some(n);
             }
         }
     }
-    let mut body = Vec::new();
-    match length {
-        Some(n) => {
-            body.resize(n, 0);
-            reader.read_exact(&mut body)?;
+    let body = match length {
+        Some(n) if n > BODY_CAP as u64 => {
+            return Err(bad(format!(
+                "Content-Length {n} is over the {} KiB podtap accepts",
+                BODY_CAP / 1024
+            )))
         }
-        None => {
-            reader.read_to_end(&mut body)?;
-        }
-    }
+        Some(n) => conn.read_exact(usize::try_from(n).unwrap_or(BODY_CAP), deadline)?,
+        None => conn.read_to_end(BODY_CAP, deadline)?,
+    };
     Ok((status, String::from_utf8_lossy(&body).into_owned()))
+}
+
+fn bad(what: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what)
+}
+
+fn clip(text: &str) -> String {
+    text.chars().take(100).collect()
 }
 
 #[cfg(test)]
@@ -171,16 +189,42 @@ mod tests {
         );
     }
 
+    /// A server on a fresh socket that writes `reply` and hangs up.
+    fn serve(reply: &'static [u8]) -> (Bounded, std::path::PathBuf) {
+        let dir =
+            std::env::temp_dir().join(format!("podtap-ch-{}-{}", std::process::id(), reply.len()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("api.sock");
+        let _ = std::fs::remove_file(&sock);
+        let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let _ = std::io::Write::write_all(&mut conn, reply);
+        });
+        let conn = Bounded::connect(&sock, Instant::now() + TIMEOUT).unwrap();
+        (conn, dir)
+    }
+
     #[test]
     fn responses_are_read_by_length() {
-        let (a, b) = UnixStream::pair().unwrap();
-        std::io::Write::write_all(
-            &mut &a,
+        let (mut conn, dir) = serve(
             b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n{\"x\": 1}\n",
-        )
-        .unwrap();
-        let (status, body) = read_response(&b).unwrap();
+        );
+        let (status, body) = read_response(&mut conn, Instant::now() + TIMEOUT).unwrap();
         assert_eq!(status, 200);
         assert_eq!(body, "{\"x\": 1}\n");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_huge_content_length_is_refused_before_reading_it() {
+        let (mut conn, dir) = serve(b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999\r\n\r\n{}");
+        let e = read_response(&mut conn, Instant::now() + TIMEOUT).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(
+            e.to_string().contains("Content-Length 99999999999999"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

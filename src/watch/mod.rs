@@ -29,9 +29,11 @@
 //! rounds are idempotent and a restarted watch picks up where the last one
 //! stopped.
 
+mod bounded;
 mod ch_api;
 mod event;
 mod gone;
+mod peer;
 mod qmp;
 mod vmm;
 
@@ -70,6 +72,9 @@ pub struct WatchOptions {
     pub qmp: Option<PathBuf>,
     /// Cloud Hypervisor's `--api-socket`.
     pub cloud_hypervisor_api: Option<PathBuf>,
+    /// Besides root, the uid a VMM socket's peer may run as to be sent TAP
+    /// fds (SO_PEERCRED).
+    pub vmm_uid: Option<u32>,
 }
 
 /// Follow sandbox `id` until SIGTERM/SIGINT, until it is detached, or until
@@ -84,16 +89,7 @@ pub fn watch(
     opts: &WatchOptions,
     emit: &mut dyn FnMut(&Event),
 ) -> Result<()> {
-    let vmm = match (&opts.qmp, &opts.cloud_hypervisor_api) {
-        (Some(_), Some(_)) => {
-            return Err(Error::Invalid(
-                "watch: give --qmp or --cloud-hypervisor-api, not both".into(),
-            ))
-        }
-        (Some(q), None) => Some(Vmm::Qemu(qmp::QmpVmm::new(q))),
-        (None, Some(c)) => Some(Vmm::CloudHypervisor(ch_api::CloudHypervisorApi::new(c))),
-        (None, None) => None,
-    };
+    let vmm = Vmm::choose(opts)?;
     let signals = Signals::block()?;
     let result = Watcher::start(id, state, vmm).and_then(|mut w| {
         let result = w.run(&signals, emit);

@@ -6,18 +6,24 @@
 //! path drops them, and [`QmpVmm::prepare`] clears what a killed watch left.
 
 use std::collections::BTreeSet;
-use std::io::{self, BufRead, BufReader, Write};
+use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use super::bounded::Bounded;
 use super::vmm::{send_with_fds, HotNic};
 
-/// How long one QMP reply may take.
+/// How long one QMP reply (the greeting, or the answer to a command, with
+/// any events before it) may take.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest QMP message (one line) podtap reads: 1 MiB. QEMU's replies to
+/// what watch asks are a few KiB.
+pub const LINE_CAP: usize = 1024 * 1024;
+/// How many `DEVICE_DELETED` events a session keeps while it waits for replies.
+const MAX_EVENTS: usize = 64;
 /// How long the guest may take to let go of an unplugged NIC (ACPI hotplug
 /// needs the guest's cooperation; a TCG guest is slow).
 const UNPLUG_TIMEOUT: Duration = Duration::from_secs(30);
@@ -28,17 +34,23 @@ const DEFAULT_MTU: u32 = 1500;
 #[derive(Debug, Clone)]
 pub struct QmpVmm {
     path: PathBuf,
+    /// Besides root, the uid TAP fds may be sent to.
+    vmm_uid: Option<u32>,
 }
 
 impl QmpVmm {
-    /// The QEMU listening on `path` (`-qmp unix:PATH,server=on,wait=off`).
-    pub fn new(path: &Path) -> Self {
-        QmpVmm { path: path.into() }
+    /// The QEMU listening on `path` (`-qmp unix:PATH,server=on,wait=off`),
+    /// which gets TAP fds only if it runs as root or `vmm_uid`.
+    pub fn new(path: &Path, vmm_uid: Option<u32>) -> Self {
+        QmpVmm {
+            path: path.into(),
+            vmm_uid,
+        }
     }
 
     /// The ids of the user-created devices (`/machine/peripheral`).
     pub fn devices(&self) -> io::Result<BTreeSet<String>> {
-        let mut qmp = Session::connect(&self.path)?;
+        let mut qmp = Session::connect(&self.path, self.vmm_uid)?;
         let list = qmp.execute(
             json!({"execute": "qom-list", "arguments": {"path": "/machine/peripheral"}}),
             &[],
@@ -55,7 +67,7 @@ impl QmpVmm {
     /// Drop a backend of `nic`'s (and fds handed over for it) that an
     /// earlier plug left without a device: they would hold the TAP's queue.
     pub fn prepare(&self, nic: &HotNic) -> io::Result<()> {
-        let mut qmp = Session::connect(&self.path)?;
+        let mut qmp = Session::connect(&self.path, self.vmm_uid)?;
         let netdev = netdev_id(&nic.device);
         let _ = qmp.execute(netdev_del(&netdev), &[]);
         close_fds(&mut qmp, &fd_names(&netdev, nic.queues as usize));
@@ -65,7 +77,7 @@ impl QmpVmm {
     /// Hand over `fds` (`getfd`), make the backend (`netdev_add`) and the
     /// virtio-net device (`device_add`) the way `render qemu` would at boot.
     pub fn plug(&self, nic: &HotNic, fds: &[OwnedFd]) -> io::Result<()> {
-        let mut qmp = Session::connect(&self.path)?;
+        let mut qmp = Session::connect(&self.path, self.vmm_uid)?;
         let netdev = netdev_id(&nic.device);
         let names = fd_names(&netdev, fds.len());
         for (name, fd) in names.iter().zip(fds) {
@@ -92,7 +104,7 @@ impl QmpVmm {
     /// `device_del`, wait for the guest to release it (`DEVICE_DELETED`),
     /// then `netdev_del` its backend (which closes QEMU's TAP fds).
     pub fn unplug(&self, device: &str) -> io::Result<()> {
-        let mut qmp = Session::connect(&self.path)?;
+        let mut qmp = Session::connect(&self.path, self.vmm_uid)?;
         match qmp.execute(
             json!({"execute": "device_del", "arguments": {"id": device}}),
             &[],
@@ -172,94 +184,108 @@ fn close_fds(qmp: &mut Session, names: &[String]) {
 
 /// One negotiated QMP connection.
 struct Session {
-    stream: UnixStream,
-    reader: BufReader<UnixStream>,
-    /// Events read while waiting for replies.
-    events: Vec<Value>,
+    conn: Bounded,
+    /// Devices named by `DEVICE_DELETED` events read while waiting for
+    /// replies (at most [`MAX_EVENTS`]; other events are dropped).
+    deleted: Vec<String>,
     path: PathBuf,
+    vmm_uid: Option<u32>,
 }
 
 impl Session {
-    fn connect(path: &Path) -> io::Result<Self> {
+    fn connect(path: &Path, vmm_uid: Option<u32>) -> io::Result<Self> {
         let context =
             |e: io::Error| io::Error::new(e.kind(), format!("QMP {}: {e}", path.display()));
-        let stream = UnixStream::connect(path).map_err(context)?;
-        stream.set_read_timeout(Some(REPLY_TIMEOUT))?;
-        let reader = BufReader::new(stream.try_clone()?);
+        let deadline = Instant::now() + REPLY_TIMEOUT;
+        let conn = Bounded::connect(path, deadline).map_err(context)?;
         let mut session = Session {
-            stream,
-            reader,
-            events: Vec::new(),
+            conn,
+            deleted: Vec::new(),
             path: path.into(),
+            vmm_uid,
         };
-        let greeting = session.read()?;
+        let greeting = session.read(deadline)?;
         if greeting.get("QMP").is_none() {
-            return Err(session.protocol(format!("not a QMP greeting: {greeting}")));
+            return Err(session.protocol(format!("not a QMP greeting: {}", clip(&greeting))));
         }
         session.execute(json!({"execute": "qmp_capabilities"}), &[])?;
         Ok(session)
     }
 
-    /// Send one command (with `fds` attached) and return its `return` value.
+    /// Send one command (with `fds` attached) and return its `return` value,
+    /// which must come within [`REPLY_TIMEOUT`] whatever events come first.
     fn execute(&mut self, command: Value, fds: &[RawFd]) -> io::Result<Value> {
         let mut line = command.to_string();
         line.push('\n');
-        send_with_fds(&self.stream, line.as_bytes(), fds)?;
-        self.stream.flush()?;
+        send_with_fds(self.conn.stream(), line.as_bytes(), fds, self.vmm_uid)
+            .map_err(|e| io::Error::new(e.kind(), format!("QMP {}: {e}", self.path.display())))?;
+        let deadline = Instant::now() + REPLY_TIMEOUT;
         loop {
-            let reply = self.read()?;
+            let reply = self.read(deadline)?;
             if reply.get("event").is_some() {
-                self.events.push(reply);
+                self.note(&reply);
             } else if let Some(value) = reply.get("return") {
                 return Ok(value.clone());
             } else if let Some(error) = reply.get("error") {
                 let what = command["execute"].as_str().unwrap_or("command");
                 let desc = error["desc"].as_str().unwrap_or("unknown error");
-                return Err(io::Error::other(format!("QMP {what}: {desc}")));
+                return Err(io::Error::other(format!("QMP {what}: {}", clip_str(desc))));
             } else {
-                return Err(self.protocol(format!("unexpected reply {reply}")));
+                return Err(self.protocol(format!("unexpected reply {}", clip(&reply))));
             }
+        }
+    }
+
+    /// Keep what [`Session::wait_event`] may need of event `e`.
+    fn note(&mut self, e: &Value) {
+        if e["event"] != "DEVICE_DELETED" || self.deleted.len() >= MAX_EVENTS {
+            return;
+        }
+        if let Some(device) = e["data"]["device"].as_str() {
+            self.deleted.push(device.chars().take(256).collect());
         }
     }
 
     /// Wait up to `timeout` for event `name` about `device`.
     fn wait_event(&mut self, name: &str, device: &str, timeout: Duration) -> io::Result<bool> {
         let matches = |e: &Value| e["event"] == name && e["data"]["device"] == device;
-        if self.events.iter().any(matches) {
+        if name == "DEVICE_DELETED" && self.deleted.iter().any(|d| d == device) {
             return Ok(true);
         }
         let deadline = Instant::now() + timeout;
-        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            self.stream
-                .set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
-            match self.read() {
+        loop {
+            match self.read(deadline) {
                 Ok(e) if matches(&e) => return Ok(true),
                 Ok(_) => {}
                 // QEMU exited: the device went with it.
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(true),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    return Ok(false)
-                }
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => return Ok(false),
                 Err(e) => return Err(e),
             }
         }
-        Ok(false)
     }
 
-    fn read(&mut self) -> io::Result<Value> {
-        let mut line = String::new();
-        if self.reader.read_line(&mut line)? == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("QMP {}: QEMU closed the connection", self.path.display()),
-            ));
-        }
-        serde_json::from_str(&line).map_err(|e| self.protocol(format!("bad JSON ({e}): {line}")))
+    /// One message: a line of at most [`LINE_CAP`] bytes, complete by `deadline`.
+    fn read(&mut self, deadline: Instant) -> io::Result<Value> {
+        let line = match self.conn.read_line(LINE_CAP, deadline) {
+            Ok(line) => line,
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("QMP {}: QEMU closed the connection", self.path.display()),
+                ))
+            }
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("QMP {}: {e}", self.path.display()),
+                ))
+            }
+        };
+        serde_json::from_slice(&line).map_err(|e| {
+            let text = String::from_utf8_lossy(&line);
+            self.protocol(format!("bad JSON ({e}): {}", clip_str(&text)))
+        })
     }
 
     fn protocol(&self, what: String) -> io::Error {
@@ -268,6 +294,19 @@ impl Session {
             format!("QMP {}: {what}", self.path.display()),
         )
     }
+}
+
+/// A VMM's text in an error message: at most 200 characters of it.
+fn clip_str(text: &str) -> String {
+    let mut out: String = text.chars().take(200).collect();
+    if out.len() < text.len() {
+        out.push_str("...");
+    }
+    out
+}
+
+fn clip(value: &Value) -> String {
+    clip_str(&value.to_string())
 }
 
 #[cfg(test)]
@@ -309,6 +348,7 @@ mod tests {
 
     #[test]
     fn a_fake_qmp_server_sees_the_whole_exchange() {
+        use std::io::{BufRead, BufReader, Write};
         use std::os::unix::net::UnixListener;
         let dir = std::env::temp_dir().join(format!("podtap-qmp-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -340,7 +380,7 @@ mod tests {
             }
             seen
         });
-        QmpVmm::new(&sock).unplug("podtap-tap_eth1").unwrap();
+        QmpVmm::new(&sock, None).unplug("podtap-tap_eth1").unwrap();
         assert_eq!(
             server.join().unwrap(),
             ["qmp_capabilities", "device_del", "netdev_del"]

@@ -10,7 +10,10 @@ use std::os::unix::net::UnixStream;
 use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
 
 use super::ch_api::CloudHypervisorApi;
+use super::peer;
 use super::qmp::QmpVmm;
+use super::WatchOptions;
+use crate::error::{Error, Result};
 
 /// What a VMM needs to plug one NIC, taken from the description.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +49,21 @@ pub enum Vmm {
 }
 
 impl Vmm {
+    /// The VMM `opts` names, if one (naming both is an error).
+    pub fn choose(opts: &WatchOptions) -> Result<Option<Vmm>> {
+        match (&opts.qmp, &opts.cloud_hypervisor_api) {
+            (Some(_), Some(_)) => Err(Error::Invalid(
+                "watch: give --qmp or --cloud-hypervisor-api, not both".into(),
+            )),
+            (Some(q), None) => Ok(Some(Vmm::Qemu(QmpVmm::new(q, opts.vmm_uid)))),
+            (None, Some(c)) => Ok(Some(Vmm::CloudHypervisor(CloudHypervisorApi::new(
+                c,
+                opts.vmm_uid,
+            )))),
+            (None, None) => Ok(None),
+        }
+    }
+
     /// The ids of the NICs the VMM has now.
     pub fn devices(&self) -> io::Result<BTreeSet<String>> {
         match self {
@@ -82,7 +100,16 @@ impl Vmm {
 }
 
 /// Send all of `data` on `stream`, with `fds` attached to its first byte.
-pub fn send_with_fds(stream: &UnixStream, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
+/// Fds go only to a peer running as root or `vmm_uid` ([`peer::check`]).
+pub fn send_with_fds(
+    stream: &UnixStream,
+    data: &[u8],
+    fds: &[RawFd],
+    vmm_uid: Option<u32>,
+) -> io::Result<()> {
+    if !fds.is_empty() {
+        peer::check(stream, vmm_uid)?;
+    }
     let mut sent = 0;
     while sent < data.len() {
         let iov = [io::IoSlice::new(&data[sent..])];
@@ -125,7 +152,8 @@ mod tests {
         use std::os::fd::AsFd;
         let (a, mut b) = UnixStream::pair().unwrap();
         let file = std::fs::File::open("/dev/null").unwrap();
-        send_with_fds(&a, b"hello", &[file.as_fd().as_raw_fd()]).unwrap();
+        let me = nix::unistd::geteuid().as_raw();
+        send_with_fds(&a, b"hello", &[file.as_fd().as_raw_fd()], Some(me)).unwrap();
         let mut space = nix::cmsg_space!([RawFd; 1]);
         let mut buf = [0u8; 5];
         let mut iov = [io::IoSliceMut::new(&mut buf)];

@@ -125,7 +125,8 @@ pub enum Command {
         state: StateArgs,
     },
     /// Run a VMM with the TAP queue fds of sandbox ID appended to its arguments (fd handover),
-    /// or run a command inside the pod netns (--enter-netns).
+    /// or run a command inside the pod netns (--enter-netns). It inherits stdio and those fds
+    /// only.
     Exec {
         #[arg(long)]
         id: String,
@@ -143,6 +144,10 @@ pub enum Command {
         /// Run the command inside the pod netns instead (VMMs that open TAPs by name).
         #[arg(long)]
         enter_netns: bool,
+        /// Run the command as UID[:GID] (GID defaults to UID) with no capabilities and
+        /// no_new_privs, after the TAPs are opened (it keeps their fds).
+        #[arg(long, value_name = "UID[:GID]")]
+        user: Option<String>,
         #[command(flatten)]
         state: StateArgs,
         /// The VMM (or command) and its arguments, after `--`.
@@ -161,6 +166,10 @@ pub enum Command {
         /// Hotplug into the Cloud Hypervisor behind this API socket (vm.add-net with fds).
         #[arg(long)]
         cloud_hypervisor_api: Option<PathBuf>,
+        /// Send TAP fds to a VMM socket whose peer runs as this uid (besides root, always
+        /// allowed); any other peer gets no fds (SO_PEERCRED).
+        #[arg(long, value_name = "UID")]
+        vmm_uid: Option<u32>,
         #[command(flatten)]
         state: StateArgs,
     },

@@ -104,15 +104,16 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
             vmm,
             vhost,
             enter_netns,
+            user,
             state,
             argv,
         } => {
+            let user = user.map(|u| u.parse()).transpose()?;
             return crate::doors::exec::exec(
                 &id.parse()?,
                 &state.dir(),
-                vmm,
-                vhost,
-                enter_netns,
+                (vmm, vhost, enter_netns),
+                user,
                 &argv,
             );
         }
@@ -120,11 +121,13 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
             id,
             qmp,
             cloud_hypervisor_api,
+            vmm_uid,
             state,
         } => {
             let opts = crate::watch::WatchOptions {
                 qmp,
                 cloud_hypervisor_api,
+                vmm_uid,
             };
             crate::watch::watch(&id.parse()?, &state.dir(), &opts, &mut |event| {
                 print_event(event)
