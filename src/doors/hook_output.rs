@@ -107,17 +107,9 @@ pub fn output_target(state: &State, flag: Option<&Path>) -> Result<Target> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
     use crate::doors::oci_hook::parse_state;
-
-    fn ann(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::doors::oci_hook::tests::ann;
 
     #[test]
     fn output_stays_in_the_bundle() {

@@ -277,10 +277,11 @@ fn read_config(f: std::fs::File, file: &Path) -> Result<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn ann(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    /// Annotations from pairs (also used by `hook_output`'s tests).
+    pub(in crate::doors) fn ann(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
