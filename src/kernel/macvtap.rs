@@ -25,6 +25,7 @@ use nix::unistd::{chown, Gid, Uid};
 use rtnetlink::packet_route::link::MacVtapMode;
 use rtnetlink::{Handle, LinkMacVtap};
 
+use super::errno::syscall;
 use super::tap::{self, TapFlags};
 use crate::error::KernelError;
 
@@ -65,8 +66,7 @@ pub async fn create(
 /// takes a private mount namespace and mounts a sysfs of its own on `/sys`
 /// (as `ip netns exec` does). The mount goes away with the thread.
 pub fn device_numbers(links: &[(String, u32)]) -> io::Result<Vec<(u64, u64)>> {
-    let step = |what: &str, e: nix::errno::Errno| io::Error::other(format!("{what}: {e}"));
-    unshare(CloneFlags::CLONE_NEWNS).map_err(|e| step("unshare(CLONE_NEWNS)", e))?;
+    unshare(CloneFlags::CLONE_NEWNS).map_err(|e| syscall("unshare(CLONE_NEWNS)", e))?;
     mount(
         None::<&str>,
         "/",
@@ -74,9 +74,9 @@ pub fn device_numbers(links: &[(String, u32)]) -> io::Result<Vec<(u64, u64)>> {
         MsFlags::MS_REC | MsFlags::MS_PRIVATE,
         None::<&str>,
     )
-    .map_err(|e| step("make / private", e))?;
+    .map_err(|e| syscall("make / private", e))?;
     // Lazily: the old sysfs may be busy in this mount namespace.
-    umount2("/sys", MntFlags::MNT_DETACH).map_err(|e| step("umount /sys", e))?;
+    umount2("/sys", MntFlags::MNT_DETACH).map_err(|e| syscall("umount /sys", e))?;
     mount(
         Some("sysfs"),
         "/sys",
@@ -84,7 +84,7 @@ pub fn device_numbers(links: &[(String, u32)]) -> io::Result<Vec<(u64, u64)>> {
         MsFlags::empty(),
         None::<&str>,
     )
-    .map_err(|e| step("mount sysfs", e))?;
+    .map_err(|e| syscall("mount sysfs", e))?;
     links
         .iter()
         .map(|(name, ifindex)| {
