@@ -28,18 +28,21 @@
 //!
 //! # The line
 //!
-//! Each module imports only modules on lower rows (or its own row's
-//! leaves), never one above it:
+//! A module imports only modules on lower rows (or, where the row says
+//! "above", a lower one of its own row), never one above it, so there are
+//! no circles:
 //!
-//! | row | modules |
-//! |---|---|
-//! | 6 requests | [`links`], [`tc`], [`bridge`], [`replay`], [`unlist`] |
-//! | 5 session | [`netlink`] (the connection, the batch sockets, the netns thread) |
-//! | 4 many requests over one socket | [`batch`], then [`dump`] |
-//! | 3 netns users | [`netns_lock`], [`netns_search`], [`subscribe`], [`sysctl`], [`runtime`], [`macvtap`] (above [`tap`]) |
-//! | 2 netns entry | [`netns`] (above [`netns_worker`] and [`netns_id`]) |
-//! | 1 sockets and errors | [`nlrecv`] (reading a netlink socket), [`errno`] (every errno as podtap's error) |
-//! | 0 values and bytes | [`wire`] (the one netlink parser), [`mac`], [`tap`] |
+//! | row | modules | import |
+//! |---|---|---|
+//! | 6 requests | [`links`], [`tc`], [`bridge`], [`replay`]; [`unlist`] above its forked child | batch, session, wire, errno |
+//! | 5 session | [`netlink`]: the rtnetlink connection, the batch sockets, the netns thread | batch, netns, errno |
+//! | 4 many requests on one socket | [`batch`], then [`dump`] (consistent dumps) | wire, nlrecv, errno |
+//! | 3 netns users | [`netns_lock`], [`netns_search`], [`subscribe`], [`sysctl`] | netns |
+//! | 2 netns entry, devices | [`netns`]; [`macvtap`] | netns_worker, netns_id; tap |
+//! | 1 threads, ioctls | [`netns_worker`], [`tap`], [`runtime`] | errno, mac |
+//! | 0 leaves | [`wire`] (the one netlink parser, above [`mac`]), [`errno`], [`nlrecv`], [`netns_id`] | nothing of the kernel layer |
+//!
+//! Check: `grep -n "use super::\|use crate::kernel" src/kernel/*.rs src/kernel/*/*.rs`.
 
 pub mod batch;
 pub mod bridge;

@@ -189,9 +189,7 @@ impl NetNs {
                     libc::NETLINK_ROUTE,
                 )
             };
-            if raw < 0 {
-                return Err(io::Error::last_os_error());
-            }
+            errno::check(raw)?;
             // SAFETY: raw is a fresh fd nothing else owns.
             let fd = unsafe { OwnedFd::from_raw_fd(raw) };
             Ok(socket_cookie(fd.as_fd()))

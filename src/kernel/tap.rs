@@ -233,9 +233,7 @@ pub fn name_of(fd: std::os::fd::RawFd) -> io::Result<String> {
 fn name_at(ifindex: u32) -> io::Result<String> {
     // SAFETY: a plain datagram socket, closed when `sock` drops.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    check(fd)?;
     // SAFETY: fd is a fresh socket that nothing else owns.
     let sock = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
     let mut req = empty_ifreq();

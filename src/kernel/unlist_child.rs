@@ -10,6 +10,7 @@ use std::time::Duration;
 use nix::unistd::{fork, ForkResult, Pid};
 use rtnetlink::sys::Socket;
 
+use super::errno;
 use super::wire::{code, frames, NLMSG_ERROR, NLMSG_HDRLEN};
 
 /// Taken (flock) by the child before its first `Delete::Drained` request
@@ -232,11 +233,7 @@ pub(super) fn set_receive_timeout(socket: &Socket, timeout: Duration) -> std::io
             libc::socklen_t::try_from(std::mem::size_of::<libc::timeval>()).unwrap_or(16),
         )
     };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    errno::check(rc)
 }
 
 #[cfg(test)]

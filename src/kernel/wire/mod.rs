@@ -50,7 +50,7 @@ pub fn payload(frame: &[u8]) -> &[u8] {
 }
 
 /// The error code a control message (`NLMSG_DONE`, `NLMSG_ERROR`) carries:
-/// 0, or a negative errno ([`super::errno::from_reply`]).
+/// 0, or a negative errno (which `kernel::errno::reply` reads).
 pub fn code(frame: &[u8]) -> i32 {
     frame
         .get(NLMSG_HDRLEN..NLMSG_HDRLEN + 4)
