@@ -255,9 +255,9 @@ fn child_done(pipe: &OwnedFd, answers: &mut Answers) -> bool {
         match n {
             8 => {
                 let i = u32::from_ne_bytes([record[0], record[1], record[2], record[3]]) as usize;
-                let errno = i32::from_ne_bytes([record[4], record[5], record[6], record[7]]);
+                let raw = i32::from_ne_bytes([record[4], record[5], record[6], record[7]]);
                 if let Some(slot) = answers.results.get_mut(i) {
-                    *slot = errno::raw(errno);
+                    *slot = errno::raw(raw);
                     answers.answered = answers.answered.max(i + 1);
                 }
             }
