@@ -28,13 +28,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use nix::errno::Errno;
-use rtnetlink::packet_core::{NetlinkMessage, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST};
+use rtnetlink::packet_core::{NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST};
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::sys::Socket;
 
-use super::unlist::{NLMSG_ERROR, NLMSG_HDRLEN};
-
-pub(super) const NLMSG_DONE: u16 = 3;
+use super::errno;
+use super::nlrecv;
+use super::wire::{code, frames, push, NLMSG_ERROR};
 
 /// Requests per `sendmsg`: at most this many error replies wait in the
 /// socket (an unbounded burst overran the receive queue with ENOBUFS).
@@ -129,7 +129,7 @@ impl Batch {
     /// and read it into `buf`; its length. A datagram longer than `buf` is
     /// an error, never a message cut short.
     fn receive(&self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = super::nlrecv::receive(&self.socket, buf, REPLY_TIMEOUT)?;
+        let n = nlrecv::receive(&self.socket, buf, REPLY_TIMEOUT)?;
         if n > buf.len() {
             return Err(std::io::Error::other(format!(
                 "a netlink reply of {n} bytes did not fit the {} byte buffer",
@@ -152,9 +152,8 @@ impl Batch {
                 if kind != NLMSG_ERROR {
                     continue;
                 }
-                let code = code(frame);
-                if code != 0 {
-                    failed(seq, Errno::from_raw(-code));
+                if let Err(e) = errno::reply(code(frame)) {
+                    failed(seq, e);
                 }
                 if seq == last {
                     return Ok(());
@@ -162,38 +161,6 @@ impl Batch {
             }
         }
     }
-}
-
-/// `(type, sequence number, whole message)` of each netlink message in `buf`.
-pub(super) fn frames(buf: &[u8]) -> impl Iterator<Item = (u16, u32, &[u8])> {
-    let mut rest = buf;
-    std::iter::from_fn(move || {
-        let header = rest.get(..NLMSG_HDRLEN)?;
-        let len = u32::from_ne_bytes([header[0], header[1], header[2], header[3]]) as usize;
-        let frame = rest.get(..len).filter(|_| len >= NLMSG_HDRLEN)?;
-        let kind = u16::from_ne_bytes([header[4], header[5]]);
-        let seq = u32::from_ne_bytes([header[8], header[9], header[10], header[11]]);
-        rest = rest.get(((len + 3) & !3).min(rest.len())..)?;
-        Some((kind, seq, frame))
-    })
-}
-
-/// The error code a control message (`NLMSG_DONE`, `NLMSG_ERROR`) carries.
-pub(super) fn code(frame: &[u8]) -> i32 {
-    frame
-        .get(NLMSG_HDRLEN..NLMSG_HDRLEN + 4)
-        .map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-}
-
-/// Serialise `message` with `flags` and `seq` at the end of `buf`.
-pub(super) fn push(buf: &mut Vec<u8>, message: RouteNetlinkMessage, flags: u16, seq: u32) {
-    let mut msg = NetlinkMessage::from(message);
-    msg.header.flags = flags;
-    msg.header.sequence_number = seq;
-    msg.finalize();
-    let at = buf.len();
-    buf.resize(at + msg.buffer_len(), 0);
-    msg.serialize(&mut buf[at..]);
 }
 
 /// Serialise one window into `buf`: request `first + i` gets sequence
@@ -222,7 +189,8 @@ pub(super) fn seq_of(i: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtnetlink::packet_core::NetlinkPayload;
+    use crate::kernel::wire::NLMSG_DONE;
+    use rtnetlink::packet_core::{NetlinkMessage, NetlinkPayload};
     use rtnetlink::packet_route::link::LinkMessage;
     use rtnetlink::packet_route::tc::TcMessage;
 

@@ -23,10 +23,10 @@ use nix::errno::Errno;
 use rtnetlink::packet_core::{NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST};
 use rtnetlink::packet_route::RouteNetlinkMessage;
 
-use super::batch::{code, frames, push, seq_of, Batch, NLMSG_DONE, REPLY_TIMEOUT};
-use super::links;
+use super::batch::{seq_of, Batch, REPLY_TIMEOUT};
+use super::errno;
 use super::nlrecv;
-use super::unlist::NLMSG_ERROR;
+use super::wire::{self, code, flags, frames, push, NLMSG_DONE, NLMSG_ERROR, NLM_F_DUMP_INTR};
 
 /// How many times a dump is asked for before an interrupted answer is an
 /// error. A stranger adding and deleting links as fast as `ip -batch` goes
@@ -36,9 +36,6 @@ use super::unlist::NLMSG_ERROR;
 /// in a row are far rarer, and a netns that changes faster still gets a
 /// clear error rather than a wrong answer.
 pub const ATTEMPTS: u32 = 16;
-
-/// `NLM_F_DUMP_INTR`: the dump changed under the reader (linux/netlink.h).
-pub const NLM_F_DUMP_INTR: u16 = 0x10;
 
 /// Dump answers thrown away because the kernel flagged them interrupted.
 static INTERRUPTED: AtomicU64 = AtomicU64::new(0);
@@ -79,13 +76,6 @@ pub(super) fn take(datagram: &[u8], seq: u32, out: &mut Vec<u8>, interrupted: &m
     Step::More
 }
 
-/// The `nlmsg_flags` of a message.
-pub(super) fn flags(frame: &[u8]) -> u16 {
-    frame
-        .get(6..8)
-        .map_or(0, |b| u16::from_ne_bytes([b[0], b[1]]))
-}
-
 /// What a dump is of, for messages.
 fn what(request: &RouteNetlinkMessage) -> &'static str {
     match request {
@@ -104,7 +94,7 @@ impl Batch {
     /// Run dump requests one after another (the kernel allows one dump in
     /// flight per socket) and return each one's messages, or the errno it
     /// was answered with. Link messages come without their `IFLA_AF_SPEC`
-    /// ([`links::without_af_spec`]).
+    /// ([`wire::link::without_af_spec`]).
     pub fn dumps(
         &self,
         requests: &[RouteNetlinkMessage],
@@ -185,12 +175,7 @@ impl Batch {
             let datagram = reply.get(..n).unwrap_or(reply);
             if let Step::Done(code) = take(datagram, seq, answer, &mut interrupted) {
                 self.open_dump.store(0, Ordering::Relaxed);
-                let done = if code < 0 {
-                    Err(Errno::from_raw(-code))
-                } else {
-                    Ok(())
-                };
-                return Ok((done, interrupted));
+                return Ok((errno::reply(code), interrupted));
             }
         }
     }
@@ -220,7 +205,7 @@ fn typed(answer: &[u8]) -> Result<Vec<RouteNetlinkMessage>, Errno> {
     let mut msgs = Vec::new();
     for (kind, _, frame) in frames(answer) {
         let slim = match kind {
-            links::RTM_NEWLINK => links::without_af_spec(frame),
+            wire::RTM_NEWLINK => wire::link::without_af_spec(frame),
             _ => None,
         };
         let frame = slim.as_deref().unwrap_or(frame);

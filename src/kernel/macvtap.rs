@@ -35,6 +35,7 @@ use nix::unistd::{fchownat, unlinkat, Gid, Uid, UnlinkatFlags};
 use rtnetlink::packet_route::link::MacVtapMode;
 use rtnetlink::{Handle, LinkMacVtap};
 
+use super::errno::syscall;
 use super::private_dir;
 use super::tap::{self, TapFlags};
 use crate::error::KernelError;
@@ -84,8 +85,7 @@ pub fn device_numbers(links: &[(String, u32)]) -> io::Result<Vec<(u64, u64)>> {
 /// namespace and mounts a sysfs of its own on `/sys` (as `ip netns exec`
 /// does). The mount goes away with the thread.
 pub fn private_sysfs() -> io::Result<()> {
-    let step = |what: &str, e: Errno| io::Error::other(format!("{what}: {e}"));
-    unshare(CloneFlags::CLONE_NEWNS).map_err(|e| step("unshare(CLONE_NEWNS)", e))?;
+    unshare(CloneFlags::CLONE_NEWNS).map_err(|e| syscall("unshare(CLONE_NEWNS)", e))?;
     mount(
         None::<&str>,
         "/",
@@ -93,9 +93,9 @@ pub fn private_sysfs() -> io::Result<()> {
         MsFlags::MS_REC | MsFlags::MS_PRIVATE,
         None::<&str>,
     )
-    .map_err(|e| step("make / private", e))?;
+    .map_err(|e| syscall("make / private", e))?;
     // Lazily: the old sysfs may be busy in this mount namespace.
-    umount2("/sys", MntFlags::MNT_DETACH).map_err(|e| step("umount /sys", e))?;
+    umount2("/sys", MntFlags::MNT_DETACH).map_err(|e| syscall("umount /sys", e))?;
     mount(
         Some("sysfs"),
         "/sys",
@@ -103,7 +103,7 @@ pub fn private_sysfs() -> io::Result<()> {
         MsFlags::empty(),
         None::<&str>,
     )
-    .map_err(|e| step("mount sysfs", e))
+    .map_err(|e| syscall("mount sysfs", e))
 }
 
 /// The device number macvtap `name` with `ifindex` has now, read from the

@@ -1,4 +1,6 @@
-//! One rtnetlink session into one netns, and which errors mean "already gone".
+//! One rtnetlink session into one netns: the rtnetlink crate's connection,
+//! the batch sockets beside it and the netns thread, and one request at a
+//! time over the connection ([`create`], [`request`]).
 //!
 //! The socket is made inside the netns on a dedicated thread
 //! ([`NetNs::open_netlink`]) and then driven from the caller's tokio runtime: a
@@ -14,6 +16,7 @@ use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::Handle;
 
 use super::batch::Batch;
+use super::errno;
 use super::netns::{NetNs, OpeningLink};
 use super::netns_worker::NetnsWorker;
 use crate::error::{Error, KernelError, Result};
@@ -63,7 +66,7 @@ impl Netlink {
 
     /// Wrap a kernel failure with this netns and the operation.
     pub fn err(&self, op: &str, on: impl AsRef<str>, e: impl Into<KernelError>) -> Error {
-        Error::kernel(&self.netns, op, on, e)
+        errno::in_netns(&self.netns, op, on, e)
     }
 }
 
@@ -105,8 +108,18 @@ impl<C: std::future::Future<Output = ()>> std::future::Future for Pipelined<C> {
 /// wait for the kernel's ack. For messages podtap also sends in a batch
 /// ([`super::batch`]).
 pub async fn create(handle: &Handle, msg: RouteNetlinkMessage) -> Result<(), KernelError> {
+    request(handle, msg, NLM_F_CREATE | NLM_F_EXCL).await
+}
+
+/// Send `msg` with `flags` (besides `NLM_F_REQUEST | NLM_F_ACK`) and wait
+/// for the kernel's ack: the first error it answers, or `Ok`.
+pub async fn request(
+    handle: &Handle,
+    msg: RouteNetlinkMessage,
+    flags: u16,
+) -> Result<(), KernelError> {
     let mut req = NetlinkMessage::from(msg);
-    req.header.flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL;
+    req.header.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
     let mut responses = handle.clone().request(req).map_err(KernelError::from)?;
     while let Some(reply) = responses.next().await {
         if let NetlinkPayload::Error(e) = reply.payload {
@@ -114,35 +127,4 @@ pub async fn create(handle: &Handle, msg: RouteNetlinkMessage) -> Result<(), Ker
         }
     }
     Ok(())
-}
-
-/// Errors that mean "already gone": teardown treats them as success.
-///
-/// Checked against the kernel (net/core/rtnetlink.c, net/sched/): a link
-/// deletion by index or group answers ENODEV when there is no such link;
-/// a filter or qdisc deletion answers ENODEV for a gone link and ENOENT for
-/// a missing filter, chain or qdisc. EINVAL is not among them: it means a
-/// refused request; the kernel also gives it for a filter whose parent
-/// qdisc is gone and for an ingress qdisc that is gone (the hook's noop
-/// qdisc has another handle), and there the caller looks again
-/// (`teardown::execute`). ESRCH is the answer of route deletions, which
-/// teardown does not make.
-pub fn is_gone(e: &KernelError) -> bool {
-    use nix::errno::Errno;
-    matches!(e.errno(), Some(Errno::ENOENT | Errno::ENODEV))
-}
-
-/// An I/O error on a netlink socket as a kernel error: its errno, or its
-/// message when it has none (a dump that stayed interrupted, a timeout).
-pub fn kernel_error(e: &std::io::Error) -> KernelError {
-    match e.raw_os_error() {
-        Some(code) => KernelError::Errno(nix::errno::Errno::from_raw(code)),
-        None => KernelError::Netlink(e.to_string()),
-    }
-}
-
-/// The errno of an I/O error on a netlink socket (EIO when it has none),
-/// for callers whose errors are kernel errors.
-pub fn errno(e: &std::io::Error) -> nix::errno::Errno {
-    nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
 }

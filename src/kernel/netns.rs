@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 use nix::sched::{setns, CloneFlags};
 use rtnetlink::sys::{protocols::NETLINK_ROUTE, Socket, TokioSocket};
 
+use super::errno;
+use super::netns_id::{socket_cookie, NetnsId};
 use super::netns_worker::{NetnsWorker, Starting};
 use crate::error::{Error, Result};
 
@@ -59,7 +61,7 @@ impl OpeningLink {
     pub fn finish(self, ns: &NetNs) -> Result<NetnsLink> {
         let (worker, (fd, batch, side, ipv6_enabled)) =
             self.starting.wait().map_err(|e| ns.entry_error(e))?;
-        let cookie = super::netns_id::socket_cookie(fd.as_fd());
+        let cookie = socket_cookie(fd.as_fd());
         // SAFETY: fd is an owned, open netlink socket; TokioSocket takes ownership.
         let socket = unsafe { TokioSocket::from_raw_fd(fd.into_raw_fd()) };
         Ok(NetnsLink {
@@ -175,6 +177,26 @@ impl NetNs {
         is_host_identity(self.identity())
     }
 
+    /// This netns's full identity: the cookie is read from a socket made
+    /// inside it (on a thread of its own: see [`NetNs::run`]).
+    pub fn id(&self) -> Result<NetnsId> {
+        let cookie = self.run(|| {
+            // SAFETY: a plain netlink socket, owned by `fd` below.
+            let raw = unsafe {
+                libc::socket(
+                    libc::AF_NETLINK,
+                    libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                    libc::NETLINK_ROUTE,
+                )
+            };
+            errno::check(raw)?;
+            // SAFETY: raw is a fresh fd nothing else owns.
+            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            Ok(socket_cookie(fd.as_fd()))
+        })?;
+        Ok(NetnsId::new(self.identity(), cookie))
+    }
+
     /// The netns fd, for as long as `self` lives.
     pub(super) fn borrow_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.file.as_fd()
@@ -245,14 +267,7 @@ impl NetNs {
 
     /// The error for work inside the netns that failed with `e`.
     fn entry_error(&self, e: io::Error) -> Error {
-        match e.kind() {
-            io::ErrorKind::PermissionDenied => Error::Permission {
-                what: "enter netns",
-                path: self.path.clone(),
-                source: e,
-            },
-            _ => Error::kernel(&self.display(), "enter netns / open", "", e),
-        }
+        errno::entering(&self.path, e)
     }
 }
 

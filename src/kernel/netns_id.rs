@@ -12,11 +12,8 @@
 //! newcomer's links carry no such marker.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::Once;
-
-use super::netns::NetNs;
-use crate::error::Result;
 
 /// What identifies a netns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,30 +76,6 @@ pub fn socket_cookie(socket: BorrowedFd<'_>) -> Option<u64> {
         );
     });
     None
-}
-
-impl NetNs {
-    /// This netns's full identity: the cookie is read from a socket made
-    /// inside it (on a thread of its own: see [`NetNs::run`]).
-    pub fn id(&self) -> Result<NetnsId> {
-        let cookie = self.run(|| {
-            // SAFETY: a plain netlink socket, owned by `fd` below.
-            let raw = unsafe {
-                libc::socket(
-                    libc::AF_NETLINK,
-                    libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                    libc::NETLINK_ROUTE,
-                )
-            };
-            if raw < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // SAFETY: raw is a fresh fd nothing else owns.
-            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-            Ok(socket_cookie(std::os::fd::AsFd::as_fd(&fd)))
-        })?;
-        Ok(NetnsId::new(self.identity(), cookie))
-    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use std::sync::mpsc;
 
 use nix::sched::{setns, CloneFlags};
 
+use super::errno;
 use crate::error::{Error, Result};
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -63,7 +64,7 @@ impl NetnsWorker {
     ) -> Result<T> {
         self.start(work)?
             .wait()?
-            .map_err(|e| Error::kernel(&self.netns, "work inside the netns", "", e))
+            .map_err(|e| errno::in_netns(&self.netns, "work inside the netns", "", e))
     }
 
     /// Queue `work` to run in the netns, after the jobs before it, and

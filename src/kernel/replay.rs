@@ -6,10 +6,8 @@
 //! So the dumped netlink message itself is recorded (hex in the checkpoint)
 //! and replayed as a NEW request.
 
-use futures::StreamExt;
 use rtnetlink::packet_core::{
-    NetlinkDeserializable, NetlinkHeader, NetlinkMessage, NetlinkPayload, NetlinkSerializable,
-    NLM_F_ACK, NLM_F_CREATE, NLM_F_REPLACE, NLM_F_REQUEST,
+    NetlinkDeserializable, NetlinkHeader, NetlinkSerializable, NLM_F_CREATE, NLM_F_REPLACE,
 };
 use rtnetlink::packet_route::neighbour::NeighbourAttribute;
 use rtnetlink::packet_route::route::RouteFlags;
@@ -17,6 +15,7 @@ use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::Handle;
 use serde::{Deserialize, Serialize};
 
+use super::netlink::request;
 use crate::error::KernelError;
 
 /// One dumped address, route or neighbour message, as hex of its netlink payload.
@@ -78,19 +77,7 @@ pub async fn restore(handle: &Handle, rec: &Recorded) -> Result<(), KernelError>
         }
         other => other,
     };
-    send(handle, msg, NLM_F_CREATE | NLM_F_REPLACE).await
-}
-
-async fn send(handle: &Handle, msg: RouteNetlinkMessage, flags: u16) -> Result<(), KernelError> {
-    let mut req = NetlinkMessage::from(msg);
-    req.header.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
-    let mut responses = handle.clone().request(req).map_err(KernelError::from)?;
-    while let Some(reply) = responses.next().await {
-        if let NetlinkPayload::Error(e) = reply.payload {
-            return Err(rtnetlink::Error::NetlinkError(e).into());
-        }
-    }
-    Ok(())
+    request(handle, msg, NLM_F_CREATE | NLM_F_REPLACE).await
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::errno;
 use crate::error::{Error, Result};
 
 /// The longest a command's kernel work may take (a 64-NIC attach takes
@@ -26,7 +27,7 @@ pub fn block_on<T>(fut: impl std::future::Future<Output = Result<T>>) -> Result<
         tokio::time::timeout(COMMAND_TIMEOUT, fut)
             .await
             .unwrap_or_else(|_| {
-                Err(Error::kernel(
+                Err(errno::in_netns(
                     "(the pod's)",
                     "wait for the kernel",
                     "",

@@ -10,6 +10,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 
+use super::errno::check;
 use super::mac::MacAddr;
 
 const TUN_DEVICE: &str = "/dev/net/tun";
@@ -92,14 +93,14 @@ impl TapQueue {
             .open(TUN_DEVICE)?;
         let mut req = ifreq(name, bits)?;
         // SAFETY: TUNSETIFF reads and writes a `struct ifreq` we own for the call's duration.
-        cvt(unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETIFF, &mut req) })?;
+        check(unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETIFF, &mut req) })?;
         Ok(TapQueue { file })
     }
 
     /// Keep the TAP after this fd closes, so a VMM can open it by name later.
     pub fn set_persist(&self, on: bool) -> io::Result<()> {
         // SAFETY: TUNSETPERSIST takes an int by value.
-        cvt(unsafe {
+        check(unsafe {
             libc::ioctl(
                 self.file.as_raw_fd(),
                 libc::TUNSETPERSIST,
@@ -111,7 +112,7 @@ impl TapQueue {
     /// Let this uid open the TAP without CAP_NET_ADMIN.
     pub fn set_owner(&self, uid: u32) -> io::Result<()> {
         // SAFETY: TUNSETOWNER takes the uid by value; a pointer would be taken as the uid.
-        cvt(unsafe {
+        check(unsafe {
             libc::ioctl(
                 self.file.as_raw_fd(),
                 libc::TUNSETOWNER,
@@ -123,7 +124,7 @@ impl TapQueue {
     /// Let this gid open the TAP without CAP_NET_ADMIN.
     pub fn set_group(&self, gid: u32) -> io::Result<()> {
         // SAFETY: TUNSETGROUP takes the gid by value.
-        cvt(unsafe {
+        check(unsafe {
             libc::ioctl(
                 self.file.as_raw_fd(),
                 libc::TUNSETGROUP,
@@ -137,7 +138,7 @@ impl TapQueue {
     pub fn mac(&self) -> io::Result<MacAddr> {
         let mut req = empty_ifreq();
         // SAFETY: SIOCGIFHWADDR writes a `struct ifreq` we own.
-        cvt(unsafe { libc::ioctl(self.file.as_raw_fd(), libc::SIOCGIFHWADDR, &mut req) })?;
+        check(unsafe { libc::ioctl(self.file.as_raw_fd(), libc::SIOCGIFHWADDR, &mut req) })?;
         // SAFETY: SIOCGIFHWADDR filled in ifru_hwaddr; sa_data is plain bytes.
         let data = unsafe { req.ifr_ifru.ifru_hwaddr.sa_data };
         let bytes: Vec<u8> = data.iter().take(6).map(|b| b.to_ne_bytes()[0]).collect();
@@ -211,14 +212,14 @@ pub fn set_flags(fd: std::os::fd::RawFd, flags: TapFlags) -> io::Result<()> {
     let mut req = empty_ifreq();
     req.ifr_ifru.ifru_flags = flags.bits();
     // SAFETY: TUNSETIFF reads and writes a `struct ifreq` we own for the call's duration.
-    cvt(unsafe { libc::ioctl(fd, libc::TUNSETIFF, &mut req) })
+    check(unsafe { libc::ioctl(fd, libc::TUNSETIFF, &mut req) })
 }
 
 /// The name of the link an open TAP or macvtap queue belongs to (`TUNGETIFF`).
 pub fn name_of(fd: std::os::fd::RawFd) -> io::Result<String> {
     let mut req = empty_ifreq();
     // SAFETY: TUNGETIFF writes a `struct ifreq` we own.
-    cvt(unsafe { libc::ioctl(fd, libc::TUNGETIFF, &mut req) })?;
+    check(unsafe { libc::ioctl(fd, libc::TUNGETIFF, &mut req) })?;
     let bytes: Vec<u8> = req
         .ifr_name
         .iter()
@@ -232,15 +233,13 @@ pub fn name_of(fd: std::os::fd::RawFd) -> io::Result<String> {
 fn name_at(ifindex: u32) -> io::Result<String> {
     // SAFETY: a plain datagram socket, closed when `sock` drops.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    check(fd)?;
     // SAFETY: fd is a fresh socket that nothing else owns.
     let sock = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
     let mut req = empty_ifreq();
     req.ifr_ifru.ifru_ifindex = libc::c_int::try_from(ifindex).unwrap_or(0);
     // SAFETY: SIOCGIFNAME reads the index and writes the name of a `struct ifreq` we own.
-    cvt(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFNAME, &mut req) })?;
+    check(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFNAME, &mut req) })?;
     let bytes: Vec<u8> = req
         .ifr_name
         .iter()
@@ -255,14 +254,6 @@ pub fn open_queues(name: &str, flags: TapFlags, queues: u32) -> io::Result<Vec<O
     (0..queues)
         .map(|_| TapQueue::open(name, flags).map(TapQueue::into_fd))
         .collect()
-}
-
-fn cvt(rc: libc::c_int) -> io::Result<()> {
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
 }
 
 #[cfg(test)]

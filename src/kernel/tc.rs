@@ -15,7 +15,8 @@ use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::Handle;
 
 use super::batch::Batch;
-use super::netlink::{create, is_gone, kernel_error};
+use super::errno::{is_gone, kernel_error};
+use super::netlink::create;
 use crate::error::KernelError;
 
 /// `TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS)`: the ingress hook of ingress and clsact qdiscs.

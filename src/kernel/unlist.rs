@@ -11,7 +11,7 @@
 //! acks, while the caller returns once it has seen an `RTM_DELLINK` for every
 //! link it expects (or the child has finished). [`Delete::Drained`] links
 //! (bridges) are not expected at all: the child deletes them after the
-//! others, one at a time on the node ([`DRAIN_LOCK`]). The child does nothing but
+//! others, one at a time on the node ([`unlist_child::DRAIN_LOCK`]). The child does nothing but
 //! raw system calls (no allocation, no locks: the parent may have other
 //! threads), points its stdin/stdout/stderr at /dev/null so a runtime reading
 //! our output sees EOF when we exit, closes every other fd it inherited
@@ -22,7 +22,7 @@
 //! announcements ([`ANNOUNCE_TIMEOUT`]), then the child ([`CHILD_TIMEOUT`]:
 //! requests it has not answered by then fail with ETIMEDOUT), each ack in
 //! the child ([`ACK_TIMEOUT`]) and the drain lock
-//! ([`super::unlist_child::DRAIN_LOCK_WAIT`]). Only the kernel's
+//! ([`unlist_child::DRAIN_LOCK_WAIT`]). Only the kernel's
 //! announcements and acks count (sender port 0).
 
 use std::collections::BTreeSet;
@@ -37,7 +37,10 @@ use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
+use super::errno;
 use super::netns_worker::NetnsWorker;
+use super::unlist_child::{self, seq_of};
+use super::wire::{self, frames, RTM_DELLINK};
 
 /// One link deletion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,18 +50,9 @@ pub enum Delete {
     /// One link.
     Link(u32),
     /// One link whose deletion the caller does not wait for (a bridge: see
-    /// [`DRAIN_LOCK`]). These come after every other request.
+    /// [`unlist_child::DRAIN_LOCK`]). These come after every other request.
     Drained(u32),
 }
-
-/// Taken (flock) by the child before its first [`Delete::Drained`] request
-/// and held until it exits: every bridge deletion holds RTNL for one
-/// `rcu_barrier()`, and drains of several detaches at once (a pod's CNI DELs
-/// one after another, each returning early) would queue their bridges on
-/// RTNL together, so that another netlink user on the node waits for all of
-/// them. One drain at a time on the node keeps it to one. Without the file
-/// (read-only /run) the drain runs unlocked.
-pub const DRAIN_LOCK: &str = "/run/podtap-bridge-drain.lock";
 
 /// How long to wait for the announcements before waiting for the child itself.
 const ANNOUNCE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -69,10 +63,6 @@ const ACK_TIMEOUT: Duration = Duration::from_secs(10);
 /// requests it has not answered by then count as failed (ETIMEDOUT), so
 /// teardown keeps its checkpoint for a retry.
 const CHILD_TIMEOUT: Duration = Duration::from_secs(60);
-pub(super) const NLMSG_ERROR: u16 = 2;
-const RTM_DELLINK: u16 = 17;
-/// `sizeof(struct nlmsghdr)`.
-pub(super) const NLMSG_HDRLEN: usize = 16;
 
 /// Carry out `deletes` in order in the netns `netns` and return when every
 /// link in `expect` has been unlisted (or every request has been answered).
@@ -109,10 +99,6 @@ pub fn delete(
         .map_err(|_| std::io::Error::other("the netns thread ended"))?
 }
 
-pub(super) fn seq_of(i: usize) -> u32 {
-    u32::try_from(i).map_or(u32::MAX, |i| i.saturating_add(1))
-}
-
 fn serialize(d: Delete, seq: u32) -> Vec<u8> {
     let mut link = LinkMessage::default();
     match d {
@@ -138,14 +124,14 @@ fn run(
     watch.set_non_blocking(true)?;
     let mut sender = Socket::new(NETLINK_ROUTE)?;
     sender.bind_auto()?;
-    super::unlist_child::set_receive_timeout(&sender, ACK_TIMEOUT)?;
+    unlist_child::set_receive_timeout(&sender, ACK_TIMEOUT)?;
     let (report_r, report_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     nix::fcntl::fcntl(
         &report_r,
         nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
     )?;
     // Our copies of the child's socket and pipe end close as it starts.
-    let child = super::unlist_child::start(requests, drain_from, sender, report_w)?;
+    let child = unlist_child::start(requests, drain_from, sender, report_w)?;
     // Reaped by a thread of its own, started now, while the kernel works, so
     // nothing is left to start once the links are unlisted. The child's end
     // of the report pipe closing says that it is done. (Without that thread,
@@ -238,36 +224,17 @@ fn wait_readable(fds: &[std::os::fd::RawFd], timeout: Duration) {
     unsafe { libc::poll(pfds.as_mut_ptr(), n, ms) };
 }
 
-/// Remove from `expect` every ifindex an `RTM_DELLINK` in `buf` announces.
+/// Remove from `expect` every ifindex an `RTM_DELLINK` in `buf` announces
+/// ([`wire::link::deleted_ifindex`]: a port leaving a bridge does not count).
 fn unlisted(buf: &[u8], expect: &mut BTreeSet<u32>) {
-    for (kind, _, body) in messages(buf) {
-        // struct ifinfomsg: family(1) pad(1) type(2) index(4) ...
-        // A port leaving a bridge is also announced as RTM_DELLINK, with
-        // family AF_BRIDGE: only AF_UNSPEC means the link itself is gone.
-        if kind == RTM_DELLINK && body.len() >= 8 && body[0] == 0 {
-            let idx = u32::from_ne_bytes([body[4], body[5], body[6], body[7]]);
+    for (kind, _, frame) in frames(buf) {
+        if kind != RTM_DELLINK {
+            continue;
+        }
+        if let Some(idx) = wire::link::deleted_ifindex(wire::payload(frame)) {
             expect.remove(&idx);
         }
     }
-}
-
-/// `(type, seq, payload)` of each netlink message in `buf`.
-fn messages(buf: &[u8]) -> impl Iterator<Item = (u16, u32, &[u8])> {
-    let mut rest = buf;
-    std::iter::from_fn(move || {
-        if rest.len() < NLMSG_HDRLEN {
-            return None;
-        }
-        let len = u32::from_ne_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
-        if len < NLMSG_HDRLEN || len > rest.len() {
-            return None;
-        }
-        let kind = u16::from_ne_bytes([rest[4], rest[5]]);
-        let seq = u32::from_ne_bytes([rest[8], rest[9], rest[10], rest[11]]);
-        let body = &rest[NLMSG_HDRLEN..len];
-        rest = &rest[((len + 3) & !3usize).min(rest.len())..];
-        Some((kind, seq, body))
-    })
 }
 
 /// The child's answers so far: one per request, in order.
@@ -288,13 +255,9 @@ fn child_done(pipe: &OwnedFd, answers: &mut Answers) -> bool {
         match n {
             8 => {
                 let i = u32::from_ne_bytes([record[0], record[1], record[2], record[3]]) as usize;
-                let errno = i32::from_ne_bytes([record[4], record[5], record[6], record[7]]);
+                let raw = i32::from_ne_bytes([record[4], record[5], record[6], record[7]]);
                 if let Some(slot) = answers.results.get_mut(i) {
-                    *slot = if errno == 0 {
-                        Ok(())
-                    } else {
-                        Err(Errno::from_raw(errno))
-                    };
+                    *slot = errno::raw(raw);
                     answers.answered = answers.answered.max(i + 1);
                 }
             }
@@ -310,6 +273,12 @@ fn child_done(pipe: &OwnedFd, answers: &mut Answers) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::wire::{payload, NLMSG_HDRLEN};
+
+    /// `(type, seq, payload)` of each netlink message in `buf`.
+    fn messages(buf: &[u8]) -> impl Iterator<Item = (u16, u32, &[u8])> {
+        frames(buf).map(|(kind, seq, frame)| (kind, seq, payload(frame)))
+    }
 
     #[test]
     fn a_delete_request_carries_ack_and_its_sequence_number() {

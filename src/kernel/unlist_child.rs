@@ -10,7 +10,23 @@ use std::time::Duration;
 use nix::unistd::{fork, ForkResult, Pid};
 use rtnetlink::sys::Socket;
 
-use super::unlist::{seq_of, DRAIN_LOCK, NLMSG_ERROR, NLMSG_HDRLEN};
+use super::errno;
+use super::wire::{code, frames, NLMSG_ERROR, NLMSG_HDRLEN};
+
+/// Taken (flock) by the child before its first `Delete::Drained` request
+/// and held until it exits: every bridge deletion holds RTNL for one
+/// `rcu_barrier()`, and drains of several detaches at once (a pod's CNI DELs
+/// one after another, each returning early) would queue their bridges on
+/// RTNL together, so that another netlink user on the node waits for all of
+/// them. One drain at a time on the node keeps it to one. Without the file
+/// (read-only /run) the drain runs unlocked.
+pub const DRAIN_LOCK: &str = "/run/podtap-bridge-drain.lock";
+
+/// The sequence number of request `i` (from 1: the kernel's own messages
+/// carry 0).
+pub(super) fn seq_of(i: usize) -> u32 {
+    u32::try_from(i).map_or(u32::MAX, |i| i.saturating_add(1))
+}
 
 /// How long the child waits for the node's drain lock before it drains
 /// unlocked (the lock only spreads bridge deletions out).
@@ -192,20 +208,11 @@ unsafe fn ack(fd: i32, seq: u32, buf: &mut [u8]) -> i32 {
             continue;
         }
         let n = usize::try_from(n).unwrap_or(0).min(buf.len());
-        let mut at = 0;
-        while at + NLMSG_HDRLEN <= n {
-            let h = &buf[at..];
-            let len = u32::from_ne_bytes([h[0], h[1], h[2], h[3]]) as usize;
-            if len < NLMSG_HDRLEN || at + len > n {
-                break;
+        // `frames` walks the datagram in place: no allocation.
+        for (kind, got, frame) in frames(&buf[..n]) {
+            if kind == NLMSG_ERROR && got == seq && frame.len() >= NLMSG_HDRLEN + 4 {
+                return -code(frame);
             }
-            let kind = u16::from_ne_bytes([h[4], h[5]]);
-            let got = u32::from_ne_bytes([h[8], h[9], h[10], h[11]]);
-            if kind == NLMSG_ERROR && got == seq && len >= NLMSG_HDRLEN + 4 {
-                let e = i32::from_ne_bytes([h[16], h[17], h[18], h[19]]);
-                return -e;
-            }
-            at += (len + 3) & !3usize;
         }
     }
 }
@@ -226,11 +233,7 @@ pub(super) fn set_receive_timeout(socket: &Socket, timeout: Duration) -> std::io
             libc::socklen_t::try_from(std::mem::size_of::<libc::timeval>()).unwrap_or(16),
         )
     };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    errno::check(rc)
 }
 
 #[cfg(test)]

@@ -112,13 +112,8 @@ fn answered(
     answers: std::io::Result<Vec<std::result::Result<Vec<RouteNetlinkMessage>, Errno>>>,
     messages: &mut Vec<RouteNetlinkMessage>,
 ) -> Result<()> {
-    let answers = answers.map_err(|e| {
-        nl.err(
-            "dump the netns",
-            "",
-            crate::kernel::netlink::kernel_error(&e),
-        )
-    })?;
+    let answers = answers
+        .map_err(|e| nl.err("dump the netns", "", crate::kernel::errno::kernel_error(&e)))?;
     for ((what, _), answer) in asked.iter().zip(answers) {
         messages.extend(answer.map_err(|e| nl.err(what, "", e))?);
     }

@@ -8,8 +8,9 @@ use futures::future::join_all;
 use super::decide::{Action, Observed, Undo};
 use crate::error::{Error, KernelError, Result};
 use crate::kernel::batch::Request;
+use crate::kernel::errno::is_gone;
 use crate::kernel::mac::MacAddr;
-use crate::kernel::netlink::{is_gone, Netlink};
+use crate::kernel::netlink::Netlink;
 use crate::kernel::{bridge, links, replay, tc, unlist};
 
 /// What teardown did not do cleanly.
@@ -71,7 +72,7 @@ pub async fn permanent_neighbours(nl: &Netlink) -> Result<Vec<(u32, String, Stri
             nl.err(
                 "dump neighbours",
                 "",
-                crate::kernel::netlink::kernel_error(&e),
+                crate::kernel::errno::kernel_error(&e),
             )
         })?;
     let msgs: Vec<NeighbourMessage> = match dumped.into_iter().next() {
@@ -181,7 +182,7 @@ fn run_batch<'a>(nl: &Netlink, actions: &[&'a Action]) -> Vec<(&'a Action, Resul
             .map(|((a, _), r)| (*a, outcome(nl, a, r.map_err(KernelError::from))))
             .collect(),
         Err(e) => {
-            let errno = crate::kernel::netlink::errno(&e);
+            let errno = crate::kernel::errno::of_io(&e);
             planned
                 .iter()
                 .map(|(a, _)| (*a, outcome(nl, a, Err(errno.into()))))
@@ -250,7 +251,7 @@ fn unlist_links<'a>(nl: &Netlink, links: &[&'a Action]) -> Vec<(&'a Action, Resu
             })
             .collect(),
         Err(e) => {
-            let errno = crate::kernel::netlink::errno(&e);
+            let errno = crate::kernel::errno::of_io(&e);
             actions
                 .into_iter()
                 .map(|a| (a, Err(nl.err("delete", a.to_string(), errno))))

@@ -25,7 +25,7 @@ pub fn tap_like(l: &LinkState) -> bool {
 mod tests {
     use super::super::decide::{our_links, Proof};
     use super::super::fixture::*;
-    use crate::kernel::tun_info::TunInfo;
+    use crate::kernel::wire::TunInfo;
     use crate::model::Wiring;
 
     fn flags(tap: bool, vnet_hdr: bool) -> Option<TunInfo> {

@@ -2,9 +2,6 @@
 //! kind "tun", linux/if_link.h `IFLA_TUN_*`): teardown proves a recorded
 //! TAP by these flags, beside its ifindex, kind and marker.
 
-use rtnetlink::packet_core::Nla;
-use rtnetlink::packet_route::link::{InfoData, InfoTun, LinkInfo};
-
 const IFLA_TUN_TYPE: u16 = 3;
 const IFLA_TUN_PI: u16 = 4;
 const IFLA_TUN_VNET_HDR: u16 = 5;
@@ -38,7 +35,7 @@ impl TunInfo {
 }
 
 /// The flags among `(type, value)` attributes of `IFLA_INFO_DATA`.
-pub(super) fn parse<'a>(attrs: impl Iterator<Item = (u16, &'a [u8])>) -> TunInfo {
+pub fn parse<'a>(attrs: impl Iterator<Item = (u16, &'a [u8])>) -> TunInfo {
     let mut t = TunInfo::default();
     for (kind, value) in attrs {
         let on = value.first().is_some_and(|b| *b != 0);
@@ -52,27 +49,6 @@ pub(super) fn parse<'a>(attrs: impl Iterator<Item = (u16, &'a [u8])>) -> TunInfo
         }
     }
     t
-}
-
-/// The flags in a typed link info, when it is a tun's.
-pub(super) fn from_typed(info: &[LinkInfo]) -> Option<TunInfo> {
-    info.iter().find_map(|i| match i {
-        LinkInfo::Data(InfoData::Tun(nlas)) => {
-            let values: Vec<(u16, Vec<u8>)> = nlas
-                .iter()
-                .filter_map(|t| match t {
-                    InfoTun::Other(nla) => {
-                        let mut v = vec![0u8; nla.value_len()];
-                        nla.emit_value(&mut v);
-                        Some((nla.kind(), v))
-                    }
-                    _ => None,
-                })
-                .collect();
-            Some(parse(values.iter().map(|(k, v)| (*k, v.as_slice()))))
-        }
-        _ => None,
-    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,95 @@
+//! The netlink wire format, read and written in one place: message frames,
+//! attributes, and the link messages podtap reads ([`link`], [`tun`]).
+//!
+//! The bottom of the kernel layer: plain bytes in, values out. No socket, no
+//! system call, nothing of podtap's above it; every other kernel module that
+//! looks inside a netlink datagram does it through these walkers.
+
+pub mod link;
+pub mod tun;
+
+pub use tun::TunInfo;
+
+use rtnetlink::packet_core::NetlinkMessage;
+use rtnetlink::packet_route::RouteNetlinkMessage;
+
+/// `sizeof(struct nlmsghdr)`.
+pub const NLMSG_HDRLEN: usize = 16;
+/// `NLMSG_ERROR`: an error, or an ack (code 0).
+pub const NLMSG_ERROR: u16 = 2;
+/// `NLMSG_DONE`: the end of a dump.
+pub const NLMSG_DONE: u16 = 3;
+/// `NLM_F_DUMP_INTR`: the dump changed under the reader (linux/netlink.h).
+pub const NLM_F_DUMP_INTR: u16 = 0x10;
+/// `RTM_NEWLINK`, the type of every message of a link dump.
+pub const RTM_NEWLINK: u16 = 16;
+/// `RTM_DELLINK`, the announcement of a link that left.
+pub const RTM_DELLINK: u16 = 17;
+/// `NLA_TYPE_MASK`: an attribute's type without the nested and byte-order flags.
+const NLA_TYPE_MASK: u16 = 0x3FFF;
+
+/// `(type, sequence number, whole message)` of each netlink message in `buf`,
+/// up to the first one that does not fit (a message cut short ends it).
+/// Allocation-free: the forked link deleter reads its acks with it.
+pub fn frames(buf: &[u8]) -> impl Iterator<Item = (u16, u32, &[u8])> {
+    let mut rest = buf;
+    std::iter::from_fn(move || {
+        let header = rest.get(..NLMSG_HDRLEN)?;
+        let len = u32::from_ne_bytes([header[0], header[1], header[2], header[3]]) as usize;
+        let frame = rest.get(..len).filter(|_| len >= NLMSG_HDRLEN)?;
+        let kind = u16::from_ne_bytes([header[4], header[5]]);
+        let seq = u32::from_ne_bytes([header[8], header[9], header[10], header[11]]);
+        rest = rest.get(((len + 3) & !3).min(rest.len())..)?;
+        Some((kind, seq, frame))
+    })
+}
+
+/// The payload of a message (after its header).
+pub fn payload(frame: &[u8]) -> &[u8] {
+    frame.get(NLMSG_HDRLEN..).unwrap_or_default()
+}
+
+/// The error code a control message (`NLMSG_DONE`, `NLMSG_ERROR`) carries:
+/// 0, or a negative errno (which `kernel::errno::reply` reads).
+pub fn code(frame: &[u8]) -> i32 {
+    frame
+        .get(NLMSG_HDRLEN..NLMSG_HDRLEN + 4)
+        .map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// The `nlmsg_flags` of a message.
+pub fn flags(frame: &[u8]) -> u16 {
+    frame
+        .get(6..8)
+        .map_or(0, |b| u16::from_ne_bytes([b[0], b[1]]))
+}
+
+/// Serialise `message` with `flags` and `seq` at the end of `buf`.
+pub fn push(buf: &mut Vec<u8>, message: RouteNetlinkMessage, flags: u16, seq: u32) {
+    let mut msg = NetlinkMessage::from(message);
+    msg.header.flags = flags;
+    msg.header.sequence_number = seq;
+    msg.finalize();
+    let at = buf.len();
+    buf.resize(at + msg.buffer_len(), 0);
+    msg.serialize(&mut buf[at..]);
+}
+
+/// `(type, value, whole attribute with its padding)` of each netlink
+/// attribute in `buf`, up to the first one that does not fit.
+pub fn attributes(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8], &[u8])> {
+    let mut rest = buf;
+    std::iter::from_fn(move || {
+        let len = usize::from(u16::from_ne_bytes([*rest.first()?, *rest.get(1)?]));
+        let kind = u16::from_ne_bytes([*rest.get(2)?, *rest.get(3)?]) & NLA_TYPE_MASK;
+        let value = rest.get(4..len)?;
+        let (whole, tail) = rest.split_at(((len + 3) & !3).min(rest.len()));
+        rest = tail;
+        Some((kind, value, whole))
+    })
+}
+
+/// The native-endian `u32` at `at` in `b`.
+pub fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
