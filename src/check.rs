@@ -94,10 +94,10 @@ fn inspect_locked(id: &SandboxId, state: &StateDir) -> Result<Inspection> {
         let mut nics = Vec::new();
         for (nic, problems) in cp.plan.nics.iter().zip(problems) {
             let idx = created_ifindex(&cp.created, &nic.tap.name);
-            let tap = now.links.get(&idx).cloned();
-            let packets = match tap {
-                Some(_) => packets(&nl, idx).await,
-                None => None,
+            let tap = idx.and_then(|i| now.links.get(&i)).cloned();
+            let packets = match (&tap, idx) {
+                (Some(_), Some(idx)) => packets(&nl, idx).await,
+                _ => None,
             };
             nics.push(NicLive {
                 problems,

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use super::{build, fill_txqlen, survey};
+use super::{build, survey};
 use crate::describe;
 use crate::error::Result;
 use crate::kernel::netlink::Netlink;
@@ -193,8 +193,7 @@ async fn add_one(
     survey: &super::Survey,
     iface: &Interface,
 ) -> Result<NicPlan> {
-    let mut nic = plan::plan_late(&survey.desc, &survey.inventory, &cp.plan, iface)?;
-    fill_txqlen(std::slice::from_mut(&mut nic), &survey.dump);
+    let nic = plan::plan_late(&survey.desc, &survey.inventory, &cp.plan, iface)?;
     let sub = Plan {
         id: cp.plan.id.clone(),
         mode: cp.plan.mode,
@@ -383,13 +382,13 @@ mod tests {
             Created {
                 name: tap.clone(),
                 ifindex: 40,
-                kind: "tap".into(),
+                kind: crate::state::CreatedKind::Tap,
                 mac: None,
             },
             Created {
                 name: "tap_other".into(),
                 ifindex: 41,
-                kind: "tap".into(),
+                kind: crate::state::CreatedKind::Tap,
                 mac: None,
             },
         ];

@@ -8,7 +8,7 @@ pub(crate) mod late;
 mod requests;
 mod restore;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use crate::describe;
@@ -36,12 +36,9 @@ pub async fn fresh(
     let mut timings = Timings::default();
 
     let Survey {
-        dump,
-        desc,
-        inventory,
+        desc, inventory, ..
     } = survey(ns, nl).await?;
-    let mut plan = plan::plan(&desc, &inventory, opts, id)?;
-    fill_txqlen(&mut plan.nics, &dump);
+    let plan = plan::plan(&desc, &inventory, opts, id)?;
     timings.scan = micros(start);
     log_plan(&desc, &plan, timings.scan);
 
@@ -107,10 +104,9 @@ fn log_plan(desc: &Description, plan: &Plan, us: u64) {
     );
 }
 
-/// The netns as planning needs it: the raw dump, the description made from
-/// it, and what the plan needs beyond the description.
+/// The netns as planning needs it: the description made from its dump, and
+/// what the plan needs beyond the description.
 pub(crate) struct Survey {
-    pub dump: parse::Dump,
     pub desc: Description,
     pub inventory: Inventory,
 }
@@ -146,23 +142,18 @@ pub(crate) async fn survey(ns: &NetNs, nl: &Netlink) -> Result<Survey> {
             .collect(),
         groups: parse::link_groups(&dump.links),
         lower_of_stacked: parse::stacked_lowers(&dump.links),
+        txqlen: txqlens(&dump),
     };
-    Ok(Survey {
-        dump,
-        desc,
-        inventory,
-    })
+    Ok(Survey { desc, inventory })
 }
 
-/// Record each pod interface's transmit queue length (detach puts it back).
-fn fill_txqlen(nics: &mut [plan::NicPlan], dump: &parse::Dump) {
-    for nic in nics {
-        let live = dump
-            .links
-            .iter()
-            .find(|l| l.header.index == nic.pod.ifindex);
-        nic.pod.txqlen = live.and_then(|l| links::link_state(l).txqlen);
-    }
+/// Each link's transmit queue length, by ifindex (the plan records the pod
+/// interfaces', and detach puts them back).
+fn txqlens(dump: &parse::Dump) -> BTreeMap<u32, u32> {
+    dump.links
+        .iter()
+        .filter_map(|l| Some((l.header.index, links::link_state(l).txqlen?)))
+        .collect()
 }
 
 /// Undo what this attach made (by ifindex and group, never by name), drop

@@ -80,11 +80,6 @@ impl<D> Checkpoint<D> {
     pub fn netns_id(&self) -> NetnsId {
         NetnsId::new((self.netns.dev, self.netns.inode), self.netns_cookie)
     }
-
-    /// The ifindex recorded for the link podtap created under `name` (0 when none).
-    pub fn created_ifindex(&self, name: &str) -> u32 {
-        created_ifindex(&self.created, name)
-    }
 }
 
 /// One object podtap created, keyed by its ifindex.
@@ -94,19 +89,45 @@ pub struct Created {
     pub name: String,
     /// The ifindex the kernel gave it.
     pub ifindex: u32,
-    /// "tap" or "bridge".
-    pub kind: String,
+    /// What it is.
+    pub kind: CreatedKind,
     /// Its hardware address when it was made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<MacAddr>,
 }
 
-/// The ifindex recorded for the link podtap created under `name` (0 when none).
-pub fn created_ifindex(created: &[Created], name: &str) -> u32 {
-    created
-        .iter()
-        .find(|c| c.name == name)
-        .map_or(0, |c| c.ifindex)
+/// What kind of link podtap created (written as "tap", "bridge" or "macvtap").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CreatedKind {
+    /// A TAP (a tun link in TAP mode).
+    Tap,
+    /// A Linux bridge.
+    Bridge,
+    /// A passthru macvtap.
+    Macvtap,
+}
+
+impl CreatedKind {
+    /// The name the checkpoint records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CreatedKind::Tap => "tap",
+            CreatedKind::Bridge => "bridge",
+            CreatedKind::Macvtap => "macvtap",
+        }
+    }
+}
+
+impl std::fmt::Display for CreatedKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The ifindex recorded for the link podtap created under `name`, if any.
+pub fn created_ifindex(created: &[Created], name: &str) -> Option<u32> {
+    created.iter().find(|c| c.name == name).map(|c| c.ifindex)
 }
 
 #[cfg(test)]

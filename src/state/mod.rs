@@ -22,7 +22,7 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 
 pub use crate::id::{SandboxId, MAX_ID_LEN};
 pub(crate) use checkpoint::created_ifindex;
-pub use checkpoint::{Checkpoint, Created, Phase, VERSION};
+pub use checkpoint::{Checkpoint, Created, CreatedKind, Phase, VERSION};
 pub(crate) use lock::{Lock, LOCK_TIMEOUT};
 pub(crate) use write::{read_entry, write_atomic};
 

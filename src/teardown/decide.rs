@@ -16,7 +16,7 @@ use crate::kernel::replay::Recorded;
 use crate::kernel::tc::FilterInfo;
 use crate::model::LinkKind;
 use crate::plan::{self, NicPlan, Plan, PodRestore};
-use crate::state::Created;
+use crate::state::{Created, CreatedKind};
 
 /// What the kernel holds now, as far as teardown and check look.
 #[derive(Debug, Clone, Default)]
@@ -202,7 +202,7 @@ pub fn undo_in(
         .chain(
             created
                 .iter()
-                .filter(|c| c.kind == "tap")
+                .filter(|c| c.kind == CreatedKind::Tap)
                 .map(|c| c.ifindex),
         )
         .collect();
@@ -418,11 +418,12 @@ pub fn our_links_in<'a>(
     let recorded_kind = |l: &LinkState| {
         created.iter().any(|c| {
             c.ifindex == l.ifindex
-                && match c.kind.as_str() {
-                    "tap" => l.is_kind(InfoKind::Tun) && super::proof::tap_flags(plan, l, &c.name),
-                    "bridge" => l.is_kind(InfoKind::Bridge),
-                    "macvtap" => l.is_kind(InfoKind::MacVtap),
-                    _ => false,
+                && match c.kind {
+                    CreatedKind::Tap => {
+                        l.is_kind(InfoKind::Tun) && super::proof::tap_flags(plan, l, &c.name)
+                    }
+                    CreatedKind::Bridge => l.is_kind(InfoKind::Bridge),
+                    CreatedKind::Macvtap => l.is_kind(InfoKind::MacVtap),
                 }
         })
     };

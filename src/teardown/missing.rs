@@ -65,10 +65,14 @@ fn missing_nic(
         Some(_) => (InfoKind::MacVtap, "macvtap"),
         None => (InfoKind::Tun, "TAP"),
     };
-    let Some(tap) = now.links.get(&tap_idx).filter(|l| l.is_kind(kind)) else {
+    let Some(tap) = tap_idx
+        .and_then(|i| now.links.get(&i))
+        .filter(|l| l.is_kind(kind))
+    else {
         return Err(format!(
-            "{what} {} (ifindex {tap_idx}) is missing",
-            nic.tap.name
+            "{what} {} (ifindex {}) is missing",
+            nic.tap.name,
+            tap_idx.unwrap_or(0)
         ));
     };
     // Found by ifindex: a VMM that opens it by name would not find it.
@@ -143,8 +147,12 @@ fn wiring_drift(
     }
     if let Some(b) = &nic.bridge {
         let idx = created_ifindex(created, &b.name);
-        match now.links.get(&idx) {
-            None => problems.push(format!("bridge {} (ifindex {idx}) is missing", b.name)),
+        match idx.and_then(|i| now.links.get(&i)) {
+            None => problems.push(format!(
+                "bridge {} (ifindex {}) is missing",
+                b.name,
+                idx.unwrap_or(0)
+            )),
             Some(br) => {
                 for port in [pod, tap] {
                     if port.controller != Some(br.ifindex) {

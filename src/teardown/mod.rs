@@ -94,10 +94,8 @@ pub async fn missing_per_nic(
         .iter()
         .filter(|n| n.tc.is_some())
         .flat_map(|n| {
-            [
-                n.pod.ifindex,
-                crate::state::created_ifindex(created, &n.tap.name),
-            ]
+            std::iter::once(n.pod.ifindex)
+                .chain(crate::state::created_ifindex(created, &n.tap.name))
         })
         .collect();
     let mut now = execute::observe(nl, |l| wired.contains(&l.ifindex)).await?;

@@ -197,7 +197,7 @@ fn nic(seen: &Inspection, plan: &NicPlan, live: &NicLive) -> ShownNic {
             .as_ref()
             .map(|l| l.name.clone())
             .filter(|n| *n != plan.tap.name),
-        tap_ifindex: crate::state::created_ifindex(&seen.cp.created, &plan.tap.name),
+        tap_ifindex: crate::state::created_ifindex(&seen.cp.created, &plan.tap.name).unwrap_or(0),
         wiring: plan.wiring.as_str().to_string(),
         wiring_detail,
         vm: VmNic {
