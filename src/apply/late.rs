@@ -103,36 +103,12 @@ pub async fn reconcile(
     refused: &BTreeMap<u32, String>,
     foreign: &BTreeSet<u32>,
 ) -> Result<Vec<Change>> {
-    let mut changes = Vec::new();
     let mut survey = survey(ns, nl).await?;
     // Links left out of the description: those undone in this round (in the
     // survey still, but gone now) and other attachments' TAPs and bridges
     // (`foreign`: their state flips as a VMM opens them).
     let mut undone = foreign.clone();
-
-    let removed: BTreeSet<u32> = gone(&cp.plan, &survey.desc)
-        .iter()
-        .map(|n| n.pod.ifindex)
-        .collect();
-    if !removed.is_empty() {
-        let (sub, created) = split_off(cp, |n| removed.contains(&n.pod.ifindex));
-        undone.extend(created.iter().map(|c| c.ifindex));
-        // The pod interface is gone (and with it its filters, or the
-        // macvtap on it); what is left is the TAP or the bridge.
-        let report = teardown::undo_part(nl, &sub, &created, Proof::Recorded).await;
-        remove_nodes(&sub);
-        for w in &report.warnings {
-            tracing::info!("watch: {w}");
-        }
-        if let Err(e) = report.into_result() {
-            // Keep them recorded, so detach can retry.
-            cp.plan.nics.extend(sub.nics);
-            cp.created.extend(created);
-            return Err(e);
-        }
-        state.save(cp)?;
-        changes.extend(sub.nics.into_iter().map(Change::Removed));
-    }
+    let mut changes = remove_gone(nl, state, cp, &survey.desc, &mut undone).await?;
 
     for iface in arrived(cp, &survey.desc, refused) {
         match add_one(ns, nl, state, cp, &survey, iface).await {
@@ -145,27 +121,7 @@ pub async fn reconcile(
         }
     }
 
-    // Leave those out, with their routes and neighbours.
-    let undone_names: Vec<String> = survey
-        .desc
-        .interfaces
-        .iter()
-        .filter(|i| undone.contains(&i.ifindex))
-        .map(|i| i.name.clone())
-        .collect();
-    survey
-        .desc
-        .interfaces
-        .retain(|i| !undone.contains(&i.ifindex));
-    survey.desc.routes.retain(|r| {
-        r.interface
-            .as_ref()
-            .is_none_or(|n| !undone_names.contains(n))
-    });
-    survey
-        .desc
-        .neighbours
-        .retain(|n| !undone_names.contains(&n.interface));
+    leave_out(&mut survey.desc, &undone);
     if let Some(prev) = cp.description.clone() {
         let next = describe::revised(&prev, survey.desc, &cp.plan, &cp.created);
         if next != prev {
@@ -181,6 +137,56 @@ pub async fn reconcile(
         }
     }
     Ok(changes)
+}
+
+/// Undo the NICs of `cp` whose pod interface is gone from `desc`, and drop
+/// them from the checkpoint; their links' ifindexes go into `undone`.
+async fn remove_gone(
+    nl: &Netlink,
+    state: &StateDir,
+    cp: &mut Checkpoint,
+    desc: &Description,
+    undone: &mut BTreeSet<u32>,
+) -> Result<Vec<Change>> {
+    let removed: BTreeSet<u32> = gone(&cp.plan, desc).iter().map(|n| n.pod.ifindex).collect();
+    if removed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (sub, created) = split_off(cp, |n| removed.contains(&n.pod.ifindex));
+    undone.extend(created.iter().map(|c| c.ifindex));
+    // The pod interface is gone (and with it its filters, or the
+    // macvtap on it); what is left is the TAP or the bridge.
+    let report = teardown::undo_part(nl, &sub, &created, Proof::Recorded).await;
+    remove_nodes(&sub);
+    for w in &report.warnings {
+        tracing::info!("watch: {w}");
+    }
+    if let Err(e) = report.into_result() {
+        // Keep them recorded, so detach can retry.
+        cp.plan.nics.extend(sub.nics);
+        cp.created.extend(created);
+        return Err(e);
+    }
+    state.save(cp)?;
+    Ok(sub.nics.into_iter().map(Change::Removed).collect())
+}
+
+/// Leave the links in `undone` out of `desc`, with their routes and neighbours.
+fn leave_out(desc: &mut Description, undone: &BTreeSet<u32>) {
+    let undone_names: Vec<String> = desc
+        .interfaces
+        .iter()
+        .filter(|i| undone.contains(&i.ifindex))
+        .map(|i| i.name.clone())
+        .collect();
+    desc.interfaces.retain(|i| !undone.contains(&i.ifindex));
+    desc.routes.retain(|r| {
+        r.interface
+            .as_ref()
+            .is_none_or(|n| !undone_names.contains(n))
+    });
+    desc.neighbours
+        .retain(|n| !undone_names.contains(&n.interface));
 }
 
 /// Plan, record and build one late interface; on failure undo what was made

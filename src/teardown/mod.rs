@@ -17,6 +17,9 @@ pub mod markers;
 mod markers_tests;
 pub mod missing;
 mod proof;
+mod restore;
+#[cfg(test)]
+mod restore_tests;
 
 pub use decide::{Proof, Scope};
 pub use execute::UndoReport;
