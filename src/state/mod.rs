@@ -172,8 +172,7 @@ impl StateDir {
     /// Write the checkpoint atomically.
     pub(crate) fn save(&self, cp: &Checkpoint) -> Result<()> {
         // Compact: a 32-interface pod's checkpoint is read and written on every call.
-        let text = serde_json::to_vec(cp)
-            .map_err(|e| Error::Invalid(format!("serialize checkpoint: {e}")))?;
+        let text = serde_json::to_vec(cp).map_err(|e| Error::serialize("checkpoint", e))?;
         self.write(&cp.id, &text)
     }
 
