@@ -71,7 +71,7 @@ fn inspect_locked(id: &SandboxId, state: &StateDir) -> Result<Inspection> {
         whole: Some(why),
         nics: Vec::new(),
     };
-    if cp.phase != Phase::Complete {
+    if cp.phase() != Phase::Complete {
         let why = "attach did not finish (run detach, then attach again)".into();
         return Ok(whole(cp, why));
     }

@@ -17,7 +17,7 @@ use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
 use crate::model::{Description, Interface, Timings};
 use crate::plan::{self, NicPlan, Plan};
-use crate::state::{Checkpoint, Created, StateDir};
+use crate::state::{Checkpoint, Created, Stage, StateDir};
 use crate::teardown::{self, Proof};
 
 /// One thing [`reconcile`] changed.
@@ -122,11 +122,11 @@ pub async fn reconcile(
     }
 
     leave_out(&mut survey.desc, &undone);
-    if let Some(prev) = cp.description.clone() {
-        let next = describe::revised(&prev, survey.desc, &cp.plan, &cp.created);
-        if next != prev {
-            let differ = differing(&prev, &next);
-            cp.description = Some(next);
+    if let Stage::Complete(Some(prev)) = &cp.stage {
+        let next = describe::revised(prev, survey.desc, &cp.plan, &cp.created);
+        if next != *prev {
+            let differ = differing(prev, &next);
+            cp.stage = Stage::Complete(Some(next));
             state.save(cp)?;
             if !changes
                 .iter()
@@ -322,10 +322,9 @@ mod tests {
             id,
             netns: desc.netns.clone(),
             netns_cookie: None,
-            phase: crate::state::Phase::Complete,
+            stage: Stage::Complete(Some(desc.clone())),
             plan,
             created: vec![],
-            description: Some(desc.clone()),
             only: None,
             late: vec![],
             adopted: vec![],

@@ -21,7 +21,7 @@ use crate::kernel::tc;
 use crate::model::{Description, Timings};
 use crate::plan::{self, AttachOptions, IngressState, Inventory, Plan};
 use crate::scan::{self, parse};
-use crate::state::{Checkpoint, Created, Phase, StateDir, VERSION};
+use crate::state::{Checkpoint, Created, Stage, StateDir, VERSION};
 use crate::teardown::{self, Proof};
 
 /// Attach `opts` in the netns `nl` talks to, with no checkpoint for `id` yet.
@@ -50,10 +50,9 @@ pub async fn fresh(
         id: id.clone(),
         netns: desc.netns.clone(),
         netns_cookie: nl.cookie,
-        phase: Phase::Applying,
+        stage: Stage::Intent,
         plan: plan.clone(),
         created: Vec::new(),
-        description: None,
         only: opts.interfaces.clone(),
         late: Vec::new(),
         adopted: Vec::new(),
@@ -76,9 +75,8 @@ pub async fn fresh(
     // prints the same bytes; the final checkpoint write is therefore not timed.
     timings.total = micros(start);
     let described = describe::attached(desc, &plan, &created, timings, opts.dns.clone());
-    cp.phase = Phase::Complete;
+    cp.stage = Stage::Complete(Some(described.clone()));
     cp.created = created;
-    cp.description = Some(described.clone());
     if let Err(e) = state.save(&cp) {
         // The intent record (phase "applying") is still on disk if the rollback cannot finish.
         return Err(rollback(nl, state, &plan, &cp.created, e).await);

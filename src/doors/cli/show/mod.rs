@@ -168,8 +168,7 @@ fn attachment(seen: &Inspection) -> Shown {
 fn nic(seen: &Inspection, plan: &NicPlan, live: &NicLive) -> ShownNic {
     let guest_mac = seen
         .cp
-        .description
-        .as_ref()
+        .description()
         .and_then(|d| d.interfaces.iter().find(|i| i.ifindex == plan.pod.ifindex))
         .and_then(|i| i.guest_mac.clone());
     let (state, problems) = match &live.problems.missing {
