@@ -56,10 +56,10 @@ pub fn attach(
 /// What [`attach_in`] did.
 pub(crate) struct Attached {
     /// The description, as printed.
-    pub description: Description,
+    pub(crate) description: Description,
     /// Whether this call built it (false: an earlier attach had, and this one
     /// returned the recorded description).
-    pub fresh: bool,
+    pub(crate) fresh: bool,
 }
 
 /// [`attach`], also saying whether this call built the attachment. The host's

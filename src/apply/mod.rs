@@ -105,8 +105,8 @@ fn log_plan(desc: &Description, plan: &Plan, us: u64) {
 /// The netns as planning needs it: the description made from its dump, and
 /// what the plan needs beyond the description.
 pub(crate) struct Survey {
-    pub desc: Description,
-    pub inventory: Inventory,
+    pub(crate) desc: Description,
+    pub(crate) inventory: Inventory,
 }
 
 /// Dump the netns `nl` talks to and read what a plan needs.

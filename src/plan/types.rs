@@ -15,11 +15,11 @@ use crate::model::{LinkKind, Wiring};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IngressState {
     /// "ingress" or "clsact" when such a qdisc is already there.
-    pub qdisc: Option<String>,
+    pub(crate) qdisc: Option<String>,
     /// Priorities of filters already attached to it.
-    pub prios: BTreeSet<u16>,
+    pub(crate) prios: BTreeSet<u16>,
     /// Those of them that carry a mirred redirect.
-    pub redirects: BTreeSet<u16>,
+    pub(crate) redirects: BTreeSet<u16>,
 }
 
 impl From<&IngressHook> for IngressState {
@@ -40,57 +40,57 @@ impl From<&IngressHook> for IngressState {
 /// What the netns holds beyond the description, needed to plan.
 #[derive(Debug, Clone, Default)]
 pub struct Inventory {
-    pub ingress: BTreeMap<u32, IngressState>,
+    pub(crate) ingress: BTreeMap<u32, IngressState>,
     /// Link groups in use in the netns.
-    pub groups: BTreeSet<u32>,
+    pub(crate) groups: BTreeSet<u32>,
     /// For bridge mode: what each candidate pod interface would give up.
-    pub restore: BTreeMap<u32, PodRestore>,
+    pub(crate) restore: BTreeMap<u32, PodRestore>,
     /// Links that carry a macvlan/macvtap/ipvlan/vlan of this netns on top:
     /// the kernel refuses to bridge them (EBUSY), so bridge mode uses tc there.
-    pub lower_of_stacked: BTreeSet<u32>,
+    pub(crate) lower_of_stacked: BTreeSet<u32>,
     /// Each link's transmit queue length, by ifindex (detach puts it back).
-    pub txqlen: BTreeMap<u32, u32>,
+    pub(crate) txqlen: BTreeMap<u32, u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Plan {
-    pub id: SandboxId,
-    pub mode: Wiring,
+    pub(crate) id: SandboxId,
+    pub(crate) mode: Wiring,
     /// Link group of every TAP and bridge of this attachment.
-    pub group: u32,
-    pub nics: Vec<NicPlan>,
+    pub(crate) group: u32,
+    pub(crate) nics: Vec<NicPlan>,
     /// The TAP options attach was given, for NICs `podtap watch` adds later
     /// (absent in checkpoints written before watch existed: then the first
     /// NIC's are used).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub taps: Option<TapOptions>,
+    pub(crate) taps: Option<TapOptions>,
 }
 
 /// The TAP options of an attachment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TapOptions {
-    pub queues: u32,
-    pub vnet_hdr: bool,
+    pub(crate) queues: u32,
+    pub(crate) vnet_hdr: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<u32>,
+    pub(crate) owner: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub group: Option<u32>,
+    pub(crate) group: Option<u32>,
 }
 
 /// One pod interface and what is built for it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NicPlan {
-    pub pod: PodSide,
-    pub tap: TapPlan,
-    pub wiring: Wiring,
+    pub(crate) pod: PodSide,
+    pub(crate) tap: TapPlan,
+    pub(crate) wiring: Wiring,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wiring_note: Option<String>,
+    pub(crate) wiring_note: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tc: Option<TcPlan>,
+    pub(crate) tc: Option<TcPlan>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bridge: Option<BridgePlan>,
+    pub(crate) bridge: Option<BridgePlan>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub macvtap: Option<MacvtapPlan>,
+    pub(crate) macvtap: Option<MacvtapPlan>,
 }
 
 /// A macvtap (passthru) on the pod interface; `tap` names and sizes it.
@@ -99,69 +99,69 @@ pub struct MacvtapPlan {
     /// podtap's own node for its character device. The kernel's
     /// `/dev/tapN` is named by ifindex, which is per netns: two pods with a
     /// macvtap at the same ifindex would share one name in the host's /dev.
-    pub device: String,
+    pub(crate) device: String,
 }
 
 /// The pod interface as it was before attach (what detach restores).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PodSide {
-    pub ifindex: u32,
-    pub name: String,
+    pub(crate) ifindex: u32,
+    pub(crate) name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mac: Option<MacAddr>,
-    pub mtu: u32,
-    pub kind: LinkKind,
+    pub(crate) mac: Option<MacAddr>,
+    pub(crate) mtu: u32,
+    pub(crate) kind: LinkKind,
     /// Transmit queue length before attach, as the scan found it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub txqlen: Option<u32>,
+    pub(crate) txqlen: Option<u32>,
     /// Its permanent neighbours before attach (`check` verifies they are still there).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub neighbours: Vec<PinnedNeighbour>,
+    pub(crate) neighbours: Vec<PinnedNeighbour>,
 }
 
 /// A permanent neighbour entry: IP and link-layer address.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PinnedNeighbour {
     /// The neighbour's IP address.
-    pub ip: String,
+    pub(crate) ip: String,
     /// Its link-layer address.
-    pub mac: String,
+    pub(crate) mac: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TapPlan {
-    pub name: String,
-    pub mtu: u32,
-    pub queues: u32,
-    pub vnet_hdr: bool,
-    pub multi_queue: bool,
+    pub(crate) name: String,
+    pub(crate) mtu: u32,
+    pub(crate) queues: u32,
+    pub(crate) vnet_hdr: bool,
+    pub(crate) multi_queue: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<u32>,
+    pub(crate) owner: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub group: Option<u32>,
+    pub(crate) group: Option<u32>,
 }
 
 /// tc redirect both ways.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TcPlan {
     /// Priority of podtap's filter on the pod interface (and on the TAP).
-    pub prio: u16,
+    pub(crate) prio: u16,
     /// Whether podtap adds the pod interface's ingress qdisc (and so removes it on detach).
-    pub create_pod_qdisc: bool,
+    pub(crate) create_pod_qdisc: bool,
     /// The kind of qdisc already on the pod interface, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub existing_pod_qdisc: Option<String>,
+    pub(crate) existing_pod_qdisc: Option<String>,
 }
 
 /// A bridge holding the pod interface and the TAP.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BridgePlan {
-    pub name: String,
+    pub(crate) name: String,
     /// Locally administered MAC the pod interface carries while bridged.
-    pub pod_mac: MacAddr,
+    pub(crate) pod_mac: MacAddr,
     /// What the pod interface loses while bridged, to be put back exactly.
     #[serde(default)]
-    pub restore: PodRestore,
+    pub(crate) restore: PodRestore,
 }
 
 /// What bridge mode must put back on the pod interface: giving it the
@@ -171,5 +171,5 @@ pub struct BridgePlan {
 pub struct PodRestore {
     /// Its permanent neighbours.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub neighbours: Vec<Recorded>,
+    pub(crate) neighbours: Vec<Recorded>,
 }

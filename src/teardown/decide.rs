@@ -23,11 +23,11 @@ use super::restore::{is_recorded_pod, restore_pod, PodContext};
 #[derive(Debug, Clone, Default)]
 pub struct Observed {
     /// Every link of the netns, by ifindex.
-    pub links: BTreeMap<u32, LinkState>,
+    pub(crate) links: BTreeMap<u32, LinkState>,
     /// The ingress filters of the links whose filters were read.
-    pub filters: BTreeMap<u32, Vec<FilterInfo>>,
+    pub(crate) filters: BTreeMap<u32, Vec<FilterInfo>>,
     /// Permanent neighbours `(ifindex, ip, lladdr)`, when they were read.
-    pub neighbours: Vec<(u32, String, String)>,
+    pub(crate) neighbours: Vec<(u32, String, String)>,
 }
 
 impl Observed {
@@ -136,11 +136,11 @@ impl fmt::Display for Action {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Undo {
     /// Per pod interface, the changes to it, in order.
-    pub pod_side: Vec<Vec<Action>>,
+    pub(crate) pod_side: Vec<Vec<Action>>,
     /// Then the links podtap made.
-    pub links: Vec<Action>,
+    pub(crate) links: Vec<Action>,
     /// Things already gone or left alone on purpose.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// Undo what a checkpoint records.

@@ -21,9 +21,9 @@ pub fn missing(plan: &Plan, created: &[Created], now: &Observed) -> Vec<String> 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NicProblems {
     /// Its pod interface or its TAP (macvtap) is gone: nothing else was looked at.
-    pub missing: Option<String>,
+    pub(crate) missing: Option<String>,
     /// What differs from the record while both are there.
-    pub drifted: Vec<String>,
+    pub(crate) drifted: Vec<String>,
 }
 
 impl NicProblems {
