@@ -32,7 +32,7 @@ use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::{NetNs, OpeningLink};
 use crate::kernel::runtime::block_on;
 use crate::model::Description;
-use crate::state::{Phase, SandboxId, StateDir, LOCK_TIMEOUT};
+use crate::state::{SandboxId, Stage, StateDir, LOCK_TIMEOUT};
 use crate::teardown::{self, Proof};
 
 pub use crate::model::Wiring;
@@ -56,10 +56,10 @@ pub fn attach(
 /// What [`attach_in`] did.
 pub(crate) struct Attached {
     /// The description, as printed.
-    pub description: Description,
+    pub(crate) description: Description,
     /// Whether this call built it (false: an earlier attach had, and this one
     /// returned the recorded description).
-    pub fresh: bool,
+    pub(crate) fresh: bool,
 }
 
 /// [`attach`], also saying whether this call built the attachment. The host's
@@ -117,7 +117,7 @@ fn attach_locked(
                     requested: ns.display(),
                 });
             }
-            if let (Phase::Complete, Some(description)) = (cp.phase, cp.description) {
+            if let Stage::Complete(Some(description)) = cp.stage {
                 return Ok(Attached {
                     description,
                     fresh: false,

@@ -38,22 +38,22 @@ fn check_locked(id: &SandboxId, state: &StateDir) -> Result<()> {
 /// What [`check`] sees of an attachment, NIC by NIC (for `podtap show`).
 pub(crate) struct Inspection {
     /// The checkpoint.
-    pub cp: Checkpoint,
+    pub(crate) cp: Checkpoint,
     /// Why the attachment as a whole fails (attach unfinished, netns gone or
     /// replaced); its NICs were then not looked at and `nics` is empty.
-    pub whole: Option<String>,
+    pub(crate) whole: Option<String>,
     /// Each NIC of `cp.plan.nics`, in order.
-    pub nics: Vec<NicLive>,
+    pub(crate) nics: Vec<NicLive>,
 }
 
 /// One NIC as the kernel holds it now.
 pub(crate) struct NicLive {
     /// What is missing or drifted.
-    pub problems: NicProblems,
+    pub(crate) problems: NicProblems,
     /// Its TAP (or macvtap) now, found by recorded ifindex.
-    pub tap: Option<LinkState>,
+    pub(crate) tap: Option<LinkState>,
     /// The TAP's packet counters (rx, tx) from `IFLA_STATS64`.
-    pub packets: Option<(u64, u64)>,
+    pub(crate) packets: Option<(u64, u64)>,
 }
 
 /// [`check`], NIC by NIC, under the id's lock.
@@ -71,7 +71,7 @@ fn inspect_locked(id: &SandboxId, state: &StateDir) -> Result<Inspection> {
         whole: Some(why),
         nics: Vec::new(),
     };
-    if cp.phase != Phase::Complete {
+    if cp.phase() != Phase::Complete {
         let why = "attach did not finish (run detach, then attach again)".into();
         return Ok(whole(cp, why));
     }
@@ -94,10 +94,10 @@ fn inspect_locked(id: &SandboxId, state: &StateDir) -> Result<Inspection> {
         let mut nics = Vec::new();
         for (nic, problems) in cp.plan.nics.iter().zip(problems) {
             let idx = created_ifindex(&cp.created, &nic.tap.name);
-            let tap = now.links.get(&idx).cloned();
-            let packets = match tap {
-                Some(_) => packets(&nl, idx).await,
-                None => None,
+            let tap = idx.and_then(|i| now.links.get(&i)).cloned();
+            let packets = match (&tap, idx) {
+                (Some(_), Some(idx)) => packets(&nl, idx).await,
+                _ => None,
             };
             nics.push(NicLive {
                 problems,

@@ -14,7 +14,8 @@ pub fn attached(
     timings_us: Timings,
     dns: Option<Dns>,
 ) -> Description {
-    let index_of = |name: &str| created_ifindex(created, name);
+    // The description's JSON says 0 for an ifindex it does not know.
+    let index_of = |name: &str| created_ifindex(created, name).unwrap_or(0);
     for nic in &plan.nics {
         let Some(iface) = desc
             .interfaces
@@ -157,7 +158,7 @@ mod tests {
         let created = vec![Created {
             name: plan.nics[0].tap.name.clone(),
             ifindex: 90,
-            kind: "tap".into(),
+            kind: crate::state::CreatedKind::Tap,
             mac: None,
         }];
         let prev = attached(scanned.clone(), &plan, &created, Timings::default(), None);

@@ -184,7 +184,7 @@ fn detach_locked(id: &SandboxId, state: &StateDir, netns: Option<&Path>) -> Resu
                 }
                 // Names count only for an attach that never finished recording.
                 // (`pending`: NICs `podtap watch` was adding when it stopped.)
-                let proof = match cp.phase {
+                let proof = match cp.phase() {
                     Phase::Applying => Proof::RecordedDead,
                     Phase::Complete if !cp.pending.is_empty() => Proof::RecordedDead,
                     Phase::Complete => Proof::Recorded,

@@ -156,7 +156,15 @@ pub enum Error {
     },
     /// A renderer refused the description (exit 15).
     #[error("render: {0}")]
-    Render(String),
+    Render(#[from] crate::render::RenderError),
+    /// podtap could not serialize what it was about to write (exit 13).
+    #[error("serialize {what}: {source}")]
+    Serialize {
+        /// What it was serializing.
+        what: &'static str,
+        /// The serializer's error.
+        source: serde_json::Error,
+    },
     /// More than one failure; the first decides the exit code.
     #[error("{first} (and {more} more failure(s))")]
     Several {
@@ -268,6 +276,11 @@ impl Error {
         }
     }
 
+    /// A serialization failure of `what`.
+    pub(crate) fn serialize(what: &'static str, source: serde_json::Error) -> Self {
+        Error::Serialize { what, source }
+    }
+
     /// The first of `errors` (carrying the count of the rest), or `None` when there are none.
     /// Its exit code is the first error's: never "invalid input" because there were several.
     pub fn first_of(errors: Vec<Error>) -> Option<Error> {
@@ -311,7 +324,7 @@ impl Error {
             },
             Error::Conflict { .. } => exit::CONFLICT,
             Error::CheckFailed { .. } => exit::CHECK_FAILED,
-            Error::Invalid(_) => exit::INVALID,
+            Error::Invalid(_) | Error::Serialize { .. } => exit::INVALID,
             Error::NotFound { .. } => exit::NOT_FOUND,
             Error::Render(_) => exit::RENDER,
             Error::Untrusted { .. } => exit::UNTRUSTED,
@@ -346,5 +359,19 @@ mod tests {
             three.to_string().ends_with("(and 2 more failure(s))"),
             "{three}"
         );
+    }
+
+    #[test]
+    fn a_render_error_is_carried_typed_with_its_message_and_code() {
+        let e = Error::from(crate::render::RenderError::NoAttachedInterfaces);
+        assert_eq!(e.exit_code(), exit::RENDER);
+        assert_eq!(
+            e.to_string(),
+            "render: the description has no attached interfaces (no TAPs): run attach first"
+        );
+        assert!(matches!(
+            e,
+            Error::Render(crate::render::RenderError::NoAttachedInterfaces)
+        ));
     }
 }

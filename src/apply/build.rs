@@ -18,7 +18,7 @@ use crate::kernel::tap::{self, TapFlags, TapSpec};
 use crate::kernel::{bridge, links, macvtap, replay, sysctl};
 use crate::model::Timings;
 use crate::plan::{self, BridgePlan, NicPlan, Plan};
-use crate::state::{created_ifindex, Created};
+use crate::state::{created_ifindex, Created, CreatedKind};
 
 /// Build every TAP, bridge and filter of `plan`, adding each link made to
 /// `created` as soon as it exists (so a failure can undo exactly those).
@@ -48,7 +48,7 @@ pub(super) async fn build(
     created.extend(specs.iter().zip(&made).map(|(s, (i, mac))| Created {
         name: s.name.clone(),
         ifindex: *i,
-        kind: "tap".into(),
+        kind: CreatedKind::Tap,
         mac: Some(*mac),
     }));
     if let Some(e) = failed {
@@ -58,8 +58,8 @@ pub(super) async fn build(
     let tap_indexes: Vec<u32> = plan
         .nics
         .iter()
-        .map(|n| created_ifindex(created, &n.tap.name))
-        .collect();
+        .map(|n| made_ifindex(nl, created, &n.tap.name))
+        .collect::<Result<_>>()?;
     timings.tap = micros(t);
 
     let t = Instant::now();
@@ -252,7 +252,7 @@ async fn create_macvtaps(
             created.push(Created {
                 name: n.tap.name.clone(),
                 ifindex: l.ifindex,
-                kind: "macvtap".into(),
+                kind: CreatedKind::Macvtap,
                 mac: l.mac,
             });
         }
@@ -260,8 +260,8 @@ async fn create_macvtaps(
     made.into_iter().collect::<Result<Vec<()>>>()?;
     let links: Vec<(String, u32)> = nics
         .iter()
-        .map(|n| (n.tap.name.clone(), created_ifindex(created, &n.tap.name)))
-        .collect();
+        .map(|n| Ok((n.tap.name.clone(), made_ifindex(nl, created, &n.tap.name)?)))
+        .collect::<Result<_>>()?;
     // The thread's own errors (mount, sysfs) come back inside: they name their step.
     let numbers = ns
         .run(|| Ok(macvtap::device_numbers(&links)))?
@@ -306,7 +306,7 @@ async fn create_bridges(nl: &Netlink, plan: &Plan) -> Result<Vec<Option<Created>
                     Some(Created {
                         name: b.name.clone(),
                         ifindex: l.ifindex,
-                        kind: "bridge".into(),
+                        kind: CreatedKind::Bridge,
                         mac: l.mac,
                     })
                 })
@@ -319,6 +319,18 @@ async fn create_bridges(nl: &Netlink, plan: &Plan) -> Result<Vec<Option<Created>
                 }),
         })
         .collect()
+}
+
+/// The ifindex of the link this attach just made as `name` (every one it
+/// made is recorded before the creation step returns).
+fn made_ifindex(nl: &Netlink, created: &[Created], name: &str) -> Result<u32> {
+    created_ifindex(created, name).ok_or_else(|| {
+        nl.err(
+            "find link right after creating it",
+            name,
+            nix::errno::Errno::ENODEV,
+        )
+    })
 }
 
 fn dump_links(nl: &Netlink) -> Result<BTreeMap<u32, LinkState>> {

@@ -10,14 +10,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use super::{build, fill_txqlen, survey};
+use super::{build, survey};
 use crate::describe;
 use crate::error::Result;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
 use crate::model::{Description, Interface, Timings};
 use crate::plan::{self, NicPlan, Plan};
-use crate::state::{Checkpoint, Created, StateDir};
+use crate::state::{Checkpoint, Created, Stage, StateDir};
 use crate::teardown::{self, Proof};
 
 /// One thing [`reconcile`] changed.
@@ -103,36 +103,12 @@ pub async fn reconcile(
     refused: &BTreeMap<u32, String>,
     foreign: &BTreeSet<u32>,
 ) -> Result<Vec<Change>> {
-    let mut changes = Vec::new();
     let mut survey = survey(ns, nl).await?;
     // Links left out of the description: those undone in this round (in the
     // survey still, but gone now) and other attachments' TAPs and bridges
     // (`foreign`: their state flips as a VMM opens them).
     let mut undone = foreign.clone();
-
-    let removed: BTreeSet<u32> = gone(&cp.plan, &survey.desc)
-        .iter()
-        .map(|n| n.pod.ifindex)
-        .collect();
-    if !removed.is_empty() {
-        let (sub, created) = split_off(cp, |n| removed.contains(&n.pod.ifindex));
-        undone.extend(created.iter().map(|c| c.ifindex));
-        // The pod interface is gone (and with it its filters, or the
-        // macvtap on it); what is left is the TAP or the bridge.
-        let report = teardown::undo_part(nl, &sub, &created, Proof::Recorded).await;
-        remove_nodes(&sub);
-        for w in &report.warnings {
-            tracing::info!("watch: {w}");
-        }
-        if let Err(e) = report.into_result() {
-            // Keep them recorded, so detach can retry.
-            cp.plan.nics.extend(sub.nics);
-            cp.created.extend(created);
-            return Err(e);
-        }
-        state.save(cp)?;
-        changes.extend(sub.nics.into_iter().map(Change::Removed));
-    }
+    let mut changes = remove_gone(nl, state, cp, &survey.desc, &mut undone).await?;
 
     for iface in arrived(cp, &survey.desc, refused) {
         match add_one(ns, nl, state, cp, &survey, iface).await {
@@ -145,32 +121,12 @@ pub async fn reconcile(
         }
     }
 
-    // Leave those out, with their routes and neighbours.
-    let undone_names: Vec<String> = survey
-        .desc
-        .interfaces
-        .iter()
-        .filter(|i| undone.contains(&i.ifindex))
-        .map(|i| i.name.clone())
-        .collect();
-    survey
-        .desc
-        .interfaces
-        .retain(|i| !undone.contains(&i.ifindex));
-    survey.desc.routes.retain(|r| {
-        r.interface
-            .as_ref()
-            .is_none_or(|n| !undone_names.contains(n))
-    });
-    survey
-        .desc
-        .neighbours
-        .retain(|n| !undone_names.contains(&n.interface));
-    if let Some(prev) = cp.description.clone() {
-        let next = describe::revised(&prev, survey.desc, &cp.plan, &cp.created);
-        if next != prev {
-            let differ = differing(&prev, &next);
-            cp.description = Some(next);
+    leave_out(&mut survey.desc, &undone);
+    if let Stage::Complete(Some(prev)) = &cp.stage {
+        let next = describe::revised(prev, survey.desc, &cp.plan, &cp.created);
+        if next != *prev {
+            let differ = differing(prev, &next);
+            cp.stage = Stage::Complete(Some(next));
             state.save(cp)?;
             if !changes
                 .iter()
@@ -183,6 +139,56 @@ pub async fn reconcile(
     Ok(changes)
 }
 
+/// Undo the NICs of `cp` whose pod interface is gone from `desc`, and drop
+/// them from the checkpoint; their links' ifindexes go into `undone`.
+async fn remove_gone(
+    nl: &Netlink,
+    state: &StateDir,
+    cp: &mut Checkpoint,
+    desc: &Description,
+    undone: &mut BTreeSet<u32>,
+) -> Result<Vec<Change>> {
+    let removed: BTreeSet<u32> = gone(&cp.plan, desc).iter().map(|n| n.pod.ifindex).collect();
+    if removed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (sub, created) = split_off(cp, |n| removed.contains(&n.pod.ifindex));
+    undone.extend(created.iter().map(|c| c.ifindex));
+    // The pod interface is gone (and with it its filters, or the
+    // macvtap on it); what is left is the TAP or the bridge.
+    let report = teardown::undo_part(nl, &sub, &created, Proof::Recorded).await;
+    remove_nodes(&sub);
+    for w in &report.warnings {
+        tracing::info!("watch: {w}");
+    }
+    if let Err(e) = report.into_result() {
+        // Keep them recorded, so detach can retry.
+        cp.plan.nics.extend(sub.nics);
+        cp.created.extend(created);
+        return Err(e);
+    }
+    state.save(cp)?;
+    Ok(sub.nics.into_iter().map(Change::Removed).collect())
+}
+
+/// Leave the links in `undone` out of `desc`, with their routes and neighbours.
+fn leave_out(desc: &mut Description, undone: &BTreeSet<u32>) {
+    let undone_names: Vec<String> = desc
+        .interfaces
+        .iter()
+        .filter(|i| undone.contains(&i.ifindex))
+        .map(|i| i.name.clone())
+        .collect();
+    desc.interfaces.retain(|i| !undone.contains(&i.ifindex));
+    desc.routes.retain(|r| {
+        r.interface
+            .as_ref()
+            .is_none_or(|n| !undone_names.contains(n))
+    });
+    desc.neighbours
+        .retain(|n| !undone_names.contains(&n.interface));
+}
+
 /// Plan, record and build one late interface; on failure undo what was made
 /// and drop it from the checkpoint again.
 async fn add_one(
@@ -193,8 +199,7 @@ async fn add_one(
     survey: &super::Survey,
     iface: &Interface,
 ) -> Result<NicPlan> {
-    let mut nic = plan::plan_late(&survey.desc, &survey.inventory, &cp.plan, iface)?;
-    fill_txqlen(std::slice::from_mut(&mut nic), &survey.dump);
+    let nic = plan::plan_late(&survey.desc, &survey.inventory, &cp.plan, iface)?;
     let sub = Plan {
         id: cp.plan.id.clone(),
         mode: cp.plan.mode,
@@ -317,10 +322,9 @@ mod tests {
             id,
             netns: desc.netns.clone(),
             netns_cookie: None,
-            phase: crate::state::Phase::Complete,
+            stage: Stage::Complete(Some(desc.clone())),
             plan,
             created: vec![],
-            description: Some(desc.clone()),
             only: None,
             late: vec![],
             adopted: vec![],
@@ -383,13 +387,13 @@ mod tests {
             Created {
                 name: tap.clone(),
                 ifindex: 40,
-                kind: "tap".into(),
+                kind: crate::state::CreatedKind::Tap,
                 mac: None,
             },
             Created {
                 name: "tap_other".into(),
                 ifindex: 41,
-                kind: "tap".into(),
+                kind: crate::state::CreatedKind::Tap,
                 mac: None,
             },
         ];

@@ -8,7 +8,7 @@ pub(crate) mod late;
 mod requests;
 mod restore;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use crate::describe;
@@ -21,7 +21,7 @@ use crate::kernel::tc;
 use crate::model::{Description, Timings};
 use crate::plan::{self, AttachOptions, IngressState, Inventory, Plan};
 use crate::scan::{self, parse};
-use crate::state::{Checkpoint, Created, Phase, StateDir, VERSION};
+use crate::state::{Checkpoint, Created, Stage, StateDir, VERSION};
 use crate::teardown::{self, Proof};
 
 /// Attach `opts` in the netns `nl` talks to, with no checkpoint for `id` yet.
@@ -36,12 +36,9 @@ pub async fn fresh(
     let mut timings = Timings::default();
 
     let Survey {
-        dump,
-        desc,
-        inventory,
+        desc, inventory, ..
     } = survey(ns, nl).await?;
-    let mut plan = plan::plan(&desc, &inventory, opts, id)?;
-    fill_txqlen(&mut plan.nics, &dump);
+    let plan = plan::plan(&desc, &inventory, opts, id)?;
     timings.scan = micros(start);
     log_plan(&desc, &plan, timings.scan);
 
@@ -53,10 +50,9 @@ pub async fn fresh(
         id: id.clone(),
         netns: desc.netns.clone(),
         netns_cookie: nl.cookie,
-        phase: Phase::Applying,
+        stage: Stage::Intent,
         plan: plan.clone(),
         created: Vec::new(),
-        description: None,
         only: opts.interfaces.clone(),
         late: Vec::new(),
         adopted: Vec::new(),
@@ -79,9 +75,8 @@ pub async fn fresh(
     // prints the same bytes; the final checkpoint write is therefore not timed.
     timings.total = micros(start);
     let described = describe::attached(desc, &plan, &created, timings, opts.dns.clone());
-    cp.phase = Phase::Complete;
+    cp.stage = Stage::Complete(Some(described.clone()));
     cp.created = created;
-    cp.description = Some(described.clone());
     if let Err(e) = state.save(&cp) {
         // The intent record (phase "applying") is still on disk if the rollback cannot finish.
         return Err(rollback(nl, state, &plan, &cp.created, e).await);
@@ -107,12 +102,11 @@ fn log_plan(desc: &Description, plan: &Plan, us: u64) {
     );
 }
 
-/// The netns as planning needs it: the raw dump, the description made from
-/// it, and what the plan needs beyond the description.
+/// The netns as planning needs it: the description made from its dump, and
+/// what the plan needs beyond the description.
 pub(crate) struct Survey {
-    pub dump: parse::Dump,
-    pub desc: Description,
-    pub inventory: Inventory,
+    pub(crate) desc: Description,
+    pub(crate) inventory: Inventory,
 }
 
 /// Dump the netns `nl` talks to and read what a plan needs.
@@ -146,23 +140,18 @@ pub(crate) async fn survey(ns: &NetNs, nl: &Netlink) -> Result<Survey> {
             .collect(),
         groups: parse::link_groups(&dump.links),
         lower_of_stacked: parse::stacked_lowers(&dump.links),
+        txqlen: txqlens(&dump),
     };
-    Ok(Survey {
-        dump,
-        desc,
-        inventory,
-    })
+    Ok(Survey { desc, inventory })
 }
 
-/// Record each pod interface's transmit queue length (detach puts it back).
-fn fill_txqlen(nics: &mut [plan::NicPlan], dump: &parse::Dump) {
-    for nic in nics {
-        let live = dump
-            .links
-            .iter()
-            .find(|l| l.header.index == nic.pod.ifindex);
-        nic.pod.txqlen = live.and_then(|l| links::link_state(l).txqlen);
-    }
+/// Each link's transmit queue length, by ifindex (the plan records the pod
+/// interfaces', and detach puts them back).
+fn txqlens(dump: &parse::Dump) -> BTreeMap<u32, u32> {
+    dump.links
+        .iter()
+        .filter_map(|l| Some((l.header.index, links::link_state(l).txqlen?)))
+        .collect()
 }
 
 /// Undo what this attach made (by ifindex and group, never by name), drop

@@ -18,9 +18,9 @@ use crate::plan::NicPlan;
 /// One request, with what to say if it fails: the operation and its object.
 #[derive(Debug)]
 pub struct Step {
-    pub request: Request,
-    pub op: &'static str,
-    pub on: String,
+    pub(crate) request: Request,
+    pub(crate) op: &'static str,
+    pub(crate) on: String,
 }
 
 /// The steps for every NIC of `nics` without a bridge, NIC after NIC; `taps`

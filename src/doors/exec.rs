@@ -146,7 +146,7 @@ pub fn handover_args(
     taps: &[Vec<i32>],
     vhost: &[Vec<i32>],
 ) -> Result<Vec<String>> {
-    let render_err = |e: crate::render::RenderError| Error::Render(e.to_string());
+    let render_err = Error::Render;
     match vmm {
         Vmm::Qemu => qemu_args(
             desc,

@@ -2,7 +2,7 @@ use std::collections::BTreeSet;
 
 use super::*;
 use crate::model::ifname::MAX_IFNAME;
-use crate::model::{NetnsRef, SCHEMA};
+use crate::model::{LinkKind, NetnsRef, Wiring, SCHEMA};
 
 fn sid(s: &str) -> SandboxId {
     SandboxId::new(s).unwrap()
@@ -327,4 +327,22 @@ fn macvtap_mode_plans_a_node_per_nic_and_falls_back_where_it_cannot_sit() {
         let note = nic.wiring_note.as_deref().unwrap();
         assert!(note.contains(why) && note.contains("tc redirect"), "{note}");
     }
+}
+
+#[test]
+fn the_plan_records_each_pod_interfaces_txqlen_from_the_scan() {
+    let d = desc(vec![
+        iface("eth0", 2, LinkKind::Veth),
+        iface("eth1", 3, LinkKind::Veth),
+    ]);
+    let inv = Inventory {
+        txqlen: [(2, 1000)].into_iter().collect(),
+        ..Default::default()
+    };
+    let p = plan(&d, &inv, &AttachOptions::default(), &sid("s")).unwrap();
+    assert_eq!(p.nics[0].pod.txqlen, Some(1000));
+    assert_eq!(
+        p.nics[1].pod.txqlen, None,
+        "not in the scan: nothing to put back"
+    );
 }

@@ -274,9 +274,3 @@ pub enum RenderError {
         message: String,
     },
 }
-
-impl From<RenderError> for crate::error::Error {
-    fn from(e: RenderError) -> Self {
-        crate::error::Error::Render(e.to_string())
-    }
-}

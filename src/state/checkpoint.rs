@@ -11,7 +11,7 @@ use crate::plan::Plan;
 /// Checkpoint format version.
 pub const VERSION: u32 = 1;
 
-/// Where attach got to.
+/// Where attach got to: the `phase` a checkpoint file records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Phase {
@@ -21,51 +21,57 @@ pub enum Phase {
     Complete,
 }
 
+/// Where attach got to, with what that stage holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Stage<D> {
+    /// The intent: the plan is recorded; kernel objects may exist partly
+    /// (written as phase "applying", without a description).
+    Intent,
+    /// Every object exists; the description attach printed (and as `podtap
+    /// watch` revised it since). Written as phase "complete". podtap always
+    /// writes the description with this phase; a file without one still
+    /// reads (as it always did), and then commands that need the description
+    /// treat the attach as unfinished.
+    Complete(Option<D>),
+}
+
 /// The content of one checkpoint file.
 ///
 /// `D` is the description's type: [`Description`], or
 /// [`serde::de::IgnoredAny`] for teardown, which never needs it (read
 /// through [`crate::state::StateDir::load_for_teardown`]: checked as JSON,
 /// never built; it is nine tenths of a 64-interface checkpoint).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(bound(deserialize = "D: Deserialize<'de>"))]
+///
+/// On disk it is one JSON object (see `wire.rs`): `phase` says whether it
+/// is an intent or complete, and only a complete one has a `description`.
+#[derive(Debug, Clone)]
 pub struct Checkpoint<D = Description> {
     /// [`VERSION`].
-    pub version: u32,
+    pub(crate) version: u32,
     /// The sandbox id (also the file's name).
-    pub id: SandboxId,
+    pub(crate) id: SandboxId,
     /// The netns attached to, and its identity.
-    pub netns: NetnsRef,
+    pub(crate) netns: NetnsRef,
     /// `SO_NETNS_COOKIE` of the netns: tells a reused inode number from the same netns.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub netns_cookie: Option<u64>,
-    /// Where attach got to.
-    pub phase: Phase,
+    pub(crate) netns_cookie: Option<u64>,
+    /// Intent or complete, with the description once complete.
+    pub(crate) stage: Stage<D>,
     /// What attach planned to build (recorded before the first kernel change).
-    pub plan: Plan,
+    pub(crate) plan: Plan,
     /// ifindexes the kernel gave the TAPs and bridges, by planned name.
-    #[serde(default)]
-    pub created: Vec<Created>,
-    /// The description attach printed, once complete (and as `podtap watch`
-    /// revised it since).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<D>,
+    pub(crate) created: Vec<Created>,
     /// The pod interfaces attach was limited to (`--interfaces`); `podtap
     /// watch` wires only these when they appear. `None`: every eligible one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub only: Option<Vec<String>>,
+    pub(crate) only: Option<Vec<String>>,
     /// TAPs of NICs `podtap watch` added after attach (the ones it hotplugs).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub late: Vec<String>,
+    pub(crate) late: Vec<String>,
     /// TAPs of other attachments in this netns that `podtap watch` hotplugged
     /// for this one's VM (NICs that a later CNI ADD built).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub adopted: Vec<String>,
+    pub(crate) adopted: Vec<String>,
     /// TAPs of NICs `podtap watch` is building right now: recorded before the
     /// first kernel change, cleared once built. Non-empty after a crash, and
     /// then teardown also matches these by planned name.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub pending: Vec<String>,
+    pub(crate) pending: Vec<String>,
 }
 
 impl<D> Checkpoint<D> {
@@ -77,13 +83,42 @@ impl<D> Checkpoint<D> {
 
     /// The netns identity attach recorded (without a cookie in checkpoints
     /// older than the cookie, which still read).
-    pub fn netns_id(&self) -> NetnsId {
+    pub(crate) fn netns_id(&self) -> NetnsId {
         NetnsId::new((self.netns.dev, self.netns.inode), self.netns_cookie)
     }
 
-    /// The ifindex recorded for the link podtap created under `name` (0 when none).
-    pub fn created_ifindex(&self, name: &str) -> u32 {
-        created_ifindex(&self.created, name)
+    /// The sandbox id.
+    pub fn id(&self) -> &SandboxId {
+        &self.id
+    }
+
+    /// The netns attached to (path, device and inode).
+    pub fn netns(&self) -> &NetnsRef {
+        &self.netns
+    }
+
+    /// Where attach got to.
+    pub fn phase(&self) -> Phase {
+        match self.stage {
+            Stage::Intent => Phase::Applying,
+            Stage::Complete(_) => Phase::Complete,
+        }
+    }
+
+    /// The description attach printed (as `podtap watch` revised it), once complete.
+    pub fn description(&self) -> Option<&D> {
+        match &self.stage {
+            Stage::Intent => None,
+            Stage::Complete(d) => d.as_ref(),
+        }
+    }
+
+    /// [`Self::description`], by value.
+    pub fn into_description(self) -> Option<D> {
+        match self.stage {
+            Stage::Intent => None,
+            Stage::Complete(d) => d,
+        }
     }
 }
 
@@ -91,22 +126,48 @@ impl<D> Checkpoint<D> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Created {
     /// The name it was created with.
-    pub name: String,
+    pub(crate) name: String,
     /// The ifindex the kernel gave it.
-    pub ifindex: u32,
-    /// "tap" or "bridge".
-    pub kind: String,
+    pub(crate) ifindex: u32,
+    /// What it is.
+    pub(crate) kind: CreatedKind,
     /// Its hardware address when it was made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mac: Option<MacAddr>,
+    pub(crate) mac: Option<MacAddr>,
 }
 
-/// The ifindex recorded for the link podtap created under `name` (0 when none).
-pub fn created_ifindex(created: &[Created], name: &str) -> u32 {
-    created
-        .iter()
-        .find(|c| c.name == name)
-        .map_or(0, |c| c.ifindex)
+/// What kind of link podtap created (written as "tap", "bridge" or "macvtap").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CreatedKind {
+    /// A TAP (a tun link in TAP mode).
+    Tap,
+    /// A Linux bridge.
+    Bridge,
+    /// A passthru macvtap.
+    Macvtap,
+}
+
+impl CreatedKind {
+    /// The name the checkpoint records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CreatedKind::Tap => "tap",
+            CreatedKind::Bridge => "bridge",
+            CreatedKind::Macvtap => "macvtap",
+        }
+    }
+}
+
+impl std::fmt::Display for CreatedKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The ifindex recorded for the link podtap created under `name`, if any.
+pub fn created_ifindex(created: &[Created], name: &str) -> Option<u32> {
+    created.iter().find(|c| c.name == name).map(|c| c.ifindex)
 }
 
 #[cfg(test)]
@@ -132,10 +193,9 @@ pub(crate) mod tests {
                 dev: 4,
             },
             netns_cookie: Some(77),
-            phase: Phase::Complete,
+            stage: Stage::Complete(None),
             plan,
             created: vec![],
-            description: None,
             only: None,
             late: vec![],
             adopted: vec![],

@@ -11,6 +11,7 @@ mod checkpoint;
 mod entry;
 mod lock;
 mod netns_proof;
+mod wire;
 mod write;
 
 use std::fs;
@@ -22,7 +23,8 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 
 pub use crate::id::{SandboxId, MAX_ID_LEN};
 pub(crate) use checkpoint::created_ifindex;
-pub use checkpoint::{Checkpoint, Created, Phase, VERSION};
+pub use checkpoint::{Checkpoint, Phase, VERSION};
+pub(crate) use checkpoint::{Created, CreatedKind, Stage};
 pub(crate) use lock::{Lock, LOCK_TIMEOUT};
 pub(crate) use write::{read_entry, write_atomic};
 
@@ -163,7 +165,7 @@ impl StateDir {
             id: id.to_string(),
             dir: self.dir.clone(),
         })?;
-        cp.description.ok_or_else(|| Error::CheckFailed {
+        cp.into_description().ok_or_else(|| Error::CheckFailed {
             id: id.to_string(),
             problems: "attach did not finish (run detach, then attach again)".into(),
         })
@@ -172,8 +174,7 @@ impl StateDir {
     /// Write the checkpoint atomically.
     pub(crate) fn save(&self, cp: &Checkpoint) -> Result<()> {
         // Compact: a 32-interface pod's checkpoint is read and written on every call.
-        let text = serde_json::to_vec(cp)
-            .map_err(|e| Error::Invalid(format!("serialize checkpoint: {e}")))?;
+        let text = serde_json::to_vec(cp).map_err(|e| Error::serialize("checkpoint", e))?;
         self.write(&cp.id, &text)
     }
 

@@ -14,19 +14,20 @@ use crate::kernel::links::LinkState;
 use crate::kernel::mac::MacAddr;
 use crate::kernel::replay::Recorded;
 use crate::kernel::tc::FilterInfo;
-use crate::model::LinkKind;
-use crate::plan::{self, NicPlan, Plan, PodRestore};
-use crate::state::Created;
+use crate::plan::{self, Plan};
+use crate::state::{Created, CreatedKind};
+
+use super::restore::{is_recorded_pod, restore_pod, PodContext};
 
 /// What the kernel holds now, as far as teardown and check look.
 #[derive(Debug, Clone, Default)]
 pub struct Observed {
     /// Every link of the netns, by ifindex.
-    pub links: BTreeMap<u32, LinkState>,
+    pub(crate) links: BTreeMap<u32, LinkState>,
     /// The ingress filters of the links whose filters were read.
-    pub filters: BTreeMap<u32, Vec<FilterInfo>>,
+    pub(crate) filters: BTreeMap<u32, Vec<FilterInfo>>,
     /// Permanent neighbours `(ifindex, ip, lladdr)`, when they were read.
-    pub neighbours: Vec<(u32, String, String)>,
+    pub(crate) neighbours: Vec<(u32, String, String)>,
 }
 
 impl Observed {
@@ -135,11 +136,11 @@ impl fmt::Display for Action {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Undo {
     /// Per pod interface, the changes to it, in order.
-    pub pod_side: Vec<Vec<Action>>,
+    pub(crate) pod_side: Vec<Vec<Action>>,
     /// Then the links podtap made.
-    pub links: Vec<Action>,
+    pub(crate) links: Vec<Action>,
     /// Things already gone or left alone on purpose.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// Undo what a checkpoint records.
@@ -202,7 +203,7 @@ pub fn undo_in(
         .chain(
             created
                 .iter()
-                .filter(|c| c.kind == "tap")
+                .filter(|c| c.kind == CreatedKind::Tap)
                 .map(|c| c.ifindex),
         )
         .collect();
@@ -237,134 +238,6 @@ pub fn undo_in(
     }
     undo.links = delete_links(plan.group, &ours, now.links.values());
     undo
-}
-
-/// Whether `live` is still the pod interface `nic` recorded: same kind and,
-/// in bridge mode (where podtap restores the MAC), its own MAC or the one
-/// podtap gave it. In tc mode the MAC proves nothing (someone may change it
-/// while attached); podtap's filter is proven by its redirect target, so a
-/// changed MAC must not leave a dead redirect behind. (Its name may change.)
-fn is_recorded_pod(nic: &NicPlan, live: &LinkState) -> bool {
-    let kind_ok = match nic.pod.kind {
-        LinkKind::Physical => live.kind.is_none(),
-        LinkKind::Other => true,
-        k => live.kind.as_deref() == Some(k.as_str()),
-    };
-    let mac_ok = match &nic.bridge {
-        Some(b) => nic.pod.mac.is_none() || live.mac == nic.pod.mac || live.mac == Some(b.pod_mac),
-        None => true,
-    };
-    kind_ok && mac_ok
-}
-
-/// What restoring a pod interface may act on.
-struct PodContext<'a> {
-    /// ifindexes our filters may redirect to.
-    targets: &'a BTreeSet<u32>,
-    /// podtap's own bridges (proven ours).
-    our_bridges: &'a BTreeSet<u32>,
-}
-
-/// Remove podtap's filter (and its qdisc if podtap made it and nothing else
-/// uses it), put back txqueuelen, or unbridge and restore the MAC.
-fn restore_pod(
-    nic: &NicPlan,
-    live: &LinkState,
-    now: &Observed,
-    ctx: &PodContext<'_>,
-    warnings: &mut Vec<String>,
-) -> Vec<Action> {
-    let pod = &nic.pod;
-    let mut steps = Vec::new();
-    // Whether podtap's tc objects were found here (only tc mode adds any).
-    let mut tc_ours = false;
-    if let Some(tcp) = &nic.tc {
-        let filters = now.filters_of(pod.ifindex);
-        let at_prio: Vec<&FilterInfo> = filters.iter().filter(|f| f.prio == tcp.prio).collect();
-        // The kernel reports a mirred whose device is gone with ifindex 0.
-        let ours = at_prio.iter().any(|f| {
-            f.redirect_to
-                .is_some_and(|t| t == 0 || ctx.targets.contains(&t))
-        });
-        tc_ours = ours;
-        if !ours && !at_prio.is_empty() {
-            warnings.push(format!(
-                "the filter at prio {} on {} does not redirect to podtap's TAP; left it",
-                tcp.prio, live.name
-            ));
-        }
-        let foreign = filters
-            .iter()
-            .filter(|f| !(ours && f.prio == tcp.prio))
-            .count();
-        // The qdisc podtap added, holding nothing but podtap's filter: deleting
-        // it takes the filter too (one request, not two, per interface).
-        if tcp.create_pod_qdisc && foreign == 0 {
-            tc_ours = true;
-            steps.push(Action::DeleteIngressQdisc {
-                ifindex: pod.ifindex,
-                name: live.name.clone(),
-            });
-        } else {
-            if ours {
-                steps.push(Action::DeleteFilter {
-                    ifindex: pod.ifindex,
-                    name: live.name.clone(),
-                    prio: tcp.prio,
-                });
-            }
-            if tcp.create_pod_qdisc {
-                warnings.push(format!(
-                    "kept the ingress qdisc on {}: it now holds {foreign} filter(s) that are not podtap's",
-                    live.name
-                ));
-            }
-        }
-    }
-    // Adding an ingress qdisc to a link with txqueuelen 0 (as CNI plugins make
-    // veths) makes the kernel raise it to 1000, and deleting the qdisc does not
-    // lower it again: put the recorded value back (only where podtap's tc was).
-    if let Some(q) = pod.txqlen.filter(|q| tc_ours && live.txqlen != Some(*q)) {
-        steps.push(Action::SetTxqlen {
-            ifindex: pod.ifindex,
-            name: live.name.clone(),
-            txqlen: q,
-        });
-    }
-    if let (Some(b), Some(mac)) = (&nic.bridge, pod.mac) {
-        let release = Action::ReleaseFromBridge {
-            ifindex: pod.ifindex,
-            name: live.name.clone(),
-            mac,
-        };
-        match live.controller {
-            Some(c) if ctx.our_bridges.contains(&c) => steps.push(release),
-            Some(c) => {
-                warnings.push(format!(
-                    "{} is now a port of ifindex {c}, not of podtap's bridge; left it there",
-                    live.name
-                ));
-                return steps;
-            }
-            // Out of every bridge but still with podtap's MAC: give back its own.
-            None if live.mac == Some(b.pod_mac) => steps.push(release),
-            None => {}
-        }
-        steps.extend(give_back(&live.name, &b.restore));
-    }
-    steps
-}
-
-/// Bridge mode: the pod interface's permanent neighbours (its MAC changes flushed them).
-fn give_back(name: &str, r: &PodRestore) -> Vec<Action> {
-    r.neighbours
-        .iter()
-        .map(|record| Action::Restore {
-            name: name.to_string(),
-            what: "neighbour",
-            record: record.clone(),
-        })
-        .collect()
 }
 
 /// What proves a link is podtap's, by where the record of it comes from.
@@ -418,11 +291,12 @@ pub fn our_links_in<'a>(
     let recorded_kind = |l: &LinkState| {
         created.iter().any(|c| {
             c.ifindex == l.ifindex
-                && match c.kind.as_str() {
-                    "tap" => l.is_kind(InfoKind::Tun) && super::proof::tap_flags(plan, l, &c.name),
-                    "bridge" => l.is_kind(InfoKind::Bridge),
-                    "macvtap" => l.is_kind(InfoKind::MacVtap),
-                    _ => false,
+                && match c.kind {
+                    CreatedKind::Tap => {
+                        l.is_kind(InfoKind::Tun) && super::proof::tap_flags(plan, l, &c.name)
+                    }
+                    CreatedKind::Bridge => l.is_kind(InfoKind::Bridge),
+                    CreatedKind::Macvtap => l.is_kind(InfoKind::MacVtap),
                 }
         })
     };

@@ -17,9 +17,9 @@ use crate::kernel::{bridge, links, replay, tc, unlist};
 #[derive(Debug, Default)]
 pub struct UndoReport {
     /// Things already gone or left alone on purpose.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
     /// Real failures: the checkpoint is kept so detach can be retried.
-    pub errors: Vec<Error>,
+    pub(crate) errors: Vec<Error>,
 }
 
 impl UndoReport {

@@ -95,7 +95,7 @@ pub(super) fn created(ifindex: u32, name: &str, kind: &str) -> Created {
     Created {
         name: name.into(),
         ifindex,
-        kind: kind.into(),
+        kind: serde_json::from_value(serde_json::json!(kind)).expect("a created kind"),
         mac: None,
     }
 }

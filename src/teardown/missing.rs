@@ -21,9 +21,9 @@ pub fn missing(plan: &Plan, created: &[Created], now: &Observed) -> Vec<String> 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NicProblems {
     /// Its pod interface or its TAP (macvtap) is gone: nothing else was looked at.
-    pub missing: Option<String>,
+    pub(crate) missing: Option<String>,
     /// What differs from the record while both are there.
-    pub drifted: Vec<String>,
+    pub(crate) drifted: Vec<String>,
 }
 
 impl NicProblems {
@@ -65,10 +65,14 @@ fn missing_nic(
         Some(_) => (InfoKind::MacVtap, "macvtap"),
         None => (InfoKind::Tun, "TAP"),
     };
-    let Some(tap) = now.links.get(&tap_idx).filter(|l| l.is_kind(kind)) else {
+    let Some(tap) = tap_idx
+        .and_then(|i| now.links.get(&i))
+        .filter(|l| l.is_kind(kind))
+    else {
         return Err(format!(
-            "{what} {} (ifindex {tap_idx}) is missing",
-            nic.tap.name
+            "{what} {} (ifindex {}) is missing",
+            nic.tap.name,
+            tap_idx.unwrap_or(0)
         ));
     };
     // Found by ifindex: a VMM that opens it by name would not find it.
@@ -143,8 +147,12 @@ fn wiring_drift(
     }
     if let Some(b) = &nic.bridge {
         let idx = created_ifindex(created, &b.name);
-        match now.links.get(&idx) {
-            None => problems.push(format!("bridge {} (ifindex {idx}) is missing", b.name)),
+        match idx.and_then(|i| now.links.get(&i)) {
+            None => problems.push(format!(
+                "bridge {} (ifindex {}) is missing",
+                b.name,
+                idx.unwrap_or(0)
+            )),
             Some(br) => {
                 for port in [pod, tap] {
                     if port.controller != Some(br.ifindex) {

@@ -17,6 +17,9 @@ pub mod markers;
 mod markers_tests;
 pub mod missing;
 mod proof;
+mod restore;
+#[cfg(test)]
+mod restore_tests;
 
 pub use decide::{Proof, Scope};
 pub use execute::UndoReport;
@@ -94,10 +97,8 @@ pub async fn missing_per_nic(
         .iter()
         .filter(|n| n.tc.is_some())
         .flat_map(|n| {
-            [
-                n.pod.ifindex,
-                crate::state::created_ifindex(created, &n.tap.name),
-            ]
+            std::iter::once(n.pod.ifindex)
+                .chain(crate::state::created_ifindex(created, &n.tap.name))
         })
         .collect();
     let mut now = execute::observe(nl, |l| wired.contains(&l.ifindex)).await?;

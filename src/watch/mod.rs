@@ -252,7 +252,7 @@ impl<'a> Watcher<'a> {
         };
         emit(&Event::Ready {
             id: self.id.to_string(),
-            revision: revision(cp.description.as_ref()),
+            revision: revision(cp.description()),
             interfaces: cp.plan.nics.iter().map(|n| n.pod.name.clone()).collect(),
         });
         loop {
@@ -373,7 +373,7 @@ impl<'a> Watcher<'a> {
             .collect();
         let synced = self.sync(&cp, &others, &removed, emit);
         unplugged.extend(synced.unplugged);
-        let rev = revision(cp.description.as_ref());
+        let rev = revision(cp.description());
         let mut reported: BTreeSet<&str> = BTreeSet::new();
         for change in &changes {
             if let Change::Added(nic) = change {
@@ -395,8 +395,7 @@ impl<'a> Watcher<'a> {
             match change {
                 Change::Added(nic) => {
                     let Some(iface) = cp
-                        .description
-                        .as_ref()
+                        .description()
                         .and_then(|d| d.interfaces.iter().find(|i| i.ifindex == nic.pod.ifindex))
                     else {
                         continue;
@@ -461,7 +460,7 @@ impl<'a> Watcher<'a> {
             let Some(mut cp) = state.load(id)? else {
                 return Ok(None);
             };
-            if (cp.netns.dev, cp.netns.inode) != ns.identity() || cp.phase != Phase::Complete {
+            if (cp.netns.dev, cp.netns.inode) != ns.identity() || cp.phase() != Phase::Complete {
                 return Ok(None);
             }
             let netns_lock = ns.lock(id.as_str(), LOCK_TIMEOUT)?;
@@ -636,8 +635,8 @@ impl<'a> Watcher<'a> {
         let mut keep: BTreeSet<String> = wanted.iter().map(|w| device_id(&w.tap)).collect();
         let all = others
             .iter()
-            .filter_map(|(_, other)| other.description.as_ref())
-            .chain(cp.description.as_ref());
+            .filter_map(|(_, other)| other.description())
+            .chain(cp.description());
         for desc in all {
             keep.extend(desc.attached().map(|(_, tap)| device_id(&tap.name)));
         }
@@ -726,12 +725,12 @@ fn wanted(id: &SandboxId, cp: &Checkpoint, others: &[(SandboxId, Checkpoint)]) -
             }
         }
     };
-    if let Some(desc) = &cp.description {
+    if let Some(desc) = cp.description() {
         add(id, desc, &cp.late);
     }
     if !cp.adopted.is_empty() {
         for (owner, other) in others {
-            if let Some(desc) = &other.description {
+            if let Some(desc) = other.description() {
                 add(owner, desc, &cp.adopted);
             }
         }
@@ -769,8 +768,8 @@ fn adopt(
 /// watch hotplugs).
 fn sibling_taps(other: &Checkpoint) -> Vec<(String, u32)> {
     other
-        .description
-        .iter()
+        .description()
+        .into_iter()
         .flat_map(|d| d.attached())
         .filter(|(_, tap)| !other.late.contains(&tap.name))
         .map(|(_, tap)| (tap.name.clone(), tap.ifindex))
@@ -791,8 +790,8 @@ fn siblings(
         .filter_map(|other| {
             let cp = state.load(&other).ok().flatten()?;
             let same = cp.netns_id().matches(identity)
-                && cp.phase == Phase::Complete
-                && cp.description.is_some();
+                && cp.phase() == Phase::Complete
+                && cp.description().is_some();
             same.then_some((other, cp))
         })
         .collect()
@@ -829,7 +828,7 @@ fn finished(state: &StateDir, id: &SandboxId) -> Result<Checkpoint> {
         id: id.to_string(),
         dir: state.path().into(),
     })?;
-    if cp.phase != Phase::Complete || cp.description.is_none() {
+    if cp.phase() != Phase::Complete || cp.description().is_none() {
         return Err(Error::CheckFailed {
             id: id.to_string(),
             problems: "attach did not finish (run detach, then attach again)".into(),

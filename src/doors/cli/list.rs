@@ -78,7 +78,7 @@ fn row(state: &StateDir, registry: &Registry, id: SandboxId) -> Row {
     };
     match state.load(&row.id) {
         Ok(Some(cp)) => {
-            row.phase = serde_plain(&cp.phase);
+            row.phase = serde_plain(&cp.phase());
             row.netns = Some(cp.netns.path);
             row.inode = Some(cp.netns.inode);
             row.mode = Some(serde_plain(&cp.plan.mode));

@@ -153,7 +153,7 @@ fn check(env: &Env, conf: &NetConf) -> Result<(), CniError> {
     crate::check::check(&id, &state)?;
     let desc = state
         .load(&id)?
-        .and_then(|cp| cp.description)
+        .and_then(|cp| cp.into_description())
         .ok_or_else(|| failed(format!("sandbox {id}: no recorded description")))?;
     let iface = desc.interface(ifname);
     let Some(tap) = iface.and_then(|i| i.tap.as_ref()) else {

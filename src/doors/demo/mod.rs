@@ -243,8 +243,8 @@ fn run_guest(
     kernel: &Path,
     initrd: &Path,
 ) -> Result<Vec<String>> {
-    let guest_args = crate::render::render(crate::render::Format::GuestArgs, desc)
-        .map_err(|e| Error::Render(e.to_string()))?;
+    let guest_args =
+        crate::render::render(crate::render::Format::GuestArgs, desc).map_err(Error::Render)?;
     let append = format!(
         "console=ttyS0 quiet panic=-1 podtap.timeout=90 {} podtap.ping={},{}",
         guest_args.trim(),

@@ -168,8 +168,7 @@ fn attachment(seen: &Inspection) -> Shown {
 fn nic(seen: &Inspection, plan: &NicPlan, live: &NicLive) -> ShownNic {
     let guest_mac = seen
         .cp
-        .description
-        .as_ref()
+        .description()
         .and_then(|d| d.interfaces.iter().find(|i| i.ifindex == plan.pod.ifindex))
         .and_then(|i| i.guest_mac.clone());
     let (state, problems) = match &live.problems.missing {
@@ -197,7 +196,7 @@ fn nic(seen: &Inspection, plan: &NicPlan, live: &NicLive) -> ShownNic {
             .as_ref()
             .map(|l| l.name.clone())
             .filter(|n| *n != plan.tap.name),
-        tap_ifindex: crate::state::created_ifindex(&seen.cp.created, &plan.tap.name),
+        tap_ifindex: crate::state::created_ifindex(&seen.cp.created, &plan.tap.name).unwrap_or(0),
         wiring: plan.wiring.as_str().to_string(),
         wiring_detail,
         vm: VmNic {
