@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
 use crate::doors::beneath::Dir;
-use crate::doors::oci_hook::{annotation, State};
+use crate::doors::hook_state::{annotation, State};
 use crate::error::{Error, Result};
 
 /// Default description file name inside the bundle.
@@ -108,8 +108,8 @@ pub fn output_target(state: &State, flag: Option<&Path>) -> Result<Target> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::doors::oci_hook::parse_state;
-    use crate::doors::oci_hook::tests::ann;
+    use crate::doors::hook_state::parse_state;
+    use crate::doors::hook_state::tests::ann;
 
     #[test]
     fn output_stays_in_the_bundle() {

@@ -10,6 +10,7 @@ pub mod demo;
 pub mod exec;
 pub mod exec_confine;
 pub mod hook_output;
+pub mod hook_state;
 pub mod oci_hook;
 pub mod output;
 pub mod pod_policy;

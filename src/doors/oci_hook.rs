@@ -19,29 +19,9 @@ use crate::error::{exit, Error, Result};
 use crate::model::Wiring;
 use crate::plan::AttachOptions;
 use crate::plan::{parse_queues, TapOwner};
-use crate::state::{SandboxId, StateDir};
+use crate::state::StateDir;
 
-/// Annotation keys podtap reads.
-pub mod annotation {
-    pub const MODE: &str = "io.podtap.mode";
-    pub const QUEUES: &str = "io.podtap.queues";
-    pub const INTERFACES: &str = "io.podtap.interfaces";
-    pub const OUTPUT: &str = "io.podtap.output";
-    pub const TAP_OWNER: &str = "io.podtap.tap-owner";
-}
-
-/// The OCI runtime state (runtime-spec `state`), as far as podtap reads it.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct State {
-    pub id: SandboxId,
-    #[serde(default)]
-    pub pid: Option<i64>,
-    #[serde(default)]
-    pub bundle: Option<PathBuf>,
-    #[serde(default)]
-    pub annotations: BTreeMap<String, String>,
-}
+pub use crate::doors::hook_state::{annotation, parse_state, State};
 
 // Options of `podtap oci-hook` (annotations `io.podtap.*` override them). A plain
 // comment: a doc comment would replace the subcommand's own `about`.
@@ -99,18 +79,6 @@ pub fn run(action: &str, args: &OciHookArgs) -> Result<i32> {
             "oci-hook: unknown action {other:?} (expected attach or detach)"
         ))),
     }
-}
-
-/// Parse and sanity-check the state JSON.
-pub fn parse_state(text: &str) -> Result<State> {
-    // The id is validated first, so a bad one is exit 7 whatever else is wrong.
-    let value: serde_json::Value = serde_json::from_str(text)
-        .map_err(|e| Error::Invalid(format!("oci-hook: invalid OCI state on stdin: {e}")))?;
-    if let Some(id) = value.get("id").and_then(serde_json::Value::as_str) {
-        SandboxId::new(id)?;
-    }
-    serde_json::from_value(value)
-        .map_err(|e| Error::Invalid(format!("oci-hook: invalid OCI state on stdin: {e}")))
 }
 
 fn attach(state: &State, args: &OciHookArgs, dir: &StateDir) -> Result<i32> {
@@ -277,16 +245,10 @@ fn read_config(f: std::fs::File, file: &Path) -> Result<String> {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
     use super::*;
 
-    /// Annotations from pairs (also used by `hook_output`'s tests).
-    pub(in crate::doors) fn ann(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::doors::hook_state::tests::ann;
 
     #[test]
     fn annotations_make_options() {

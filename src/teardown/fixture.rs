@@ -10,7 +10,7 @@ use crate::model::{LinkKind, Wiring};
 use crate::plan::{self, BridgePlan, NicPlan, Plan, PodSide, TapPlan, TcPlan, TC_PRIO_BASE};
 use crate::state::Created;
 
-use super::decide::Observed;
+use super::actions::Observed;
 
 pub(super) const GROUP: u32 = 0x7064_0001;
 

@@ -1,6 +1,6 @@
 //! Unit tests of the marker-only teardown and of what check reports.
 
-use super::decide::Action;
+use super::actions::Action;
 use super::fixture::*;
 use super::markers::undo_by_markers;
 use super::missing::missing;

@@ -2,7 +2,7 @@
 
 use rtnetlink::packet_route::link::InfoKind;
 
-use super::decide::Observed;
+use super::actions::Observed;
 use crate::kernel::links::LinkState;
 use crate::plan::{NicPlan, Plan};
 use crate::state::{created_ifindex, Created};

@@ -6,6 +6,7 @@
 //! now; [`execute`] reads the kernel and carries them out. Anything already
 //! gone is a warning, not an error, so teardown never blocks pod deletion.
 
+pub mod actions;
 pub mod decide;
 #[cfg(test)]
 mod decide_tests;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use super::decide::{Action, Observed};
+use super::actions::{Action, Observed};
 use crate::kernel::links::LinkState;
 use crate::kernel::mac::MacAddr;
 use crate::kernel::tc::FilterInfo;

@@ -250,7 +250,7 @@ pub const POD_ANNOTATIONS: &str = "io.kubernetes.cri.pod-annotations";
 /// pod's annotations (others, and `io.podtap.interfaces`, are ignored: the
 /// CNI door attaches `CNI_IFNAME`).
 fn overrides_from_annotations(v: &Value) -> Result<Overrides, CniError> {
-    use crate::doors::oci_hook::annotation;
+    use crate::doors::hook_state::annotation;
     let bad = |key: &str, why: String| {
         CniError::new(code::INVALID_CONFIG, format!("pod annotation {key}: {why}"))
     };
