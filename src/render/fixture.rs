@@ -51,50 +51,8 @@ pub(crate) fn pod() -> Description {
             ),
             interface("eth9", LinkKind::Veth, 1500, &["10.9.0.5/16"], None),
         ],
-        routes: vec![
-            Route {
-                onlink: true,
-                ..route("0.0.0.0/0", Some("169.254.1.1"), "eth0", 0, "static")
-            },
-            Route {
-                mtu: Some(1300),
-                ..route("10.100.0.0/16", Some("10.244.1.1"), "eth0", 100, "static")
-            },
-            route("10.96.0.0/12", None, "eth0", 0, "static"),
-            route("10.244.1.0/24", None, "eth0", 0, "kernel"),
-            route("::/0", Some("fd00:10:244:1::1"), "eth0", 1024, "static"),
-            route("fd00:10:244:1::/64", None, "eth0", 256, "kernel"),
-            route("fe80::/64", None, "eth0", 256, "kernel"),
-            Route {
-                route_type: "multicast".into(),
-                ..route("ff00::/8", None, "eth0", 256, "kernel")
-            },
-            Route {
-                interface: None,
-                nexthops: vec![hop("10.244.1.1", "eth0", 1), hop("192.168.50.1", "net1", 2)],
-                ..route("172.16.0.0/16", None, "", 50, "static")
-            },
-            route("192.168.50.0/24", None, "net1", 0, "kernel"),
-            route("192.168.60.0/24", None, "net1", 0, "boot"),
-            route("10.8.0.0/16", Some("10.9.0.1"), "eth9", 0, "static"),
-        ],
-        neighbours: vec![
-            neighbour(
-                "169.254.1.1",
-                "EE:EE:EE:EE:EE:EE",
-                "eth0",
-                "permanent",
-                true,
-            ),
-            neighbour(
-                "192.168.50.1",
-                "52:54:00:aa:bb:cc",
-                "net1",
-                "reachable",
-                true,
-            ),
-            neighbour("10.9.0.1", "52:54:00:00:00:09", "eth9", "reachable", true),
-        ],
+        routes: pod_routes(),
+        neighbours: pod_neighbours(),
         rules: vec![],
         dns: None,
         attachment: Some(Attachment {
@@ -104,6 +62,58 @@ pub(crate) fn pod() -> Description {
             revision: 0,
         }),
     }
+}
+
+/// [`pod`]'s routes (see there).
+fn pod_routes() -> Vec<Route> {
+    vec![
+        Route {
+            onlink: true,
+            ..route("0.0.0.0/0", Some("169.254.1.1"), "eth0", 0, "static")
+        },
+        Route {
+            mtu: Some(1300),
+            ..route("10.100.0.0/16", Some("10.244.1.1"), "eth0", 100, "static")
+        },
+        route("10.96.0.0/12", None, "eth0", 0, "static"),
+        route("10.244.1.0/24", None, "eth0", 0, "kernel"),
+        route("::/0", Some("fd00:10:244:1::1"), "eth0", 1024, "static"),
+        route("fd00:10:244:1::/64", None, "eth0", 256, "kernel"),
+        route("fe80::/64", None, "eth0", 256, "kernel"),
+        Route {
+            route_type: "multicast".into(),
+            ..route("ff00::/8", None, "eth0", 256, "kernel")
+        },
+        Route {
+            interface: None,
+            nexthops: vec![hop("10.244.1.1", "eth0", 1), hop("192.168.50.1", "net1", 2)],
+            ..route("172.16.0.0/16", None, "", 50, "static")
+        },
+        route("192.168.50.0/24", None, "net1", 0, "kernel"),
+        route("192.168.60.0/24", None, "net1", 0, "boot"),
+        route("10.8.0.0/16", Some("10.9.0.1"), "eth9", 0, "static"),
+    ]
+}
+
+/// [`pod`]'s neighbours: one per NIC's gateway.
+fn pod_neighbours() -> Vec<Neighbour> {
+    vec![
+        neighbour(
+            "169.254.1.1",
+            "EE:EE:EE:EE:EE:EE",
+            "eth0",
+            "permanent",
+            true,
+        ),
+        neighbour(
+            "192.168.50.1",
+            "52:54:00:aa:bb:cc",
+            "net1",
+            "reachable",
+            true,
+        ),
+        neighbour("10.9.0.1", "52:54:00:00:00:09", "eth9", "reachable", true),
+    ]
 }
 
 /// One attached veth `eth0` (10.0.2.15/24, MTU 1500) with a default route via
