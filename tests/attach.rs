@@ -3,26 +3,26 @@
 //!
 //! Run: `cargo test --test attach -- --test-threads=2`
 
-mod common;
-
 use std::fs::{File, OpenOptions};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::process::Output;
 
-use common::{
-    detach, iface, json_ok, podtap_state, settle_taps, sh, sh_ok, snapshot, stderr, stdout, taps,
-    wait_for, wait_for_drained_bridges, Netns, Pod, StateDir,
+use podtap_testkit::{
+    attach, detach, iface, json_ok, podtap_state, settle_taps, sh, sh_ok, snapshot, stderr, stdout,
+    taps, wait_for, wait_for_drained_bridges, Netns, Pod, StateDir,
 };
 use serde_json::Value;
 
-use common::{exit_code as code, net_tools_or_skip as ready};
+use podtap_testkit::{exit_code as code, net_tools_or_skip as ready};
+
+/// The podtap binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_podtap");
 
 /// A dual-stack pod like `Pod::dual_stack`, but with IPv6 DAD off in the pod
 /// netns so link-local addresses are not "tentative" in one snapshot and
 /// settled in the next. eth0 gets MTU 1450 so the TAP MTU check means something.
 fn pod() -> Pod {
-    let pod = Pod::without_dad();
-    pod.add_veth("eth0", "veth0", pod.net, true);
+    let pod = Pod::stable_dual_stack();
     pod.pod.ip("link set eth0 mtu 1450");
     pod
 }
@@ -34,15 +34,8 @@ fn pod_with_macvlan() -> Pod {
     pod
 }
 
-fn attach(state: &StateDir, pod: &Pod, id: &str, extra: &[&str]) -> Output {
-    let ns = pod.pod.path_str();
-    let mut args = vec!["attach", "--netns", ns.as_str(), "--id", id];
-    args.extend_from_slice(extra);
-    podtap_state(&state.0, &args)
-}
-
 fn check(state: &StateDir, id: &str) -> Output {
-    podtap_state(&state.0, &["check", "--id", id])
+    podtap_state(BIN, &state.0, &["check", "--id", id])
 }
 
 /// `ip -d -j link show dev <name>` in `ns`.
@@ -140,10 +133,10 @@ fn tc_attach_wires_both_ways_and_detach_restores() {
     }
     let pod = pod_with_macvlan();
     let state = StateDir::new();
-    let id = common::unique("tc");
+    let id = podtap_testkit::unique("tc");
     let before = snapshot(&pod.pod);
 
-    let desc = json_ok(&attach(&state, &pod, &id, &[]));
+    let desc = json_ok(&attach(BIN, &state.0, &pod, &id, &[]));
     verify_timings(&desc, &id);
     assert_eq!(desc["attachment"]["mode"], "tc");
     {
@@ -179,7 +172,7 @@ fn tc_attach_wires_both_ways_and_detach_restores() {
 
     let c = check(&state, &id);
     assert_eq!(code(&c), 0, "check: {}", stderr(&c));
-    let l = podtap_state(&state.0, &["list", "--json"]);
+    let l = podtap_state(BIN, &state.0, &["list", "--json"]);
     let rows = json_ok(&l);
     assert!(
         rows.as_array()
@@ -189,7 +182,7 @@ fn tc_attach_wires_both_ways_and_detach_restores() {
         "list shows {id}: {rows}"
     );
 
-    let d = detach(&state, &id);
+    let d = detach(BIN, &state, &id);
     assert_eq!(code(&d), 0, "detach: {}", stderr(&d));
     assert_eq!(
         snapshot(&pod.pod),
@@ -209,14 +202,14 @@ fn bridge_attach_swaps_mac_falls_back_for_macvlan_and_detach_restores() {
     }
     let pod = pod_with_macvlan();
     let state = StateDir::new();
-    let id = common::unique("br");
+    let id = podtap_testkit::unique("br");
     let before = snapshot(&pod.pod);
     let orig_mac = link(&pod.pod, "eth0")["address"]
         .as_str()
         .unwrap()
         .to_string();
 
-    let desc = json_ok(&attach(&state, &pod, &id, &["--mode", "bridge"]));
+    let desc = json_ok(&attach(BIN, &state.0, &pod, &id, &["--mode", "bridge"]));
     verify_timings(&desc, &id);
     assert_eq!(desc["attachment"]["mode"], "bridge");
 
@@ -281,7 +274,7 @@ fn bridge_attach_swaps_mac_falls_back_for_macvlan_and_detach_restores() {
     let c = check(&state, &id);
     assert_eq!(code(&c), 0, "check: {}", stderr(&c));
 
-    let d = detach(&state, &id);
+    let d = detach(BIN, &state, &id);
     assert_eq!(code(&d), 0, "detach: {}", stderr(&d));
     assert_eq!(
         link(&pod.pod, "eth0")["address"],
@@ -303,9 +296,9 @@ fn detach_follows_a_renamed_pod_interface() {
     for mode in ["tc", "bridge"] {
         let pod = pod();
         let state = StateDir::new();
-        let id = common::unique("ren");
+        let id = podtap_testkit::unique("ren");
         let before = snapshot(&pod.pod);
-        let desc = json_ok(&attach(&state, &pod, &id, &["--mode", mode]));
+        let desc = json_ok(&attach(BIN, &state.0, &pod, &id, &["--mode", mode]));
         let tap = iface(&desc, "eth0")["tap"]["name"]
             .as_str()
             .unwrap()
@@ -322,7 +315,7 @@ fn detach_follows_a_renamed_pod_interface() {
                 .any(|f| f == "NO-CARRIER")
         });
 
-        let d = detach(&state, &id);
+        let d = detach(BIN, &state, &id);
         assert_eq!(code(&d), 0, "{mode}: detach: {}", stderr(&d));
         assert!(taps(&pod.pod).is_empty(), "{mode}: TAP {tap} gone");
         let after = snapshot(&pod.pod);
@@ -345,9 +338,9 @@ fn detach_follows_a_renamed_tap() {
     for mode in ["tc", "bridge"] {
         let pod = pod();
         let state = StateDir::new();
-        let id = common::unique("rent");
+        let id = podtap_testkit::unique("rent");
         let before = snapshot(&pod.pod);
-        let desc = json_ok(&attach(&state, &pod, &id, &["--mode", mode]));
+        let desc = json_ok(&attach(BIN, &state.0, &pod, &id, &["--mode", mode]));
         let tap = iface(&desc, "eth0")["tap"]["name"]
             .as_str()
             .unwrap()
@@ -356,7 +349,7 @@ fn detach_follows_a_renamed_tap() {
         pod.pod.ip(&format!("link set {tap} name guestnic0"));
         pod.pod.ip("link set guestnic0 up");
 
-        let d = detach(&state, &id);
+        let d = detach(BIN, &state, &id);
         assert_eq!(code(&d), 0, "{mode}: detach: {}", stderr(&d));
         assert!(taps(&pod.pod).is_empty(), "{mode}: renamed TAP removed");
         assert_eq!(snapshot(&pod.pod), before, "{mode}: restored");
@@ -374,7 +367,7 @@ fn failed_attach_rolls_back_and_names_step_interface_and_errno() {
         // after it (and, in bridge mode, its bridge) already exists.
         pod.pod.ip("link set eth0 mtu 65535");
         let max_tap_mtu = {
-            let probe = common::unique("probe");
+            let probe = podtap_testkit::unique("probe");
             pod.pod.ip(&format!("tuntap add dev {probe} mode tap"));
             let m = link(&pod.pod, &probe)["max_mtu"].as_u64().unwrap();
             pod.pod.ip(&format!("link del {probe}"));
@@ -385,9 +378,9 @@ fn failed_attach_rolls_back_and_names_step_interface_and_errno() {
             "this kernel's TAP max MTU {max_tap_mtu} must be below 65535"
         );
         let state = StateDir::new();
-        let id = common::unique("fail");
+        let id = podtap_testkit::unique("fail");
         let before = snapshot(&pod.pod);
-        let o = attach(&state, &pod, &id, &["--mode", mode]);
+        let o = attach(BIN, &state.0, &pod, &id, &["--mode", mode]);
         assert_eq!(code(&o), 10, "{mode}: {}", stderr(&o));
         let msg = stderr(&o);
         assert!(
@@ -409,9 +402,9 @@ fn tap_deleted_by_someone_else_check_fails_and_detach_warns() {
     }
     let pod = pod();
     let state = StateDir::new();
-    let id = common::unique("gone");
+    let id = podtap_testkit::unique("gone");
     let before = snapshot(&pod.pod);
-    let desc = json_ok(&attach(&state, &pod, &id, &[]));
+    let desc = json_ok(&attach(BIN, &state.0, &pod, &id, &[]));
     let tap = iface(&desc, "eth0")["tap"]["name"]
         .as_str()
         .unwrap()
@@ -426,7 +419,7 @@ fn tap_deleted_by_someone_else_check_fails_and_detach_warns() {
         stderr(&c)
     );
 
-    let d = detach(&state, &id);
+    let d = detach(BIN, &state, &id);
     assert_eq!(code(&d), 0, "detach: {}", stderr(&d));
     assert!(
         stderr(&d).contains("warning") && stderr(&d).contains(&tap),
@@ -443,13 +436,13 @@ fn detach_after_netns_deleted_succeeds_and_drops_checkpoint() {
     }
     let pod = pod();
     let state = StateDir::new();
-    let id = common::unique("nsdel");
-    json_ok(&attach(&state, &pod, &id, &[]));
+    let id = podtap_testkit::unique("nsdel");
+    json_ok(&attach(BIN, &state.0, &pod, &id, &[]));
     let file = state.0.join(format!("{id}.json"));
     assert!(file.exists());
     sh(&format!("ip netns del {}", pod.pod.name));
 
-    let d = detach(&state, &id);
+    let d = detach(BIN, &state, &id);
     assert_eq!(code(&d), 0, "detach: {}", stderr(&d));
     assert!(
         stderr(&d).contains("gone"),
@@ -457,7 +450,7 @@ fn detach_after_netns_deleted_succeeds_and_drops_checkpoint() {
         stderr(&d)
     );
     assert!(!file.exists(), "checkpoint removed");
-    let l = podtap_state(&state.0, &["list", "--json"]);
+    let l = podtap_state(BIN, &state.0, &["list", "--json"]);
     assert_eq!(json_ok(&l), serde_json::json!([]));
 }
 
@@ -468,8 +461,8 @@ fn detach_leaves_a_reused_netns_path_untouched() {
     }
     let pod = pod();
     let state = StateDir::new();
-    let id = common::unique("reuse");
-    let desc = json_ok(&attach(&state, &pod, &id, &[]));
+    let id = podtap_testkit::unique("reuse");
+    let desc = json_ok(&attach(BIN, &state.0, &pod, &id, &[]));
     let tap = iface(&desc, "eth0")["tap"]["name"]
         .as_str()
         .unwrap()
@@ -486,7 +479,7 @@ fn detach_leaves_a_reused_netns_path_untouched() {
     settle_taps(&pod.pod);
     let before = snapshot(&pod.pod);
 
-    let d = detach(&state, &id);
+    let d = detach(BIN, &state, &id);
     assert_eq!(code(&d), 0, "detach: {}", stderr(&d));
     assert!(
         stderr(&d).contains("warning") && stderr(&d).contains("different"),
@@ -512,16 +505,16 @@ fn double_detach_and_unknown_id_exit_zero() {
     }
     let pod = pod();
     let state = StateDir::new();
-    let id = common::unique("dd");
+    let id = podtap_testkit::unique("dd");
     let before = snapshot(&pod.pod);
-    json_ok(&attach(&state, &pod, &id, &[]));
-    let d1 = detach(&state, &id);
+    json_ok(&attach(BIN, &state.0, &pod, &id, &[]));
+    let d1 = detach(BIN, &state, &id);
     assert_eq!(code(&d1), 0, "{}", stderr(&d1));
-    let d2 = detach(&state, &id);
+    let d2 = detach(BIN, &state, &id);
     assert_eq!(code(&d2), 0, "{}", stderr(&d2));
     assert!(stderr(&d2).contains("nothing to detach"), "{}", stderr(&d2));
     assert_eq!(snapshot(&pod.pod), before);
-    let d3 = detach(&state, &common::unique("never-attached"));
+    let d3 = detach(BIN, &state, &podtap_testkit::unique("never-attached"));
     assert_eq!(code(&d3), 0, "{}", stderr(&d3));
 }
 
@@ -547,9 +540,9 @@ fn existing_clsact_filter_survives_attach_and_detach() {
     let theirs = filters(&pod.pod, "eth0");
     let before = snapshot(&pod.pod);
     let state = StateDir::new();
-    let id = common::unique("cls");
+    let id = podtap_testkit::unique("cls");
 
-    let desc = json_ok(&attach(&state, &pod, &id, &[]));
+    let desc = json_ok(&attach(BIN, &state.0, &pod, &id, &[]));
     let tap = iface(&desc, "eth0")["tap"]["name"]
         .as_str()
         .unwrap()
@@ -568,7 +561,7 @@ fn existing_clsact_filter_survives_attach_and_detach() {
     let c = check(&state, &id);
     assert_eq!(code(&c), 0, "{}", stderr(&c));
 
-    let d = detach(&state, &id);
+    let d = detach(BIN, &state, &id);
     assert_eq!(code(&d), 0, "{}", stderr(&d));
     assert_eq!(
         ingress_qdiscs(&pod.pod, "eth0"),
@@ -591,17 +584,17 @@ fn attach_is_idempotent_and_refuses_another_netns() {
     let pod = pod();
     let other = pod_with_macvlan();
     let state = StateDir::new();
-    let id = common::unique("idem");
-    let first = attach(&state, &pod, &id, &[]);
+    let id = podtap_testkit::unique("idem");
+    let first = attach(BIN, &state.0, &pod, &id, &[]);
     json_ok(&first);
     let tap_set = taps(&pod.pod);
-    let second = attach(&state, &pod, &id, &[]);
+    let second = attach(BIN, &state.0, &pod, &id, &[]);
     assert_eq!(code(&second), 0, "{}", stderr(&second));
     assert_eq!(stdout(&second), stdout(&first), "same description");
     assert_eq!(taps(&pod.pod), tap_set, "no new objects");
 
     let before_other = snapshot(&other.pod);
-    let conflict = attach(&state, &other, &id, &[]);
+    let conflict = attach(BIN, &state.0, &other, &id, &[]);
     assert_eq!(code(&conflict), 11, "{}", stderr(&conflict));
     let msg = stderr(&conflict);
     assert!(
@@ -613,7 +606,7 @@ fn attach_is_idempotent_and_refuses_another_netns() {
     assert_eq!(snapshot(&other.pod), before_other, "other netns untouched");
     let c = check(&state, &id);
     assert_eq!(code(&c), 0, "first attachment intact: {}", stderr(&c));
-    assert_eq!(code(&detach(&state, &id)), 0);
+    assert_eq!(code(&detach(BIN, &state, &id)), 0);
 }
 
 #[test]
@@ -624,12 +617,15 @@ fn a_second_id_cannot_wire_an_already_wired_pod_interface() {
     let pod = pod_with_macvlan();
     let state = StateDir::new();
     let before = snapshot(&pod.pod);
-    let (a, b) = (common::unique("first"), common::unique("second"));
-    json_ok(&attach(&state, &pod, &a, &["--interfaces", "eth0"]));
+    let (a, b) = (
+        podtap_testkit::unique("first"),
+        podtap_testkit::unique("second"),
+    );
+    json_ok(&attach(BIN, &state.0, &pod, &a, &["--interfaces", "eth0"]));
     settle_taps(&pod.pod);
     let wired = snapshot(&pod.pod);
 
-    let o = attach(&state, &pod, &b, &["--interfaces", "eth0"]);
+    let o = attach(BIN, &state.0, &pod, &b, &["--interfaces", "eth0"]);
     assert_eq!(code(&o), 13, "{}", stderr(&o));
     assert!(
         stderr(&o).contains("eth0") && stderr(&o).contains("already wired"),
@@ -638,11 +634,11 @@ fn a_second_id_cannot_wire_an_already_wired_pod_interface() {
     );
     assert_eq!(snapshot(&pod.pod), wired, "refused attach changed nothing");
     // Another interface of the same netns is fine for another id.
-    let desc = json_ok(&attach(&state, &pod, &b, &["--interfaces", "net1"]));
+    let desc = json_ok(&attach(BIN, &state.0, &pod, &b, &["--interfaces", "net1"]));
     assert_eq!(iface(&desc, "net1")["wiring"], "tc");
 
     for id in [&a, &b] {
-        let d = detach(&state, id);
+        let d = detach(BIN, &state, id);
         assert_eq!(code(&d), 0, "{}", stderr(&d));
     }
     assert_eq!(snapshot(&pod.pod), before);
@@ -658,14 +654,18 @@ fn bad_inputs_have_their_exit_codes_and_messages() {
     let before = snapshot(&pod.pod);
     let long = "a".repeat(200);
     for bad in ["a/b", "..", long.as_str()] {
-        let o = attach(&state, &pod, bad, &[]);
+        let o = attach(BIN, &state.0, &pod, bad, &[]);
         assert_eq!(code(&o), 7, "attach --id {bad}: {}", stderr(&o));
         assert!(stderr(&o).contains("invalid sandbox id"), "{}", stderr(&o));
-        let o = detach(&state, bad);
+        let o = detach(BIN, &state, bad);
         assert_eq!(code(&o), 7, "detach --id {bad}: {}", stderr(&o));
     }
-    let missing = format!("/run/netns/{}", common::unique("nonexistent"));
-    let o = podtap_state(&state.0, &["attach", "--netns", &missing, "--id", "x1"]);
+    let missing = format!("/run/netns/{}", podtap_testkit::unique("nonexistent"));
+    let o = podtap_state(
+        BIN,
+        &state.0,
+        &["attach", "--netns", &missing, "--id", "x1"],
+    );
     assert_eq!(code(&o), 3, "{}", stderr(&o));
     assert!(
         stderr(&o).contains(&missing) && stderr(&o).contains("does not exist"),
@@ -674,17 +674,18 @@ fn bad_inputs_have_their_exit_codes_and_messages() {
     );
 
     let o = podtap_state(
+        BIN,
         &state.0,
         &["attach", "--netns", "/proc/self/ns/net", "--id", "x2"],
     );
     assert_eq!(code(&o), 5, "{}", stderr(&o));
     assert!(stderr(&o).contains("host"), "{}", stderr(&o));
 
-    let o = attach(&state, &pod, "x3", &["--mode", "foo"]);
+    let o = attach(BIN, &state.0, &pod, "x3", &["--mode", "foo"]);
     assert_eq!(code(&o), 2, "{}", stderr(&o));
     assert!(stderr(&o).contains("foo"), "{}", stderr(&o));
 
-    let o = attach(&state, &pod, "x4", &["--interfaces", "nope"]);
+    let o = attach(BIN, &state.0, &pod, "x4", &["--interfaces", "nope"]);
     assert_eq!(code(&o), 13, "{}", stderr(&o));
     assert!(
         stderr(&o).contains("nope") && stderr(&o).contains("not found"),
@@ -698,7 +699,7 @@ fn bad_inputs_have_their_exit_codes_and_messages() {
         (&["--tap-owner", "bob"][..], "--tap-owner"),
         (&["--interfaces", "lo"][..], "not eligible"),
     ] {
-        let o = attach(&state, &pod, "x5", extra);
+        let o = attach(BIN, &state.0, &pod, "x5", extra);
         assert_eq!(code(&o), 13, "{extra:?}: {}", stderr(&o));
         assert!(stderr(&o).contains(what), "{extra:?}: {}", stderr(&o));
     }
@@ -707,6 +708,7 @@ fn bad_inputs_have_their_exit_codes_and_messages() {
     let plain = state.0.with_extension("plain");
     std::fs::write(&plain, b"").unwrap();
     let o = podtap_state(
+        BIN,
         &state.0,
         &["attach", "--netns", plain.to_str().unwrap(), "--id", "x6"],
     );
@@ -724,6 +726,7 @@ fn bad_inputs_have_their_exit_codes_and_messages() {
     let link_dir = real.0.with_extension("link");
     std::os::unix::fs::symlink(&real.0, &link_dir).unwrap();
     let o = podtap_state(
+        BIN,
         &link_dir,
         &["attach", "--netns", &pod.pod.path_str(), "--id", "x7"],
     );
@@ -736,7 +739,7 @@ fn bad_inputs_have_their_exit_codes_and_messages() {
         before,
         "failed attaches changed nothing"
     );
-    let l = podtap_state(&state.0, &["list", "--json"]);
+    let l = podtap_state(BIN, &state.0, &["list", "--json"]);
     assert_eq!(json_ok(&l), serde_json::json!([]), "and left no checkpoint");
 }
 
@@ -748,9 +751,9 @@ fn corrupt_checkpoint_is_kept_and_force_cleans_up() {
     for mode in ["tc", "bridge"] {
         let pod = pod();
         let state = StateDir::new();
-        let id = common::unique("corrupt");
+        let id = podtap_testkit::unique("corrupt");
         let orig_mac = link(&pod.pod, "eth0")["address"].clone();
-        let desc = json_ok(&attach(&state, &pod, &id, &["--mode", mode]));
+        let desc = json_ok(&attach(BIN, &state.0, &pod, &id, &["--mode", mode]));
         let tap = iface(&desc, "eth0")["tap"]["name"]
             .as_str()
             .unwrap()
@@ -758,7 +761,7 @@ fn corrupt_checkpoint_is_kept_and_force_cleans_up() {
         let file = state.0.join(format!("{id}.json"));
         std::fs::write(&file, b"{\"version\": 1, \"id\": \x00garbage").unwrap();
 
-        let d = detach(&state, &id);
+        let d = detach(BIN, &state, &id);
         assert_eq!(code(&d), 8, "{mode}: {}", stderr(&d));
         assert!(
             stderr(&d).contains(&file.display().to_string()),
@@ -768,7 +771,7 @@ fn corrupt_checkpoint_is_kept_and_force_cleans_up() {
         assert!(file.exists(), "{mode}: corrupt checkpoint kept");
         for cmd in ["attach", "check"] {
             let o = if cmd == "attach" {
-                attach(&state, &pod, &id, &[])
+                attach(BIN, &state.0, &pod, &id, &[])
             } else {
                 check(&state, &id)
             };
@@ -784,7 +787,7 @@ fn corrupt_checkpoint_is_kept_and_force_cleans_up() {
                 stderr(&o)
             );
         }
-        let l = podtap_state(&state.0, &["list"]);
+        let l = podtap_state(BIN, &state.0, &["list"]);
         assert!(
             stdout(&l).contains("corrupt"),
             "{mode}: list shows it: {}",
@@ -799,6 +802,7 @@ fn corrupt_checkpoint_is_kept_and_force_cleans_up() {
 
         let ns = pod.pod.path_str();
         let f = podtap_state(
+            BIN,
             &state.0,
             &["detach", "--force", "--id", &id, "--netns", &ns],
         );
@@ -843,8 +847,8 @@ fn queues_4_gives_a_multi_queue_tap_that_4_opens_attach_to() {
     }
     let pod = pod();
     let state = StateDir::new();
-    let id = common::unique("mq");
-    let desc = json_ok(&attach(&state, &pod, &id, &["--queues", "4"]));
+    let id = podtap_testkit::unique("mq");
+    let desc = json_ok(&attach(BIN, &state.0, &pod, &id, &["--queues", "4"]));
     let tap = &iface(&desc, "eth0")["tap"];
     assert_eq!(tap["queues"], 4);
     assert_eq!(tap["multi_queue"], true);
@@ -870,7 +874,7 @@ fn queues_4_gives_a_multi_queue_tap_that_4_opens_attach_to() {
     drop(fds);
     let c = check(&state, &id);
     assert_eq!(code(&c), 0, "{}", stderr(&c));
-    assert_eq!(code(&detach(&state, &id)), 0);
+    assert_eq!(code(&detach(BIN, &state, &id)), 0);
     assert!(taps(&pod.pod).is_empty());
 }
 
@@ -881,9 +885,10 @@ fn tap_owner_and_no_vnet_hdr_show_in_ip_link() {
     }
     let pod = pod();
     let state = StateDir::new();
-    let id = common::unique("own");
+    let id = podtap_testkit::unique("own");
     let desc = json_ok(&attach(
-        &state,
+        BIN,
+        &state.0,
         &pod,
         &id,
         &[
@@ -929,7 +934,7 @@ fn tap_owner_and_no_vnet_hdr_show_in_ip_link() {
         owner.split_whitespace().collect::<Vec<_>>(),
         ["1000", "1000"]
     );
-    assert_eq!(code(&detach(&state, &id)), 0);
+    assert_eq!(code(&detach(BIN, &state, &id)), 0);
 }
 
 #[test]
@@ -939,16 +944,17 @@ fn dns_from_a_resolv_conf_is_recorded_and_rendered() {
     }
     let pod = pod();
     let state = StateDir::new();
-    let dir = common::TempDir::new();
+    let dir = podtap_testkit::TempDir::new();
     let conf = dir.path().join("resolv.conf");
     std::fs::write(
         &conf,
         "# test\nnameserver 198.18.0.53\nsearch pod.example svc.example\noptions ndots:5\n",
     )
     .unwrap();
-    let id = common::unique("dns");
+    let id = podtap_testkit::unique("dns");
     let desc = json_ok(&attach(
-        &state,
+        BIN,
+        &state.0,
         &pod,
         &id,
         &["--dns-from", conf.to_str().unwrap()],
@@ -962,14 +968,14 @@ fn dns_from_a_resolv_conf_is_recorded_and_rendered() {
         })
     );
     // A repeated attach returns the recorded description, dns included.
-    assert_eq!(json_ok(&attach(&state, &pod, &id, &[])), desc);
-    let args = podtap_state(&state.0, &["render", "guest-args", "--id", &id]);
+    assert_eq!(json_ok(&attach(BIN, &state.0, &pod, &id, &[])), desc);
+    let args = podtap_state(BIN, &state.0, &["render", "guest-args", "--id", &id]);
     assert!(
         stdout(&args).contains(" podtap.dns=198.18.0.53 podtap.search=pod.example,svc.example\n"),
         "{}",
         stdout(&args)
     );
-    assert_eq!(code(&detach(&state, &id)), 0);
+    assert_eq!(code(&detach(BIN, &state, &id)), 0);
 
     // A bad file is exit 13, one line naming it, before anything is built.
     let before = snapshot(&pod.pod);
@@ -984,7 +990,13 @@ fn dns_from_a_resolv_conf_is_recorded_and_rendered() {
         (missing.as_path(), "No such file"),
         (dir.path(), "not a regular file"),
     ] {
-        let o = attach(&state, &pod, &id, &["--dns-from", path.to_str().unwrap()]);
+        let o = attach(
+            BIN,
+            &state.0,
+            &pod,
+            &id,
+            &["--dns-from", path.to_str().unwrap()],
+        );
         assert_eq!(code(&o), 13, "{path:?}: {}", stderr(&o));
         let msg = stderr(&o);
         assert!(
@@ -1009,7 +1021,7 @@ fn check_of_unknown_id_and_list_of_empty_dir() {
     let state = StateDir::new();
     let o = check(&state, "nobody");
     assert_eq!(code(&o), 14, "{}", stderr(&o));
-    let l = podtap_state(&state.0, &["list"]);
+    let l = podtap_state(BIN, &state.0, &["list"]);
     assert_eq!(code(&l), 0, "{}", stderr(&l));
 }
 
@@ -1060,8 +1072,8 @@ fn a_tap_the_user_recreates_under_the_planned_name_survives_detach() {
     }
     let pod = pod();
     let state = StateDir::new();
-    let id = common::unique("usr");
-    let desc = json_ok(&attach(&state, &pod, &id, &[]));
+    let id = podtap_testkit::unique("usr");
+    let desc = json_ok(&attach(BIN, &state.0, &pod, &id, &[]));
     let tap = iface(&desc, "eth0")["tap"]["name"]
         .as_str()
         .unwrap()
@@ -1069,7 +1081,7 @@ fn a_tap_the_user_recreates_under_the_planned_name_survives_detach() {
     pod.pod.ip(&format!("link del {tap}"));
     pod.pod.ip(&format!("tuntap add dev {tap} mode tap"));
 
-    let d = detach(&state, &id);
+    let d = detach(BIN, &state, &id);
     assert_eq!(code(&d), 0, "detach: {}", stderr(&d));
     assert_eq!(
         taps(&pod.pod),
@@ -1097,16 +1109,16 @@ fn detach_returns_with_everything_unlisted_and_an_immediate_reattach_works() {
         let pod = pod();
         pod.add_veth("eth1", "veth1", pod.net + 1, false);
         let state = StateDir::new();
-        let id = common::unique("early");
+        let id = podtap_testkit::unique("early");
         let before = snapshot(&pod.pod);
         let macs: Vec<Value> = ["eth0", "eth1"]
             .iter()
             .map(|n| link(&pod.pod, n)["address"].clone())
             .collect();
         for round in 0..10 {
-            json_ok(&attach(&state, &pod, &id, &["--mode", mode]));
+            json_ok(&attach(BIN, &state.0, &pod, &id, &["--mode", mode]));
             // Output() reads stdout and stderr to EOF: the child holds neither.
-            let d = detach(&state, &id);
+            let d = detach(BIN, &state, &id);
             assert_eq!(code(&d), 0, "{mode} round {round}: {}", stderr(&d));
             let links = pod.pod.ip("-o link show");
             assert!(taps(&pod.pod).is_empty(), "{mode} round {round}: {links}");
@@ -1128,12 +1140,13 @@ fn macvtap_attach_makes_an_owned_node_falls_back_for_macvlan_and_detach_restores
     }
     let pod = pod_with_macvlan();
     let state = StateDir::new();
-    let id = common::unique("mvt");
+    let id = podtap_testkit::unique("mvt");
     let before = snapshot(&pod.pod);
     let orig = link(&pod.pod, "eth0");
 
     let desc = json_ok(&attach(
-        &state,
+        BIN,
+        &state.0,
         &pod,
         &id,
         &["--mode", "macvtap", "--tap-owner", "4242:4343"],
@@ -1180,7 +1193,7 @@ fn macvtap_attach_makes_an_owned_node_falls_back_for_macvlan_and_detach_restores
         .contains("tc redirect instead"));
     assert!(check(&state, &id).status.success());
     // Formats that open TAPs by name refuse it, naming what works.
-    let r = podtap_state(&state.0, &["render", "qemu", "--id", &id]);
+    let r = podtap_state(BIN, &state.0, &["render", "qemu", "--id", &id]);
     assert_eq!(code(&r), 15, "{}", stderr(&r));
     assert!(
         stderr(&r).contains("podtap exec --vmm qemu"),
@@ -1189,6 +1202,7 @@ fn macvtap_attach_makes_an_owned_node_falls_back_for_macvlan_and_detach_restores
     );
     // A scan now shows the macvtap as podtap's, not as a pod interface.
     let scan = json_ok(&podtap_state(
+        BIN,
         &state.0,
         &["scan", "--netns", &pod.pod.path_str()],
     ));
@@ -1200,7 +1214,7 @@ fn macvtap_attach_makes_an_owned_node_falls_back_for_macvlan_and_detach_restores
     assert!(!c.status.success());
     assert!(stderr(&c).contains("device node"), "{}", stderr(&c));
 
-    assert!(detach(&state, &id).status.success());
+    assert!(detach(BIN, &state, &id).status.success());
     assert_eq!(before, snapshot(&pod.pod), "detach must restore the netns");
     assert_eq!(link(&pod.pod, "eth0")["promiscuity"], 0);
     assert!(!std::path::Path::new(&format!("/dev/podtap/{id}")).exists());

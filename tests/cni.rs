@@ -6,16 +6,18 @@
 //!
 //! Bad-stdin tests need no root; the rest skip without root or without the plugins.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{conflist, container_id, sh, Chain, Netns, Run, TempDir, PLUGINS};
+use podtap_testkit::{conflist, container_id, sh, Chain, Netns, Run, TempDir, PLUGINS};
 use serde_json::{json, Value};
 
+/// The podtap binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_podtap");
+
 fn ready(test: &str) -> bool {
-    common::root_or_skip(test) && common::tool_or_skip(test, &format!("{PLUGINS}/bridge"))
+    podtap_testkit::root_or_skip(test)
+        && podtap_testkit::tool_or_skip(test, &format!("{PLUGINS}/bridge"))
 }
 
 /// The CNI 1.0 result shape (interfaces, ips with interface index, routes, dns).
@@ -95,7 +97,7 @@ fn pod_mac(pod: &Netns, ifname: &str) -> String {
 }
 
 fn has_link(ns: &Netns, name: &str) -> bool {
-    common::sh_ok(&format!("ip -n {} link show {name}", ns.name))
+    podtap_testkit::sh_ok(&format!("ip -n {} link show {name}", ns.name))
 }
 
 /// The conflist with `resultTap: listed` on podtap: the tests that read the TAP from the result.
@@ -122,6 +124,7 @@ fn bridge_conflist_add_check_del_gc() {
     let (state, data) = (TempDir::new(), TempDir::new());
     let net = 100 + (std::process::id() % 100);
     let chain = Chain::new(
+        BIN,
         listing_tap(conflist(
             "bridge-podtap.conflist",
             state.path(),
@@ -297,6 +300,7 @@ fn gc_and_status() {
     let (state, data) = (TempDir::new(), TempDir::new());
     let net = 200 + (std::process::id() % 50);
     let chain = Chain::new(
+        BIN,
         listing_tap(conflist(
             "bridge-podtap.conflist",
             state.path(),
@@ -317,8 +321,9 @@ fn gc_and_status() {
     assert!(has_link(&pod_b, &tap_b));
 
     // A checkpoint podtap's CLI made in the same state dir is not GC's business.
-    let cli_pod = common::Pod::dual_stack();
-    common::json_ok(&common::podtap_state(
+    let cli_pod = podtap_testkit::Pod::dual_stack();
+    podtap_testkit::json_ok(&podtap_testkit::podtap_state(
+        BIN,
         state.path(),
         &[
             "attach",
@@ -334,12 +339,12 @@ fn gc_and_status() {
         .podtap("1.1.0", json!({}), &[("CNI_COMMAND", "STATUS")])
         .expect_ok("STATUS");
     // Without privileges neither works: error 50, plugin not available.
-    if common::tool_or_skip("gc_and_status", "setpriv") {
+    if podtap_testkit::tool_or_skip("gc_and_status", "setpriv") {
         let out = Command::new("bash")
             .arg("-c")
             .arg(format!(
                 "echo '{{\"cniVersion\":\"1.1.0\",\"name\":\"n\",\"type\":\"podtap\"}}' | CNI_COMMAND=STATUS setpriv --reuid 65534 --regid 65534 --clear-groups {}",
-                env!("CARGO_BIN_EXE_podtap")
+                BIN
             ))
             .output()
             .expect("run STATUS unprivileged");
@@ -388,7 +393,7 @@ fn gc_and_status() {
     }
     chain.del(&a, &pod_a.path_str(), "eth0", ra.last());
     assert!(
-        common::podtap_state(state.path(), &["detach", "--id", "cli-made"])
+        podtap_testkit::podtap_state(BIN, state.path(), &["detach", "--id", "cli-made"])
             .status
             .success()
     );
@@ -397,7 +402,7 @@ fn gc_and_status() {
 #[test]
 fn macvlan_conflist() {
     if !ready("macvlan_conflist")
-        || !common::tool_or_skip("macvlan_conflist", &format!("{PLUGINS}/macvlan"))
+        || !podtap_testkit::tool_or_skip("macvlan_conflist", &format!("{PLUGINS}/macvlan"))
     {
         return;
     }
@@ -415,7 +420,7 @@ fn macvlan_conflist() {
         net,
     ));
     conf["plugins"][0]["master"] = json!("uplink0");
-    let chain = Chain::new(conf, Some(&node));
+    let chain = Chain::new(BIN, conf, Some(&node));
     let cid = container_id(4);
     let netns = pod.path_str();
     let results = chain.add(&cid, &netns, "net1");
@@ -458,7 +463,7 @@ fn bridge_mode_result_reports_the_pod_mac_change() {
     ));
     // The runtime asks for bridge wiring through the podtap capability.
     conf["plugins"][1]["runtimeConfig"] = json!({ "podtap": { "mode": "bridge" } });
-    let chain = Chain::new(conf, Some(&node));
+    let chain = Chain::new(BIN, conf, Some(&node));
     let cid = container_id(5);
     let netns = pod.path_str();
     let results = chain.add(&cid, &netns, "eth0");
@@ -518,7 +523,7 @@ fn podtap_only(state: &Path) -> Chain {
         "name": "bad-input",
         "plugins": [{ "type": "podtap", "stateDir": state }]
     });
-    Chain::new(conf, None)
+    Chain::new(BIN, conf, None)
 }
 
 fn prev_result() -> Value {

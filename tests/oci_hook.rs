@@ -5,25 +5,28 @@
 //!
 //! Bad-stdin tests need neither root nor runc.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use common::{podtap_cmd, sh, sh_ok, taps, TempDir};
+use podtap_testkit::{podtap_cmd, sh, sh_ok, taps, TempDir};
 use serde_json::{json, Value};
+
+/// The podtap binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_podtap");
 
 /// `podtap oci-hook <action>` with `stdin` and a private state dir.
 fn hook(state: &Path, action: &str, extra: &[&str], stdin: &str) -> Output {
-    common::run_with_stdin(
-        podtap_cmd(state).args(["oci-hook", action]).args(extra),
+    podtap_testkit::run_with_stdin(
+        podtap_cmd(BIN, state)
+            .args(["oci-hook", action])
+            .args(extra),
         stdin,
     )
 }
 
 /// Assert exit `code` and exactly one line on stderr.
 fn expect_fail(o: &Output, code: i32, what: &str) {
-    let err = common::stderr(o);
+    let err = podtap_testkit::stderr(o);
     assert_eq!(o.status.code(), Some(code), "{what}: stderr {err}");
     assert_eq!(
         err.trim_end().lines().count(),
@@ -72,7 +75,7 @@ impl Bundle {
         let mut hooks = serde_json::Map::new();
         for hook_file in hooks_d() {
             let mut h = hook_file["hook"].clone();
-            h["path"] = json!(env!("CARGO_BIN_EXE_podtap"));
+            h["path"] = json!(BIN);
             h["env"] = json!(env);
             for stage in hook_file["stages"].as_array().expect("stages") {
                 let list = hooks
@@ -191,13 +194,13 @@ fn hooks_d_files_are_well_formed() {
 #[test]
 fn runc_create_start_delete_attaches_and_detaches() {
     let test = "runc_create_start_delete_attaches_and_detaches";
-    if !common::root_or_skip(test)
-        || !common::tool_or_skip(test, "runc")
-        || !common::tool_or_skip(test, "/bin/busybox")
+    if !podtap_testkit::root_or_skip(test)
+        || !podtap_testkit::tool_or_skip(test, "runc")
+        || !podtap_testkit::tool_or_skip(test, "/bin/busybox")
     {
         return;
     }
-    let pod = common::Pod::dual_stack();
+    let pod = podtap_testkit::Pod::dual_stack();
     let state = TempDir::new();
     let bundle = Bundle::new(
         &pod.pod.path_str(),
@@ -205,8 +208,8 @@ fn runc_create_start_delete_attaches_and_detaches() {
         json!({ "io.podtap.enable": "true", "io.podtap.mode": "tc", "io.podtap.queues": "2" }),
     );
     let runc = Runc::new();
-    let id = common::unique("podtap-oci-");
-    let before = common::snapshot(&pod.pod);
+    let id = podtap_testkit::unique("podtap-oci-");
+    let before = podtap_testkit::snapshot(&pod.pod);
 
     assert!(
         runc.run(&[
@@ -278,7 +281,7 @@ fn runc_create_start_delete_attaches_and_detaches() {
         "checkpoint removed"
     );
     assert_eq!(
-        common::snapshot(&pod.pod),
+        podtap_testkit::snapshot(&pod.pod),
         before,
         "the pod netns is as before"
     );
@@ -288,17 +291,21 @@ fn runc_create_start_delete_attaches_and_detaches() {
         json!({ "ociVersion": "1.0.2", "id": id, "status": "stopped", "bundle": bundle.path() })
             .to_string();
     let o = hook(state.path(), "detach", &[], &st);
-    assert!(o.status.success(), "second detach: {}", common::stderr(&o));
+    assert!(
+        o.status.success(),
+        "second detach: {}",
+        podtap_testkit::stderr(&o)
+    );
 }
 
 #[test]
 fn hook_reads_the_pid_netns_and_flags() {
     let test = "hook_reads_the_pid_netns_and_flags";
-    if !common::root_or_skip(test) {
+    if !podtap_testkit::root_or_skip(test) {
         return;
     }
     // A process inside the pod netns stands in for the container's init.
-    let pod = common::Pod::dual_stack();
+    let pod = podtap_testkit::Pod::dual_stack();
     let state = TempDir::new();
     let out = TempDir::new();
     let mut child = Command::new("ip")
@@ -313,7 +320,7 @@ fn hook_reads_the_pid_netns_and_flags() {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let id = common::unique("pidhook");
+    let id = podtap_testkit::unique("pidhook");
     // The annotation (a path inside the bundle) wins over --output; missing dirs are made.
     let output = out.path().join("vm/net.json");
     let st = json!({
@@ -327,14 +334,14 @@ fn hook_reads_the_pid_netns_and_flags() {
         &["--output", "/nonexistent/ignored.json"],
         &st,
     );
-    assert!(o.status.success(), "attach: {}", common::stderr(&o));
+    assert!(o.status.success(), "attach: {}", podtap_testkit::stderr(&o));
     let desc: Value =
         serde_json::from_str(&std::fs::read_to_string(&output).expect("--output written"))
             .expect("JSON");
     assert_eq!(desc["netns"]["path"], json!(format!("/proc/{pid}/ns/net")));
     assert_eq!(taps(&pod.pod).len(), 1);
     let o = hook(state.path(), "detach", &[], &st);
-    assert!(o.status.success(), "detach: {}", common::stderr(&o));
+    assert!(o.status.success(), "detach: {}", podtap_testkit::stderr(&o));
     assert!(taps(&pod.pod).is_empty());
     let _ = child.kill();
     let _ = child.wait();
@@ -433,9 +440,9 @@ fn bad_stdin_is_one_line_and_an_exit_code() {
     );
     expect_fail(&o, 13, "output through a symlink");
     assert!(
-        common::stderr(&o).contains("symlink"),
+        podtap_testkit::stderr(&o).contains("symlink"),
         "{}",
-        common::stderr(&o)
+        podtap_testkit::stderr(&o)
     );
     assert!(
         !outside.path().join("evil.json").exists(),
@@ -461,7 +468,11 @@ fn bad_stdin_is_one_line_and_an_exit_code() {
     );
     // Detach of something never attached: success, nothing on stdout.
     let o = hook(state.path(), "detach", &[], &st(json!({})));
-    assert!(o.status.success(), "detach unknown: {}", common::stderr(&o));
+    assert!(
+        o.status.success(),
+        "detach unknown: {}",
+        podtap_testkit::stderr(&o)
+    );
     assert!(o.stdout.is_empty());
     // An unknown action is a usage error.
     assert_eq!(hook(state.path(), "frob", &[], "{}").status.code(), Some(2));

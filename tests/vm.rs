@@ -21,49 +21,24 @@
 //! the TAP of podtap's CNI result (and its resolver config from the result's
 //! `dns`), then CNI DEL.
 
-mod common;
-
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 
-use common::{
-    cni_plugin, conflist, container_id, iface, podtap_cmd, podtap_state, root_or_skip, settle, sh,
-    sh_ok, snapshot, stderr, stdout, taps, tool_or_skip, unique, Chain, Netns, Pod, StateDir,
-    TempDir, Watch, PLUGINS,
+use podtap_testkit::{
+    cni_plugin, conflist, container_id, guest, iface, podtap_cmd, podtap_ok, reach_in,
+    root_or_skip, settle, settled_snapshot, sh, sh_ok, stderr, stdout, taps, tool_or_skip, unique,
+    Chain, Netns, Pod, StateDir, TempDir, Watch, PLUGINS, QEMU,
 };
 
-const QEMU: &str = "qemu-system-x86_64";
-
-/// Kernel and initramfs of the test guest, built once per test binary
-/// (build-guest.sh caches them across runs).
-fn guest() -> &'static (String, String) {
-    static GUEST: OnceLock<(String, String)> = OnceLock::new();
-    GUEST.get_or_init(|| {
-        if let (Ok(k), Ok(i)) = (
-            std::env::var("PODTAP_GUEST_KERNEL"),
-            std::env::var("PODTAP_GUEST_INITRD"),
-        ) {
-            return (k, i);
-        }
-        let out = sh(&format!("{}/tests/guest/build-guest.sh", repo().display()));
-        let value = |key: &str| {
-            out.lines()
-                .rev()
-                .find_map(|l| l.strip_prefix(key))
-                .unwrap_or_else(|| panic!("build-guest.sh printed no {key}: {out}"))
-                .to_string()
-        };
-        (value("KERNEL="), value("INITRD="))
-    })
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+/// The podtap binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_podtap");
 
 fn example(name: &str) -> String {
-    repo().join("vmm-examples").join(name).display().to_string()
+    podtap_testkit::repo()
+        .join("vmm-examples")
+        .join(name)
+        .display()
+        .to_string()
 }
 
 /// Whether this machine can run the VM tests (skip, or fail under CI=true).
@@ -77,24 +52,13 @@ fn vm_prerequisites(test: &str) -> bool {
         && tool_or_skip(test, &format!("{PLUGINS}/host-local"))
 }
 
-fn podtap_ok(state: &Path, args: &[&str]) -> String {
-    let out = podtap_state(state, args);
-    assert!(
-        out.status.success(),
-        "podtap {args:?} failed ({:?}): {}",
-        out.status.code(),
-        stderr(&out)
-    );
-    stdout(&out)
-}
-
 /// Run a VMM launcher script under `timeout 120` and return the guest's console.
 fn boot(script: &str, state: &Path, id: &str, append: &str) -> String {
     let (kernel, initrd) = guest();
     let started = std::time::Instant::now();
     let out = Command::new("timeout")
         .args(["120", script, id, kernel, initrd])
-        .env("PODTAP", env!("CARGO_BIN_EXE_podtap"))
+        .env("PODTAP", BIN)
         .env("PODTAP_STATE_DIR", state)
         .env("GUEST_APPEND", append)
         .stdin(Stdio::null())
@@ -163,7 +127,7 @@ fn boot_live(
     let mut child = Command::new("timeout")
         .args(["150", script, id, kernel, initrd])
         .args(extra)
-        .env("PODTAP", env!("CARGO_BIN_EXE_podtap"))
+        .env("PODTAP", BIN)
         .env("PODTAP_STATE_DIR", state)
         .env("GUEST_APPEND", append)
         .stdin(Stdio::null())
@@ -206,26 +170,6 @@ fn boot_live(
     assert!(ready, "the guest never said PODTAP-READY");
     assert!(console.contains("PODTAP-DONE"), "the guest did not finish");
     console
-}
-
-/// From `node`, reach `ip` (in the guest) several times over, each time
-/// resolving it afresh: every answer must come from the guest's MAC. (In
-/// bridge mode the pod netns once answered ARP first, with the bridge's MAC.)
-fn reach_in(node: &Netns, ip: &str, guest_mac: &str) {
-    let ping = if ip.contains(':') { "ping -6" } else { "ping" };
-    for round in 0..5 {
-        node.ip(&format!("neigh flush to {ip}"));
-        let ok = (0..3).any(|_| sh_ok(&format!("ip netns exec {} {ping} -c1 -W2 {ip}", node.name)));
-        assert!(
-            ok,
-            "round {round}: {ip} is not reachable from the pod's network"
-        );
-        let neigh = node.ip(&format!("neigh show {ip}"));
-        assert!(
-            neigh.to_lowercase().contains(&guest_mac.to_lowercase()),
-            "round {round}: the peer resolved {ip} to {neigh:?}, not the guest's {guest_mac}"
-        );
-    }
 }
 
 /// The first non-link-local address of `family` ("inet"/"inet6") on interface `name`.
@@ -272,14 +216,6 @@ fn nic_line<'a>(console: &'a str, mac: &str) -> &'a str {
         .into_iter()
         .find(|l| l.starts_with(&format!("PODTAP-NIC {}", mac.to_lowercase())))
         .unwrap_or_else(|| panic!("no PODTAP-NIC line for {mac}"))
-}
-
-/// `common::snapshot` once IPv6 duplicate address detection has settled.
-/// It includes `qlen`: detach must restore a CNI veth's txqueuelen 0, which
-/// adding an ingress qdisc raises to 1000.
-fn pod_snapshot(ns: &Netns) -> String {
-    settle(ns);
-    snapshot(ns)
 }
 
 fn mac_of(desc: &serde_json::Value, name: &str) -> String {
@@ -378,8 +314,9 @@ fn cni_pod_boots_in_tc_and_bridge_mode() {
         ("tc", "qemu-fds.sh"),
     ] {
         let id = unique("vmcni");
-        let before = pod_snapshot(&pod);
+        let before = settled_snapshot(&pod);
         let desc: serde_json::Value = serde_json::from_str(&podtap_ok(
+            BIN,
             &state.0,
             &[
                 "attach",
@@ -405,7 +342,7 @@ fn cni_pod_boots_in_tc_and_bridge_mode() {
         ];
         let console = boot_reachable(&example(launcher), &state.0, &id, &append, || {
             for (ip, mac) in &inbound {
-                reach_in(&node, ip, mac);
+                reach_in(&node, ip, mac, 5);
             }
         });
         for peer in [&v4_gw, &v6_gw, &mv_peer] {
@@ -416,10 +353,10 @@ fn cni_pod_boots_in_tc_and_bridge_mode() {
             let line = nic_line(&console, &mac_of(&desc, ifname));
             assert!(line.contains(" mtu=1500 "), "{line}");
         }
-        podtap_ok(&state.0, &["detach", "--id", &id]);
+        podtap_ok(BIN, &state.0, &["detach", "--id", &id]);
         assert_eq!(
             before,
-            pod_snapshot(&pod),
+            settled_snapshot(&pod),
             "{mode} ({launcher}): detach left the pod netns changed"
         );
     }
@@ -469,7 +406,7 @@ fn cni_chain_tap_boots_and_pings_gateway() {
     conf["plugins"][0]["dns"] = dns.clone();
     // This test reads the TAP and its own MAC from the result: the spec's literal listing.
     conf["plugins"][1]["resultTap"] = serde_json::json!("listed");
-    let chain = Chain::new(conf, Some(&node));
+    let chain = Chain::new(BIN, conf, Some(&node));
     let (cid, netns) = (container_id(n), pod.path_str());
     let id = format!("{cid}-eth0");
 
@@ -524,7 +461,7 @@ fn cni_chain_tap_boots_and_pings_gateway() {
     settle(&pod);
 
     // The VMM side reads only the checkpoint the CNI ADD wrote.
-    let guest_args = podtap_ok(state.path(), &["render", "guest-args", "--id", &id]);
+    let guest_args = podtap_ok(BIN, state.path(), &["render", "guest-args", "--id", &id]);
     assert!(
         guest_args.contains(&format!("podtap.nic={mac},1500,198.18.{n}.")),
         "{guest_args}"
@@ -535,7 +472,7 @@ fn cni_chain_tap_boots_and_pings_gateway() {
         )),
         "the description records the result's dns: {guest_args}"
     );
-    let cloud_init = podtap_ok(state.path(), &["render", "cloud-init", "--id", &id]);
+    let cloud_init = podtap_ok(BIN, state.path(), &["render", "cloud-init", "--id", &id]);
     assert!(
         cloud_init.contains(&format!(
             "    nameservers:\n      addresses:\n        - \"{nameserver}\"\n      \
@@ -543,7 +480,7 @@ fn cni_chain_tap_boots_and_pings_gateway() {
         )),
         "{cloud_init}"
     );
-    let qemu_args = podtap_ok(state.path(), &["render", "qemu", "--id", &id]);
+    let qemu_args = podtap_ok(BIN, state.path(), &["render", "qemu", "--id", &id]);
     assert!(
         qemu_args.contains(&format!(",ifname={tap_name},")),
         "{qemu_args}"
@@ -584,7 +521,7 @@ fn cni_chain_tap_boots_and_pings_gateway() {
         !state.path().join(format!("{id}.json")).exists(),
         "DEL removes the checkpoint"
     );
-    assert!(!podtap_ok(state.path(), &["list", "--json"]).contains(&id));
+    assert!(!podtap_ok(BIN, state.path(), &["list", "--json"]).contains(&id));
 }
 
 /// Test 3: fd handover from the test's own netns, 2 queues, MTU 9000/1400,
@@ -632,8 +569,9 @@ fn fd_handover_multiqueue_mtu_and_routes() {
     pod.ip("route add default via 169.254.1.1 dev eth1 onlink");
 
     let id = unique("vmfd");
-    let before = pod_snapshot(&pod);
+    let before = settled_snapshot(&pod);
     let desc: serde_json::Value = serde_json::from_str(&podtap_ok(
+        BIN,
         &state.0,
         &[
             "attach",
@@ -646,7 +584,7 @@ fn fd_handover_multiqueue_mtu_and_routes() {
         ],
     ))
     .expect("attach prints JSON");
-    let qemu_args = podtap_ok(&state.0, &["render", "qemu", "--id", &id]);
+    let qemu_args = podtap_ok(BIN, &state.0, &["render", "qemu", "--id", &id]);
     assert_eq!(qemu_args.matches(",queues=2").count(), 2, "{qemu_args}");
     assert_eq!(
         qemu_args.matches("mq=on,vectors=6").count(),
@@ -701,10 +639,10 @@ fn fd_handover_multiqueue_mtu_and_routes() {
         "no route with mtu 1300 via {dev0} in the guest"
     );
 
-    podtap_ok(&state.0, &["detach", "--id", &id]);
+    podtap_ok(BIN, &state.0, &["detach", "--id", &id]);
     assert_eq!(
         before,
-        pod_snapshot(&pod),
+        settled_snapshot(&pod),
         "detach left the pod netns changed"
     );
 }
@@ -767,7 +705,7 @@ fn kvm_only_launchers_hand_over_the_taps() {
     if !root_or_skip(test) || !tool_or_skip(test, "jq") || !tool_or_skip(test, "python3") {
         return;
     }
-    let pod = common::Pod::dual_stack();
+    let pod = podtap_testkit::Pod::dual_stack();
     let state = StateDir::new();
     let tmp = TempDir::new();
     let dir = tmp.path();
@@ -780,7 +718,7 @@ fn kvm_only_launchers_hand_over_the_taps() {
     let run = |script: &str, env: &[(&str, &str)], args: &[&str]| -> String {
         let out = Command::new(example(script))
             .args(args)
-            .env("PODTAP", env!("CARGO_BIN_EXE_podtap"))
+            .env("PODTAP", BIN)
             .env("PODTAP_STATE_DIR", &state.0)
             .envs(env.iter().copied())
             .stdin(Stdio::null())
@@ -798,6 +736,7 @@ fn kvm_only_launchers_hand_over_the_taps() {
     // Single queue: Firecracker's only mode.
     let id = unique("vmfake");
     let desc: serde_json::Value = serde_json::from_str(&podtap_ok(
+        BIN,
         &state.0,
         &["attach", "--netns", &pod.pod.path_str(), "--id", &id],
     ))
@@ -841,11 +780,12 @@ fn kvm_only_launchers_hand_over_the_taps() {
         )),
         "{out}"
     );
-    podtap_ok(&state.0, &["detach", "--id", &id]);
+    podtap_ok(BIN, &state.0, &["detach", "--id", &id]);
 
     // Two queues, fd handover: Cloud Hypervisor CLI with FDS=1, then the API.
     let id = unique("vmfake");
     podtap_ok(
+        BIN,
         &state.0,
         &[
             "attach",
@@ -895,7 +835,7 @@ fn kvm_only_launchers_hand_over_the_taps() {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let out = podtap_cmd(&state.0)
+    let out = podtap_cmd(BIN, &state.0)
         .args([
             "exec",
             "--id",
@@ -948,7 +888,7 @@ fn kvm_only_launchers_hand_over_the_taps() {
         serde_json::json!({"mac": mac, "num_queues": 4, "id": "net0"})
     );
     assert_eq!(requests[1]["fds"], serde_json::json!([tap, tap]));
-    podtap_ok(&state.0, &["detach", "--id", &id]);
+    podtap_ok(BIN, &state.0, &["detach", "--id", &id]);
 }
 
 /// `podtap demo --boot` boots the test guest on the demo pod's TAP (fd
@@ -960,7 +900,7 @@ fn demo_boot_pings_the_peer() {
         return;
     }
     let (kernel, initrd) = guest();
-    let out = Command::new(env!("CARGO_BIN_EXE_podtap"))
+    let out = Command::new(BIN)
         .args(["demo", "--boot"])
         .env("PODTAP_GUEST_KERNEL", kernel)
         .env("PODTAP_GUEST_INITRD", initrd)
@@ -987,11 +927,11 @@ fn exec_reports_failures_with_documented_codes() {
     if !root_or_skip(test) {
         return;
     }
-    let pod = common::Pod::dual_stack();
+    let pod = podtap_testkit::Pod::dual_stack();
     let state = StateDir::new();
     let id = unique("vmexec");
     let code = |args: &[&str]| {
-        let out = podtap_cmd(&state.0)
+        let out = podtap_cmd(BIN, &state.0)
             .args(args)
             .output()
             .expect("run podtap");
@@ -1002,6 +942,7 @@ fn exec_reports_failures_with_documented_codes() {
     let (c, err) = code(&["exec", "--id", &id, "--vmm", "qemu", "--", "true"]);
     assert_eq!(c, Some(14), "{err}");
     podtap_ok(
+        BIN,
         &state.0,
         &["attach", "--netns", &pod.pod.path_str(), "--id", &id],
     );
@@ -1024,7 +965,7 @@ fn exec_reports_failures_with_documented_codes() {
         assert!(err.contains("/dev/vhost-net"), "{err}");
     }
     // --enter-netns really enters: the command sees the pod's interfaces.
-    let out = podtap_cmd(&state.0)
+    let out = podtap_cmd(BIN, &state.0)
         .args([
             "exec",
             "--id",
@@ -1040,6 +981,7 @@ fn exec_reports_failures_with_documented_codes() {
     assert!(stdout(&out).contains("eth0:"), "{}", stdout(&out));
     // A TAP replaced by another of the same name is not handed over.
     let desc: serde_json::Value = serde_json::from_str(&podtap_ok(
+        BIN,
         &state.0,
         &["attach", "--netns", &pod.pod.path_str(), "--id", &id],
     ))
@@ -1064,7 +1006,9 @@ fn exec_reports_failures_with_documented_codes() {
     let (c, err) = code(&["exec", "--id", &id, "--enter-netns", "--", "true"]);
     assert_eq!(c, Some(12), "{err}");
     assert!(err.contains("replaced"), "{err}");
-    let _ = podtap_cmd(&state.0).args(["detach", "--id", &id]).output();
+    let _ = podtap_cmd(BIN, &state.0)
+        .args(["detach", "--id", &id])
+        .output();
 }
 
 /// macvtap mode end to end: a dual-stack pod with MTU 9000; `podtap exec
@@ -1101,8 +1045,9 @@ fn macvtap_guest_gets_its_queues_through_exec_both_ways_with_mtu_9000() {
     let append = format!("podtap.ping={peer4},{peer6} podtap.pingbig=8000:{peer4} podtap.hold=12");
     for queues in ["1", "2"] {
         let id = unique("vmmvt");
-        let before = pod_snapshot(&pod);
+        let before = settled_snapshot(&pod);
         let desc: serde_json::Value = serde_json::from_str(&podtap_ok(
+            BIN,
             &state.0,
             &[
                 "attach",
@@ -1126,7 +1071,7 @@ fn macvtap_guest_gets_its_queues_through_exec_both_ways_with_mtu_9000() {
         // qemu-fds.sh runs `podtap exec --vmm qemu`, which opens the macvtap's node.
         let console = boot_reachable(&example("qemu-fds.sh"), &state.0, &id, &append, || {
             for ip in &inbound {
-                reach_in(&node, ip, &mac);
+                reach_in(&node, ip, &mac, 5);
             }
         });
         for target in [&peer4, &peer6] {
@@ -1139,10 +1084,10 @@ fn macvtap_guest_gets_its_queues_through_exec_both_ways_with_mtu_9000() {
             line.ends_with(&format!(" mtu=9000 queues={queues}")),
             "{line}"
         );
-        podtap_ok(&state.0, &["detach", "--id", &id]);
+        podtap_ok(BIN, &state.0, &["detach", "--id", &id]);
         assert_eq!(
             before,
-            pod_snapshot(&pod),
+            settled_snapshot(&pod),
             "macvtap ({queues} queue(s)): detach left the pod netns changed"
         );
     }
@@ -1159,8 +1104,9 @@ fn watch_hotplugs_a_late_interface_into_the_running_guest_and_unplugs_it() {
     let work = TempDir::new();
     let qmp = work.path().join("qmp.sock");
     let id = unique("vmwatch");
-    let before = pod_snapshot(&pod.pod);
+    let before = settled_snapshot(&pod.pod);
     let desc: serde_json::Value = serde_json::from_str(&podtap_ok(
+        BIN,
         &state.0,
         &["attach", "--netns", &pod.pod.path_str(), "--id", &id],
     ))
@@ -1184,7 +1130,7 @@ fn watch_hotplugs_a_late_interface_into_the_running_guest_and_unplugs_it() {
         &["-qmp", &qmp_arg],
         |live| {
             let qmp = qmp.display().to_string();
-            let watch = Watch::start(&state.0, &id, &["--qmp", &qmp]);
+            let watch = Watch::start(BIN, &state.0, &id, &["--qmp", &qmp]);
             let ready = watch.next_within("ready", 30);
             assert_eq!(ready["interfaces"], serde_json::json!(["eth0"]));
 
@@ -1213,7 +1159,7 @@ fn watch_hotplugs_a_late_interface_into_the_running_guest_and_unplugs_it() {
             live.wait_for("PODTAP-LATE-UP", std::time::Duration::from_secs(10))
                 .expect("PODTAP-LATE-UP");
             // Both directions: the late network reaches the guest too.
-            reach_in(&pod.peer, &late_ip, &late_mac);
+            reach_in(&pod.peer, &late_ip, &late_mac, 5);
 
             // The network leaves: the device leaves the guest, the TAP the pod.
             pod.pod.ip("link del net1");
@@ -1238,10 +1184,10 @@ fn watch_hotplugs_a_late_interface_into_the_running_guest_and_unplugs_it() {
     assert_line(&console, &format!("PODTAP-PING OK {peer4}"));
     assert_no_errors(&console);
     assert!(desc["interfaces"].is_array());
-    podtap_ok(&state.0, &["detach", "--id", &id]);
+    podtap_ok(BIN, &state.0, &["detach", "--id", &id]);
     assert_eq!(
         before,
-        pod_snapshot(&pod.pod),
+        settled_snapshot(&pod.pod),
         "detach after watch left the pod netns changed"
     );
 }
