@@ -19,9 +19,10 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use podtap_testkit::vm::{guest, reach_in, QEMU};
 use podtap_testkit::{
-    guest, iface, podtap_cmd, podtap_ok, reach_in, root_or_skip, settled_snapshot, stderr, stdout,
-    tool_or_skip, unique, Netns, Pod, StateDir, TempDir, QEMU,
+    iface, podtap_cmd, podtap_ok, root_or_skip, settled_snapshot, stderr, stdout, tool_or_skip,
+    unique, Netns, Pod, StateDir, TempDir,
 };
 
 /// The podtap binary under test.

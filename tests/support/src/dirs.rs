@@ -49,3 +49,8 @@ impl TempDir {
         &self.0 .0
     }
 }
+
+/// The checkpoint file of sandbox `id` in the state dir `state`.
+pub fn checkpoint_path(state: &Path, id: &str) -> PathBuf {
+    state.join(format!("{id}.json"))
+}

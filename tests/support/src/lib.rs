@@ -20,20 +20,20 @@ pub mod scan;
 pub mod snapshot;
 pub mod vm;
 pub mod watch;
+pub mod wiring;
 
 pub use cni::{cni_plugin, conflist, container_id, Chain, Run, PLUGINS};
-pub use dirs::{StateDir, TempDir};
+pub use dirs::{checkpoint_path, StateDir, TempDir};
 pub use netns::{settle, settle_taps, taps, Netns, Sleeper};
 pub use pod::Pod;
 pub use podtap::{
-    attach, attach_cmd, attach_json, detach, iface, json_ok, podtap, podtap_cmd, podtap_ok,
+    attach, attach_cmd, attach_json, check, detach, iface, json_ok, podtap, podtap_cmd, podtap_ok,
     podtap_state,
 };
 pub use run::{
     exit_code, net_tools_or_skip, poll, root_or_skip, run_with_stdin, sh, sh_ok, stderr, stdout,
     tool_or_skip, unique, wait_for,
 };
-pub use vm::{guest, reach_in, QEMU};
 pub use snapshot::{settled_snapshot, snapshot, wait_for_drained_bridges};
 pub use watch::Watch;
 

@@ -67,6 +67,11 @@ pub fn detach(bin: &str, state: &StateDir, id: &str) -> Output {
     podtap_state(bin, &state.0, &["detach", "--id", id])
 }
 
+/// `podtap check --id <id>` with `state`.
+pub fn check(bin: &str, state: &StateDir, id: &str) -> Output {
+    podtap_state(bin, &state.0, &["check", "--id", id])
+}
+
 /// Assert success and parse stdout as JSON.
 pub fn json_ok(o: &Output) -> Value {
     assert!(
