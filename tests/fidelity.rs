@@ -7,8 +7,8 @@
 //! Run: `cargo test --test fidelity -- --test-threads=2`
 
 use podtap_testkit::{
-    attach_json, exit_code as code, iface, json_ok, net_tools_or_skip as ready, podtap_state,
-    snapshot, stderr, Pod, StateDir,
+    attach, attach_json, exit_code as code, iface, json_ok, net_tools_or_skip as ready,
+    podtap_state, snapshot, stderr, Pod, StateDir,
 };
 
 /// The podtap binary under test.
@@ -185,19 +185,7 @@ fn an_administratively_down_interface_gets_no_nic() {
     );
     assert!(net1.get("tap").is_none_or(serde_json::Value::is_null));
     assert!(iface(&desc, "eth0")["tap"].is_object());
-    let only = podtap_state(
-        BIN,
-        &state.0,
-        &[
-            "attach",
-            "--netns",
-            &pod.pod.path_str(),
-            "--id",
-            "d2",
-            "--interfaces",
-            "net1",
-        ],
-    );
+    let only = attach(BIN, &state.0, &pod, "d2", &["--interfaces", "net1"]);
     assert_eq!(code(&only), 13, "{}", stderr(&only));
     assert!(
         stderr(&only).contains("administratively down"),

@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use podtap_testkit::vm::{guest, reach_in, QEMU};
+use podtap_testkit::vm::{address_of, guest, reach_in, QEMU};
 use podtap_testkit::{
     iface, podtap_cmd, podtap_ok, root_or_skip, settled_snapshot, stderr, stdout, tool_or_skip,
     unique, Netns, Pod, StateDir, TempDir,
@@ -264,7 +264,7 @@ fn boot_once(pod: &Pod, libvirtd: &Libvirtd, state: &StateDir, mode: &str, queue
     assert!(!errors, "{lines:#?}");
     podtap_ok(BIN, &state.0, &["check", "--id", &id]);
     for family in ["inet", "inet6"] {
-        reach_in(&pod.peer, &guest_address(&desc, family), &mac, 3);
+        reach_in(&pod.peer, &address_of(&desc, "eth0", family), &mac, 3);
     }
     check_qemu_command_line(&libvirtd.qemu_log(&name), queues);
 
@@ -288,19 +288,6 @@ fn check_qemu_command_line(qemu: &str, queues: u32) {
         qemu.contains(tap_source),
         "QEMU did not get the TAP's fds: {qemu}"
     );
-}
-
-/// The guest's (the pod's) first global address of `family` on eth0.
-fn guest_address(desc: &serde_json::Value, family: &str) -> String {
-    iface(desc, "eth0")["address_details"]
-        .as_array()
-        .expect("address_details")
-        .iter()
-        .find(|a| a["family"] == family && a["link_local"] == false)
-        .and_then(|a| a["cidr"].as_str())
-        .and_then(|c| c.split('/').next())
-        .unwrap_or_else(|| panic!("eth0 has no {family} address"))
-        .to_string()
 }
 
 #[test]

@@ -8,21 +8,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use podtap_testkit::{podtap_cmd, sh, sh_ok, taps, TempDir};
+use podtap_testkit::{oci_hook, sh, sh_ok, taps, TempDir};
 use serde_json::{json, Value};
 
 /// The podtap binary under test.
 const BIN: &str = env!("CARGO_BIN_EXE_podtap");
-
-/// `podtap oci-hook <action>` with `stdin` and a private state dir.
-fn hook(state: &Path, action: &str, extra: &[&str], stdin: &str) -> Output {
-    podtap_testkit::run_with_stdin(
-        podtap_cmd(BIN, state)
-            .args(["oci-hook", action])
-            .args(extra),
-        stdin,
-    )
-}
 
 /// Assert exit `code` and exactly one line on stderr.
 fn expect_fail(o: &Output, code: i32, what: &str) {
@@ -290,7 +280,7 @@ fn runc_create_start_delete_attaches_and_detaches() {
     let st =
         json!({ "ociVersion": "1.0.2", "id": id, "status": "stopped", "bundle": bundle.path() })
             .to_string();
-    let o = hook(state.path(), "detach", &[], &st);
+    let o = oci_hook(BIN, state.path(), "detach", &[], &st);
     assert!(
         o.status.success(),
         "second detach: {}",
@@ -328,7 +318,8 @@ fn hook_reads_the_pid_netns_and_flags() {
         "annotations": { "io.podtap.interfaces": "eth0", "io.podtap.output": "vm/net.json" }
     })
     .to_string();
-    let o = hook(
+    let o = oci_hook(
+        BIN,
         state.path(),
         "attach",
         &["--output", "/nonexistent/ignored.json"],
@@ -340,7 +331,7 @@ fn hook_reads_the_pid_netns_and_flags() {
             .expect("JSON");
     assert_eq!(desc["netns"]["path"], json!(format!("/proc/{pid}/ns/net")));
     assert_eq!(taps(&pod.pod).len(), 1);
-    let o = hook(state.path(), "detach", &[], &st);
+    let o = oci_hook(BIN, state.path(), "detach", &[], &st);
     assert!(o.status.success(), "detach: {}", podtap_testkit::stderr(&o));
     assert!(taps(&pod.pod).is_empty());
     let _ = child.kill();
@@ -365,12 +356,13 @@ fn bad_stdin_is_one_line_and_an_exit_code() {
             "pid not a number",
         ),
     ] {
-        expect_fail(&hook(state.path(), "attach", &[], stdin), 13, what);
-        expect_fail(&hook(state.path(), "detach", &[], stdin), 13, what);
+        expect_fail(&oci_hook(BIN, state.path(), "attach", &[], stdin), 13, what);
+        expect_fail(&oci_hook(BIN, state.path(), "detach", &[], stdin), 13, what);
     }
     // An id that cannot be a sandbox id: 7.
     expect_fail(
-        &hook(
+        &oci_hook(
+            BIN,
             state.path(),
             "attach",
             &[],
@@ -384,12 +376,13 @@ fn bad_stdin_is_one_line_and_an_exit_code() {
         json!({ "ociVersion": "1.0.2", "id": "c1", "status": "creating", "bundle": bundle.path(), "annotations": ann }).to_string()
     };
     expect_fail(
-        &hook(state.path(), "attach", &[], &st(json!({}))),
+        &oci_hook(BIN, state.path(), "attach", &[], &st(json!({}))),
         13,
         "no netns",
     );
     expect_fail(
-        &hook(
+        &oci_hook(
+            BIN,
             state.path(),
             "attach",
             &[],
@@ -399,7 +392,8 @@ fn bad_stdin_is_one_line_and_an_exit_code() {
         "bad mode",
     );
     expect_fail(
-        &hook(
+        &oci_hook(
+            BIN,
             state.path(),
             "attach",
             &[],
@@ -409,7 +403,8 @@ fn bad_stdin_is_one_line_and_an_exit_code() {
         "bad queues",
     );
     expect_fail(
-        &hook(
+        &oci_hook(
+            BIN,
             state.path(),
             "attach",
             &[],
@@ -419,7 +414,8 @@ fn bad_stdin_is_one_line_and_an_exit_code() {
         "absolute output",
     );
     expect_fail(
-        &hook(
+        &oci_hook(
+            BIN,
             state.path(),
             "attach",
             &[],
@@ -432,7 +428,8 @@ fn bad_stdin_is_one_line_and_an_exit_code() {
     let outside = TempDir::new();
     std::fs::create_dir_all(bundle.path().join("rootfs")).expect("rootfs");
     std::os::unix::fs::symlink(outside.path(), bundle.path().join("rootfs/etc")).expect("symlink");
-    let o = hook(
+    let o = oci_hook(
+        BIN,
         state.path(),
         "attach",
         &[],
@@ -455,19 +452,19 @@ fn bad_stdin_is_one_line_and_an_exit_code() {
     )
     .expect("write config.json");
     expect_fail(
-        &hook(state.path(), "attach", &[], &st(json!({}))),
+        &oci_hook(BIN, state.path(), "attach", &[], &st(json!({}))),
         3,
         "missing netns",
     );
     // A config.json that is not JSON: 13.
     std::fs::write(bundle.path().join("config.json"), "{").expect("write config.json");
     expect_fail(
-        &hook(state.path(), "attach", &[], &st(json!({}))),
+        &oci_hook(BIN, state.path(), "attach", &[], &st(json!({}))),
         13,
         "bad config.json",
     );
     // Detach of something never attached: success, nothing on stdout.
-    let o = hook(state.path(), "detach", &[], &st(json!({})));
+    let o = oci_hook(BIN, state.path(), "detach", &[], &st(json!({})));
     assert!(
         o.status.success(),
         "detach unknown: {}",
@@ -475,5 +472,8 @@ fn bad_stdin_is_one_line_and_an_exit_code() {
     );
     assert!(o.stdout.is_empty());
     // An unknown action is a usage error.
-    assert_eq!(hook(state.path(), "frob", &[], "{}").status.code(), Some(2));
+    assert_eq!(
+        oci_hook(BIN, state.path(), "frob", &[], "{}").status.code(),
+        Some(2)
+    );
 }

@@ -560,19 +560,7 @@ fn a_tap_owner_of_minus_one_is_invalid_input() {
     }
     let pod = Pod::stable_dual_stack();
     let state = StateDir::new();
-    let out = podtap_state(
-        BIN,
-        &state.0,
-        &[
-            "attach",
-            "--netns",
-            &pod.pod.path_str(),
-            "--id",
-            "u1",
-            "--tap-owner",
-            "4294967295",
-        ],
-    );
+    let out = attach(BIN, &state.0, &pod, "u1", &["--tap-owner", "4294967295"]);
     assert_eq!(code(&out), 13, "{}", stderr(&out));
     assert!(taps(&pod.pod).is_empty());
 }

@@ -9,21 +9,11 @@ use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use podtap_testkit::{podtap_cmd, snapshot, taps, Chain, Netns, Pod, TempDir};
+use podtap_testkit::{oci_hook, podtap_cmd, snapshot, taps, Chain, Netns, Pod, TempDir};
 use serde_json::{json, Value};
 
 /// The podtap binary under test.
 const BIN: &str = env!("CARGO_BIN_EXE_podtap");
-
-/// `podtap oci-hook <action> <extra>` with `stdin` and a private state dir.
-fn hook(state: &Path, action: &str, extra: &[&str], stdin: &str) -> Output {
-    podtap_testkit::run_with_stdin(
-        podtap_cmd(BIN, state)
-            .args(["oci-hook", action])
-            .args(extra),
-        stdin,
-    )
-}
 
 /// The OCI state of container `id` in `bundle` with `annotations`.
 fn oci_state(id: &str, bundle: &Path, annotations: Value) -> String {
@@ -116,10 +106,12 @@ fn hook_output_never_lands_outside_the_bundle_while_a_symlink_is_swapped() {
         };
         let id = podtap_testkit::unique("swap");
         let st = oci_state(&id, b, json!({ "io.podtap.output": rel }));
-        let o = hook(state.path(), "attach", &[], &st);
+        let o = oci_hook(BIN, state.path(), "attach", &[], &st);
         if o.status.success() {
             written += 1;
-            assert!(hook(state.path(), "detach", &[], &st).status.success());
+            assert!(oci_hook(BIN, state.path(), "detach", &[], &st)
+                .status
+                .success());
         } else {
             // Refused before anything was built: exit 13, one line naming the symlink.
             let err = one_line_error(&o, 13, rel);
@@ -172,7 +164,7 @@ fn a_pod_annotation_asking_for_a_foreign_tap_owner_is_refused_unless_the_node_al
         json!({ "io.podtap.tap-owner": "4242:4343" }),
     );
     let before = snapshot(&pod.pod);
-    let o = hook(state.path(), "attach", &[], &st);
+    let o = oci_hook(BIN, state.path(), "attach", &[], &st);
     let err = one_line_error(&o, 6, "foreign owner under the default policy");
     assert!(
         err.contains("io.podtap.tap-owner") && err.contains("uid 4242"),
@@ -193,13 +185,13 @@ fn a_pod_annotation_asking_for_a_foreign_tap_owner_is_refused_unless_the_node_al
         &["--pod-tap-owners", "1000"][..],
         &["--pod-tap-owners", "4242"],
     ] {
-        let o = hook(state.path(), "attach", flags, &st);
+        let o = oci_hook(BIN, state.path(), "attach", flags, &st);
         one_line_error(&o, 6, &format!("{flags:?}"));
         assert_eq!(before, snapshot(&pod.pod));
     }
     // The node allows exactly this owner: the TAP is built with it.
     let allow = ["--pod-tap-owners", "1000,4242", "--pod-tap-groups", "4343"];
-    let o = hook(state.path(), "attach", &allow, &st);
+    let o = oci_hook(BIN, state.path(), "attach", &allow, &st);
     assert!(
         o.status.success(),
         "allowed: {}",
@@ -218,7 +210,9 @@ fn a_pod_annotation_asking_for_a_foreign_tap_owner_is_refused_unless_the_node_al
         (Some(4242), Some(4343)),
         "{tap}"
     );
-    assert!(hook(state.path(), "detach", &[], &st).status.success());
+    assert!(oci_hook(BIN, state.path(), "detach", &[], &st)
+        .status
+        .success());
     assert_eq!(before, snapshot(&pod.pod));
 }
 

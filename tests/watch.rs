@@ -2,7 +2,7 @@
 //! and removed from a pod after attach, in tc, bridge and macvtap mode; a restart and
 //! a crash mid-add; detach and SIGTERM while it runs; hotplug through a
 //! Cloud Hypervisor API stand-in, also for a NIC another attachment in the
-//! netns builds later (the QEMU guest test is in tests/vm.rs).
+//! netns builds later (the QEMU guest test is in tests/vm_exec.rs).
 use std::path::Path;
 use std::process::{Child, Command};
 use std::time::Duration;
@@ -383,19 +383,7 @@ fn a_network_a_later_cni_add_attaches_joins_the_vm_and_leaves_on_del() {
     let state = StateDir::new();
     // As the CNI door does: one attachment per network, each limited to its interface.
     let first = unique("cnifirst");
-    let out = podtap_state(
-        BIN,
-        &state.0,
-        &[
-            "attach",
-            "--netns",
-            &pod.pod.path_str(),
-            "--id",
-            &first,
-            "--interfaces",
-            "eth0",
-        ],
-    );
+    let out = attach(BIN, &state.0, &pod, &first, &["--interfaces", "eth0"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let sock_arg = sock.display().to_string();
     let watch = Watch::start(
@@ -409,19 +397,7 @@ fn a_network_a_later_cni_add_attaches_joins_the_vm_and_leaves_on_del() {
     // The second network arrives, and its CNI ADD attaches it under its own id.
     add_late(&pod, "net1", pod.net);
     let second = unique("cnisecond");
-    let out = podtap_state(
-        BIN,
-        &state.0,
-        &[
-            "attach",
-            "--netns",
-            &pod.pod.path_str(),
-            "--id",
-            &second,
-            "--interfaces",
-            "net1",
-        ],
-    );
+    let out = attach(BIN, &state.0, &pod, &second, &["--interfaces", "net1"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let plugged = watch.next("plugged");
     assert_eq!(plugged["id"], second.as_str(), "{plugged}");

@@ -27,7 +27,7 @@ pub use dirs::{checkpoint_path, StateDir, TempDir};
 pub use netns::{settle, settle_taps, taps, Netns, Sleeper};
 pub use pod::Pod;
 pub use podtap::{
-    attach, attach_cmd, attach_json, check, detach, iface, json_ok, podtap, podtap_cmd, podtap_ok,
+    attach, attach_cmd, attach_json, check, detach, iface, json_ok, oci_hook, podtap, podtap_cmd, podtap_ok,
     podtap_state,
 };
 pub use run::{

@@ -62,6 +62,16 @@ pub fn attach_json(bin: &str, state: &Path, pod: &Pod, id: &str, mode: &str) -> 
     json_ok(&attach(bin, state, pod, id, &["--mode", mode]))
 }
 
+/// `podtap oci-hook <action> <extra>` with `stdin` and a private state dir.
+pub fn oci_hook(bin: &str, state: &Path, action: &str, extra: &[&str], stdin: &str) -> Output {
+    crate::run::run_with_stdin(
+        podtap_cmd(bin, state)
+            .args(["oci-hook", action])
+            .args(extra),
+        stdin,
+    )
+}
+
 /// `podtap detach --id <id>` with `state`.
 pub fn detach(bin: &str, state: &StateDir, id: &str) -> Output {
     podtap_state(bin, &state.0, &["detach", "--id", id])
