@@ -9,7 +9,7 @@ pub struct Pod {
     pub pod: Netns,
     /// The peer ("node") netns.
     pub peer: Netns,
-    /// Index for addresses: 198.18.<n>.0/24 and 2001:db8:<n>::/64 (1 to 249, kept unique per process).
+    /// Index for addresses: `198.18.<n>.0/24` and `2001:db8:<n>::/64` (1 to 249, kept unique per process).
     pub net: u32,
 }
 
@@ -56,7 +56,7 @@ impl Pod {
         pod
     }
 
-    /// A dual-stack veth: pod `ifname` = 198.18.<net>.2/24 + 2001:db8:<net>::2/64, peer .1 / ::1,
+    /// A dual-stack veth: pod `ifname` = `198.18.<sub>.2/24` + `2001:db8:<sub>::2/64`, peer .1 / ::1,
     /// default routes via the peer when `default_routes`.
     pub fn add_veth(&self, ifname: &str, peer_if: &str, sub: u32, default_routes: bool) {
         let (p, q) = (&self.pod.name, &self.peer.name);
