@@ -1,11 +1,11 @@
 //! One handler per subcommand.
 
+use std::path::Path;
+
 use crate::error::{exit, Error, Result};
 use crate::model::{Description, Dns, Wiring};
 use crate::plan::{AttachOptions, TapOwner};
 use crate::state::SandboxId;
-
-use std::path::Path;
 
 use super::args::{AttachArgs, CniInstallArgs, DetachArgs, ExecArgs, RenderArgs, WatchArgs};
 use super::Command;
@@ -13,6 +13,7 @@ use crate::doors::cni::registry::Registry;
 use crate::doors::output::{check_output, emit, emit_attached, emit_text};
 use crate::doors::state_args::StateArgs;
 
+/// Run the parsed command line: each subcommand is one function below.
 pub fn dispatch(cli: super::Cli) -> Result<i32> {
     match cli.command {
         Command::Scan {
