@@ -65,5 +65,5 @@ pub use kernel::mac::MacAddr;
 /// (the CLI, or the CNI plugin when `CNI_COMMAND` is set and there are no
 /// arguments) and return its exit code. The binary is only this call.
 pub fn main() -> i32 {
-    doors::cli::run()
+    doors::run()
 }

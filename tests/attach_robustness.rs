@@ -5,35 +5,25 @@
 //! Run: `cargo test --test attach_robustness -- --test-threads=2`
 //! Set PODTAP_TEST_SEED to replay the kill points of a failed run.
 
-mod common;
-
 use std::os::fd::AsRawFd;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{
-    detach, json_ok, podtap_cmd, podtap_state, sh, snapshot, stderr, taps, Pod, StateDir,
+use podtap_testkit::{
+    attach_cmd, detach, json_ok, podtap_cmd, podtap_state, sh, snapshot, stderr, taps, Pod,
+    StateDir,
 };
 use serde_json::Value;
 
-use common::{exit_code as code, net_tools_or_skip as ready};
+use podtap_testkit::{exit_code as code, net_tools_or_skip as ready};
 
-/// An empty pod (IPv6 DAD off, so snapshots do not change as addresses settle).
-fn bare_pod() -> Pod {
-    Pod::without_dad()
-}
-
-/// A pod with one dual-stack veth `eth0`.
-fn small_pod() -> Pod {
-    let pod = bare_pod();
-    pod.add_veth("eth0", "veth0", pod.net, true);
-    pod
-}
+/// The podtap binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_podtap");
 
 /// A pod with `n` veths `eth0..eth<n-1>`, made with one `ip -batch` per netns.
 fn wide_pod(n: u32) -> Pod {
-    let pod = bare_pod();
+    let pod = Pod::without_dad();
     let p = &pod.pod.name;
     let mut peer_batch = String::new();
     let mut pod_batch = String::new();
@@ -60,20 +50,6 @@ fn wide_pod(n: u32) -> Pod {
         .collect();
     pod.pod.batch("tc", &tc_batch);
     pod
-}
-
-fn attach_cmd(state: &StateDir, pod: &Pod, id: &str, mode: &str) -> Command {
-    let mut c = podtap_cmd(&state.0);
-    c.args([
-        "attach",
-        "--netns",
-        &pod.pod.path_str(),
-        "--id",
-        id,
-        "--mode",
-        mode,
-    ]);
-    c
 }
 
 fn checkpoints(state: &StateDir) -> Vec<String> {
@@ -131,7 +107,7 @@ fn kill9(child: &mut Child) -> bool {
 fn timed_attach(state: &StateDir, pod: &Pod, id: &str, mode: &str) -> (Option<u64>, u64, Output) {
     let file = state.0.join(format!("{id}.json"));
     let t = Instant::now();
-    let mut child = attach_cmd(state, pod, id, mode)
+    let mut child = attach_cmd(BIN, &state.0, pod, id, &["--mode", mode])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -158,7 +134,7 @@ fn sigkill_at_random_points_of_a_32_interface_attach_then_detach_restores() {
     let pod = wide_pod(NICS);
     let state = StateDir::new();
     let before = snapshot(&pod.pod);
-    let id = common::unique("crash");
+    let id = podtap_testkit::unique("crash");
     let file = state.0.join(format!("{id}.json"));
 
     // Calibrate per mode: when the checkpoint appears and when the attach ends
@@ -176,7 +152,7 @@ fn sigkill_at_random_points_of_a_32_interface_attach_then_detach_restores() {
         assert_eq!(with_tap, NICS as usize);
         assert_eq!(taps(&pod.pod).len(), NICS as usize);
         window[m] = (ck.unwrap_or(0), end);
-        let d = detach(&state, &id);
+        let d = detach(BIN, &state, &id);
         assert_eq!(code(&d), 0, "{}", stderr(&d));
         assert_eq!(
             snapshot(&pod.pod),
@@ -195,7 +171,7 @@ fn sigkill_at_random_points_of_a_32_interface_attach_then_detach_restores() {
         let m = usize::from(k % 3 == 2);
         let mode = ["tc", "bridge"][m];
         let (ck, end) = window[m];
-        let mut child = attach_cmd(&state, &pod, &id, mode)
+        let mut child = attach_cmd(BIN, &state.0, &pod, &id, &["--mode", mode])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -227,7 +203,7 @@ fn sigkill_at_random_points_of_a_32_interface_attach_then_detach_restores() {
         }
         let what = format!("kill #{k} ({mode}) {how} (killed: {killed}, phase: {phase:?})");
 
-        let d = detach(&state, &id);
+        let d = detach(BIN, &state, &id);
         assert_eq!(code(&d), 0, "{what}: detach: {}", stderr(&d));
         assert!(checkpoints(&state).is_empty(), "{what}: checkpoint removed");
         assert_eq!(
@@ -249,9 +225,9 @@ fn sigkill_at_random_points_of_a_32_interface_attach_then_detach_restores() {
             NICS as usize,
             "{what}: following attach made every TAP"
         );
-        let c = podtap_state(&state.0, &["check", "--id", &id]);
+        let c = podtap_state(BIN, &state.0, &["check", "--id", &id]);
         assert_eq!(code(&c), 0, "{what}: check: {}", stderr(&c));
-        let d = detach(&state, &id);
+        let d = detach(BIN, &state, &id);
         assert_eq!(code(&d), 0, "{what}: second detach: {}", stderr(&d));
         assert_eq!(snapshot(&pod.pod), before, "{what}: second detach restores");
     }
@@ -269,7 +245,7 @@ fn fifty_sandboxes_attach_and_detach_in_parallel() {
     }
     const N: usize = 50;
     let pods: Vec<Pod> = (0..N)
-        .map(|_| std::thread::spawn(small_pod))
+        .map(|_| std::thread::spawn(Pod::stable_dual_stack))
         .map(|h| h.join().unwrap())
         .collect();
     let befores: Vec<String> = std::thread::scope(|s| {
@@ -277,14 +253,14 @@ fn fifty_sandboxes_attach_and_detach_in_parallel() {
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
     let state = StateDir::new();
-    let ids: Vec<String> = (0..N).map(|_| common::unique("par")).collect();
+    let ids: Vec<String> = (0..N).map(|_| podtap_testkit::unique("par")).collect();
 
     let t = Instant::now();
     let children: Vec<Child> = pods
         .iter()
         .zip(&ids)
         .map(|(p, id)| {
-            attach_cmd(&state, p, id, "tc")
+            attach_cmd(BIN, &state.0, p, id, &["--mode", "tc"])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -301,7 +277,7 @@ fn fifty_sandboxes_attach_and_detach_in_parallel() {
         assert_eq!(desc["attachment"]["id"], id.as_str());
         assert_eq!(taps(&pod.pod).len(), 1, "{id}: one TAP");
     }
-    let rows = json_ok(&podtap_state(&state.0, &["list", "--json"]));
+    let rows = json_ok(&podtap_state(BIN, &state.0, &["list", "--json"]));
     assert_eq!(
         rows.as_array().unwrap().len(),
         N,
@@ -312,7 +288,7 @@ fn fifty_sandboxes_attach_and_detach_in_parallel() {
     let children: Vec<Child> = ids
         .iter()
         .map(|id| {
-            podtap_cmd(&state.0)
+            podtap_cmd(BIN, &state.0)
                 .args(["detach", "--id", id])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -348,17 +324,17 @@ fn two_concurrent_attaches_of_one_id_leave_one_attachment() {
     if !ready("two_concurrent_attaches_of_one_id_leave_one_attachment") {
         return;
     }
-    let pod = small_pod();
+    let pod = Pod::stable_dual_stack();
     let state = StateDir::new();
     let before = snapshot(&pod.pod);
     for round in 0..5 {
-        let id = common::unique("same");
-        let a = attach_cmd(&state, &pod, &id, "tc")
+        let id = podtap_testkit::unique("same");
+        let a = attach_cmd(BIN, &state.0, &pod, &id, &["--mode", "tc"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let b = attach_cmd(&state, &pod, &id, "tc")
+        let b = attach_cmd(BIN, &state.0, &pod, &id, &["--mode", "tc"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -381,9 +357,9 @@ fn two_concurrent_attaches_of_one_id_leave_one_attachment() {
             1,
             "round {round}: one redirect filter:\n{f}"
         );
-        let c = podtap_state(&state.0, &["check", "--id", &id]);
+        let c = podtap_state(BIN, &state.0, &["check", "--id", &id]);
         assert_eq!(code(&c), 0, "round {round}: {}", stderr(&c));
-        let d = detach(&state, &id);
+        let d = detach(BIN, &state, &id);
         assert_eq!(code(&d), 0, "round {round}: {}", stderr(&d));
         assert_eq!(snapshot(&pod.pod), before, "round {round}: restored");
     }
@@ -394,7 +370,7 @@ fn an_attach_waits_for_the_netns_lock_however_the_netns_is_named() {
     if !ready("an_attach_waits_for_the_netns_lock_however_the_netns_is_named") {
         return;
     }
-    let pod = small_pod();
+    let pod = Pod::stable_dual_stack();
     let state = StateDir::new();
     let before = snapshot(&pod.pod);
     // Another attach into this netns holds its lock: here a flock taken on
@@ -408,8 +384,8 @@ fn an_attach_waits_for_the_netns_lock_however_the_netns_is_named() {
     let ns = std::fs::File::open(format!("/proc/{}/ns/net", inside.id())).unwrap();
     // SAFETY: flock on a file we keep open.
     assert_eq!(unsafe { libc::flock(ns.as_raw_fd(), libc::LOCK_EX) }, 0);
-    let id = common::unique("wait");
-    let mut a = attach_cmd(&state, &pod, &id, "tc")
+    let id = podtap_testkit::unique("wait");
+    let mut a = attach_cmd(BIN, &state.0, &pod, &id, &["--mode", "tc"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -422,7 +398,7 @@ fn an_attach_waits_for_the_netns_lock_however_the_netns_is_named() {
     assert_eq!(taps(&pod.pod).len(), 1);
     let _ = inside.kill();
     let _ = inside.wait();
-    assert_eq!(code(&detach(&state, &id)), 0);
+    assert_eq!(code(&detach(BIN, &state, &id)), 0);
     assert_eq!(snapshot(&pod.pod), before);
 }
 
@@ -436,9 +412,9 @@ fn sigkill_during_detach_then_detach_again_restores() {
     let pod = wide_pod(NICS);
     let state = StateDir::new();
     let before = snapshot(&pod.pod);
-    let id = common::unique("dcrash");
+    let id = podtap_testkit::unique("dcrash");
     let detach_cmd = || {
-        let mut c = podtap_cmd(&state.0);
+        let mut c = podtap_cmd(BIN, &state.0);
         c.args(["detach", "--id", &id])
             .stdout(Stdio::null())
             .stderr(Stdio::null());
@@ -446,7 +422,11 @@ fn sigkill_during_detach_then_detach_again_restores() {
     };
     let mut full_us = Vec::new();
     for mode in ["tc", "bridge"] {
-        json_ok(&attach_cmd(&state, &pod, &id, mode).output().unwrap());
+        json_ok(
+            &attach_cmd(BIN, &state.0, &pod, &id, &["--mode", mode])
+                .output()
+                .unwrap(),
+        );
         let t = Instant::now();
         assert!(detach_cmd().status().unwrap().success());
         full_us.push(micros(t));
@@ -463,13 +443,17 @@ fn sigkill_during_detach_then_detach_again_restores() {
         } else {
             ("tc", full_us[0])
         };
-        json_ok(&attach_cmd(&state, &pod, &id, mode).output().unwrap());
+        json_ok(
+            &attach_cmd(BIN, &state.0, &pod, &id, &["--mode", mode])
+                .output()
+                .unwrap(),
+        );
         let delay = rng.below(full);
         let mut child = detach_cmd().spawn().unwrap();
         std::thread::sleep(Duration::from_micros(delay));
         let killed = kill9(&mut child);
         let what = format!("detach kill #{k} ({mode}) after {delay} us (killed: {killed})");
-        let d = detach(&state, &id);
+        let d = detach(BIN, &state, &id);
         assert_eq!(code(&d), 0, "{what}: detach again: {}", stderr(&d));
         assert!(checkpoints(&state).is_empty(), "{what}: checkpoint removed");
         assert_eq!(snapshot(&pod.pod), before, "{what}: restored");
@@ -481,15 +465,15 @@ fn two_ids_racing_for_one_interface_leave_one_attachment() {
     if !ready("two_ids_racing_for_one_interface_leave_one_attachment") {
         return;
     }
-    let pod = small_pod();
+    let pod = Pod::stable_dual_stack();
     let state = StateDir::new();
     let before = snapshot(&pod.pod);
     for round in 0..6 {
-        let ids = [common::unique("ra"), common::unique("rb")];
+        let ids = [podtap_testkit::unique("ra"), podtap_testkit::unique("rb")];
         let children: Vec<_> = ids
             .iter()
             .map(|id| {
-                attach_cmd(&state, &pod, id, "tc")
+                attach_cmd(BIN, &state.0, &pod, id, &["--mode", "tc"])
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
                     .spawn()
@@ -515,10 +499,10 @@ fn two_ids_racing_for_one_interface_leave_one_attachment() {
             stderr(&outs[loser])
         );
         assert_eq!(taps(&pod.pod).len(), 1, "round {round}: one TAP");
-        let c = podtap_state(&state.0, &["check", "--id", &ids[winners[0]]]);
+        let c = podtap_state(BIN, &state.0, &["check", "--id", &ids[winners[0]]]);
         assert_eq!(code(&c), 0, "round {round}: winner intact: {}", stderr(&c));
         for id in &ids {
-            let d = detach(&state, id);
+            let d = detach(BIN, &state, id);
             assert_eq!(code(&d), 0, "round {round}: {}", stderr(&d));
         }
         assert_eq!(snapshot(&pod.pod), before, "round {round}: restored");

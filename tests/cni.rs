@@ -4,18 +4,22 @@
 //! predecessor's result as `prevResult`. Plugins run inside a private "node"
 //! netns (`ip netns exec`), so the bridge never lands in the root netns.
 //!
-//! Bad-stdin tests need no root; the rest skip without root or without the plugins.
+//! These skip without root or without the plugins; podtap alone on bad input
+//! is tests/cni_bad_input.rs.
 
-mod common;
-
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{conflist, container_id, sh, Chain, Netns, Run, TempDir, PLUGINS};
+use podtap_testkit::{
+    checkpoint_path, conflist, container_id, sh, Chain, Netns, Run, TempDir, PLUGINS,
+};
 use serde_json::{json, Value};
 
+/// The podtap binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_podtap");
+
 fn ready(test: &str) -> bool {
-    common::root_or_skip(test) && common::tool_or_skip(test, &format!("{PLUGINS}/bridge"))
+    podtap_testkit::root_or_skip(test)
+        && podtap_testkit::tool_or_skip(test, &format!("{PLUGINS}/bridge"))
 }
 
 /// The CNI 1.0 result shape (interfaces, ips with interface index, routes, dns).
@@ -95,7 +99,7 @@ fn pod_mac(pod: &Netns, ifname: &str) -> String {
 }
 
 fn has_link(ns: &Netns, name: &str) -> bool {
-    common::sh_ok(&format!("ip -n {} link show {name}", ns.name))
+    podtap_testkit::sh_ok(&format!("ip -n {} link show {name}", ns.name))
 }
 
 /// The conflist with `resultTap: listed` on podtap: the tests that read the TAP from the result.
@@ -108,10 +112,6 @@ fn listing_tap(mut conf: Value) -> Value {
     conf
 }
 
-fn checkpoint(state: &Path, id: &str) -> PathBuf {
-    state.join(format!("{id}.json"))
-}
-
 #[test]
 fn bridge_conflist_add_check_del_gc() {
     if !ready("bridge_conflist_add_check_del_gc") {
@@ -122,6 +122,7 @@ fn bridge_conflist_add_check_del_gc() {
     let (state, data) = (TempDir::new(), TempDir::new());
     let net = 100 + (std::process::id() % 100);
     let chain = Chain::new(
+        BIN,
         listing_tap(conflist(
             "bridge-podtap.conflist",
             state.path(),
@@ -182,7 +183,7 @@ fn bridge_conflist_add_check_del_gc() {
         sh(&format!("tc -n {} filter show dev eth0 ingress", pod.name)).contains("mirred"),
         "eth0 is wired with tc"
     );
-    assert!(checkpoint(state.path(), &id).exists());
+    assert!(checkpoint_path(state.path(), &id).exists());
 
     // A repeated ADD (the runtime retrying) returns the same result and builds nothing new.
     let again = chain
@@ -231,7 +232,7 @@ fn bridge_conflist_add_check_del_gc() {
     chain.del(&cid, &netns, "eth0", Some(result));
     assert!(!has_link(&pod, &tap_name), "DEL removes the TAP");
     assert!(
-        !checkpoint(state.path(), &id).exists(),
+        !checkpoint_path(state.path(), &id).exists(),
         "DEL removes the checkpoint"
     );
     // DEL again, DEL without prevResult, DEL without CNI_NETNS: all succeed.
@@ -266,15 +267,15 @@ fn bridge_conflist_add_check_del_gc() {
         )
         .expect_err(112);
     chain.del(&cid, &netns, "eth0", results.last());
-    assert!(!checkpoint(state.path(), &id).exists());
+    assert!(!checkpoint_path(state.path(), &id).exists());
 
     // ADD again, delete the netns, then DEL: must succeed and leave no checkpoint.
     let results = chain.add(&cid, &netns, "eth0");
-    assert!(checkpoint(state.path(), &id).exists());
+    assert!(checkpoint_path(state.path(), &id).exists());
     sh(&format!("ip netns del {}", pod.name));
     chain.del(&cid, &netns, "eth0", results.last());
     assert!(
-        !checkpoint(state.path(), &id).exists(),
+        !checkpoint_path(state.path(), &id).exists(),
         "DEL after the netns is gone removes the checkpoint"
     );
     chain.del(&cid, "", "eth0", None);
@@ -297,6 +298,7 @@ fn gc_and_status() {
     let (state, data) = (TempDir::new(), TempDir::new());
     let net = 200 + (std::process::id() % 50);
     let chain = Chain::new(
+        BIN,
         listing_tap(conflist(
             "bridge-podtap.conflist",
             state.path(),
@@ -317,8 +319,9 @@ fn gc_and_status() {
     assert!(has_link(&pod_b, &tap_b));
 
     // A checkpoint podtap's CLI made in the same state dir is not GC's business.
-    let cli_pod = common::Pod::dual_stack();
-    common::json_ok(&common::podtap_state(
+    let cli_pod = podtap_testkit::Pod::dual_stack();
+    podtap_testkit::json_ok(&podtap_testkit::podtap_state(
+        BIN,
         state.path(),
         &[
             "attach",
@@ -334,12 +337,12 @@ fn gc_and_status() {
         .podtap("1.1.0", json!({}), &[("CNI_COMMAND", "STATUS")])
         .expect_ok("STATUS");
     // Without privileges neither works: error 50, plugin not available.
-    if common::tool_or_skip("gc_and_status", "setpriv") {
+    if podtap_testkit::tool_or_skip("gc_and_status", "setpriv") {
         let out = Command::new("bash")
             .arg("-c")
             .arg(format!(
                 "echo '{{\"cniVersion\":\"1.1.0\",\"name\":\"n\",\"type\":\"podtap\"}}' | CNI_COMMAND=STATUS setpriv --reuid 65534 --regid 65534 --clear-groups {}",
-                env!("CARGO_BIN_EXE_podtap")
+                BIN
             ))
             .output()
             .expect("run STATUS unprivileged");
@@ -353,8 +356,8 @@ fn gc_and_status() {
         &[("CNI_COMMAND", "GC")],
     );
     other.expect_ok("GC other network");
-    assert!(checkpoint(state.path(), &format!("{a}-eth0")).exists());
-    assert!(checkpoint(state.path(), &format!("{b}-eth0")).exists());
+    assert!(checkpoint_path(state.path(), &format!("{a}-eth0")).exists());
+    assert!(checkpoint_path(state.path(), &format!("{b}-eth0")).exists());
 
     // GC keeping only A removes B's checkpoint and TAP.
     let valid = json!({ "cni.dev/valid-attachments": [{ "containerID": a, "ifname": "eth0" }] });
@@ -362,16 +365,16 @@ fn gc_and_status() {
         .podtap("1.1.0", valid.clone(), &[("CNI_COMMAND", "GC")])
         .expect_ok("GC");
     assert!(
-        checkpoint(state.path(), &format!("{a}-eth0")).exists(),
+        checkpoint_path(state.path(), &format!("{a}-eth0")).exists(),
         "valid attachment kept"
     );
     assert!(
-        !checkpoint(state.path(), &format!("{b}-eth0")).exists(),
+        !checkpoint_path(state.path(), &format!("{b}-eth0")).exists(),
         "stale attachment collected"
     );
     assert!(!has_link(&pod_b, &tap_b), "stale TAP removed");
     assert!(
-        checkpoint(state.path(), "cli-made").exists(),
+        checkpoint_path(state.path(), "cli-made").exists(),
         "GC leaves non-CNI checkpoints alone"
     );
     // GC again is a no-op; a GC without the list is refused.
@@ -388,7 +391,7 @@ fn gc_and_status() {
     }
     chain.del(&a, &pod_a.path_str(), "eth0", ra.last());
     assert!(
-        common::podtap_state(state.path(), &["detach", "--id", "cli-made"])
+        podtap_testkit::podtap_state(BIN, state.path(), &["detach", "--id", "cli-made"])
             .status
             .success()
     );
@@ -397,7 +400,7 @@ fn gc_and_status() {
 #[test]
 fn macvlan_conflist() {
     if !ready("macvlan_conflist")
-        || !common::tool_or_skip("macvlan_conflist", &format!("{PLUGINS}/macvlan"))
+        || !podtap_testkit::tool_or_skip("macvlan_conflist", &format!("{PLUGINS}/macvlan"))
     {
         return;
     }
@@ -415,7 +418,7 @@ fn macvlan_conflist() {
         net,
     ));
     conf["plugins"][0]["master"] = json!("uplink0");
-    let chain = Chain::new(conf, Some(&node));
+    let chain = Chain::new(BIN, conf, Some(&node));
     let cid = container_id(4);
     let netns = pod.path_str();
     let results = chain.add(&cid, &netns, "net1");
@@ -438,7 +441,7 @@ fn macvlan_conflist() {
     }
     chain.del(&cid, &netns, "net1", Some(result));
     chain.del(&cid, &netns, "net1", None);
-    assert!(!checkpoint(state.path(), &format!("{cid}-net1")).exists());
+    assert!(!checkpoint_path(state.path(), &format!("{cid}-net1")).exists());
 }
 
 #[test]
@@ -458,7 +461,7 @@ fn bridge_mode_result_reports_the_pod_mac_change() {
     ));
     // The runtime asks for bridge wiring through the podtap capability.
     conf["plugins"][1]["runtimeConfig"] = json!({ "podtap": { "mode": "bridge" } });
-    let chain = Chain::new(conf, Some(&node));
+    let chain = Chain::new(BIN, conf, Some(&node));
     let cid = container_id(5);
     let netns = pod.path_str();
     let results = chain.add(&cid, &netns, "eth0");
@@ -509,203 +512,4 @@ fn bridge_mode_result_reports_the_pod_mac_change() {
         "DEL gives eth0 its MAC back"
     );
     chain.del(&cid, &netns, "eth0", Some(result));
-}
-
-/// A chain with no node netns and no other plugins: podtap alone, for bad input.
-fn podtap_only(state: &Path) -> Chain {
-    let conf = json!({
-        "cniVersion": "1.0.0",
-        "name": "bad-input",
-        "plugins": [{ "type": "podtap", "stateDir": state }]
-    });
-    Chain::new(conf, None)
-}
-
-fn prev_result() -> Value {
-    json!({
-        "cniVersion": "1.0.0",
-        "interfaces": [{ "name": "eth0", "mac": "02:00:00:00:00:01", "sandbox": "/run/netns/nonexistent-podtap" }],
-        "ips": [{ "address": "10.1.0.2/24", "interface": 0 }]
-    })
-}
-
-#[test]
-fn bad_stdin_gives_cni_errors() {
-    let state = TempDir::new();
-    let chain = podtap_only(state.path());
-    let cid = container_id(9);
-    let add = Chain::env("ADD", &cid, "/run/netns/nonexistent-podtap", "eth0");
-    // Invalid JSON: decoding failure.
-    chain.exec("podtap", "{not json", &add).expect_err(6);
-    chain.exec("podtap", "", &add).expect_err(6);
-    // No cniVersion: invalid config; an unsupported one: incompatible version.
-    chain
-        .exec("podtap", r#"{"name":"n","type":"podtap"}"#, &add)
-        .expect_err(7);
-    let v = chain
-        .exec(
-            "podtap",
-            r#"{"cniVersion":"0.4.0","name":"n","type":"podtap"}"#,
-            &add,
-        )
-        .expect_err(1);
-    assert_eq!(v["cniVersion"], "0.4.0");
-    chain
-        .exec(
-            "podtap",
-            r#"{"cniVersion":"2.0.0","name":"n","type":"podtap"}"#,
-            &add,
-        )
-        .expect_err(1);
-    // ADD without prevResult: podtap is chained.
-    chain.podtap("1.0.0", json!({}), &add).expect_err(7);
-    chain
-        .podtap("1.0.0", json!({ "prevResult": "nope" }), &add)
-        .expect_err(7);
-    chain
-        .podtap("1.0.0", json!({ "prevResult": { "interfaces": {} } }), &add)
-        .expect_err(7);
-    // Unknown mode, bad queues, wrong types.
-    chain
-        .podtap(
-            "1.0.0",
-            json!({ "prevResult": prev_result(), "mode": "vepa" }),
-            &add,
-        )
-        .expect_err(7);
-    chain
-        .podtap(
-            "1.0.0",
-            json!({ "prevResult": prev_result(), "queues": 0 }),
-            &add,
-        )
-        .expect_err(7);
-    chain
-        .podtap(
-            "1.0.0",
-            json!({ "prevResult": prev_result(), "queues": "two" }),
-            &add,
-        )
-        .expect_err(7);
-    chain
-        .podtap(
-            "1.0.0",
-            json!({ "prevResult": prev_result(), "args": { "cni": { "podtap": { "mode": 3 } } } }),
-            &add,
-        )
-        .expect_err(7);
-    chain.podtap("1.0.0", json!({ "prevResult": prev_result(), "runtimeConfig": { "podtap": { "mode": "nope" } } }), &add).expect_err(7);
-    // Environment: a missing variable, a bad CNI_ARGS, an id that cannot be a sandbox id, an unknown command.
-    chain
-        .podtap(
-            "1.0.0",
-            json!({ "prevResult": prev_result() }),
-            &[
-                ("CNI_COMMAND", "ADD"),
-                ("CNI_CONTAINERID", &cid),
-                ("CNI_IFNAME", "eth0"),
-            ],
-        )
-        .expect_err(4);
-    let mut bad_args = add.clone();
-    bad_args.push(("CNI_ARGS", "PODTAP_QUEUES=lots"));
-    chain
-        .podtap("1.0.0", json!({ "prevResult": prev_result() }), &bad_args)
-        .expect_err(4);
-    chain
-        .podtap(
-            "1.0.0",
-            json!({ "prevResult": prev_result() }),
-            &Chain::env("ADD", "../../etc", "/run/netns/x", "eth0"),
-        )
-        .expect_err(4);
-    chain
-        .podtap("1.0.0", json!({}), &[("CNI_COMMAND", "FROB")])
-        .expect_err(4);
-    // CHECK needs a prevResult too; GC needs its list.
-    chain
-        .podtap(
-            "1.0.0",
-            json!({}),
-            &Chain::env("CHECK", &cid, "/run/netns/x", "eth0"),
-        )
-        .expect_err(7);
-    chain
-        .podtap("1.1.0", json!({}), &[("CNI_COMMAND", "GC")])
-        .expect_err(7);
-    chain
-        .podtap(
-            "1.1.0",
-            json!({ "cni.dev/valid-attachments": [{ "containerID": 1 }] }),
-            &[("CNI_COMMAND", "GC")],
-        )
-        .expect_err(7);
-}
-
-#[test]
-fn version_and_idempotent_del_need_nothing() {
-    let state = TempDir::new();
-    let chain = podtap_only(state.path());
-    for stdin in [r#"{"cniVersion":"1.0.0"}"#, r#"{"cniVersion":"1.1.0"}"#, ""] {
-        let v = chain
-            .exec("podtap", stdin, &[("CNI_COMMAND", "VERSION")])
-            .expect_ok("VERSION");
-        assert_eq!(
-            v,
-            json!({ "cniVersion": "1.1.0", "supportedVersions": ["1.0.0", "1.1.0"] })
-        );
-    }
-    // DEL for an attachment that never existed, in a netns that never existed: success, no output.
-    let cid = container_id(10);
-    let r = chain.podtap(
-        "1.0.0",
-        json!({}),
-        &Chain::env("DEL", &cid, "/run/netns/nonexistent-podtap", "eth0"),
-    );
-    r.expect_ok("DEL unknown");
-    assert!(r.out.stdout.is_empty(), "DEL prints nothing on success");
-    chain
-        .podtap("1.0.0", json!({}), &Chain::env("DEL", &cid, "", "eth0"))
-        .expect_ok("DEL without netns");
-    // An id that could never have been attached: nothing to do either.
-    chain
-        .podtap("1.0.0", json!({}), &Chain::env("DEL", "bad/id", "", "eth0"))
-        .expect_ok("DEL bad id");
-    // DEL still needs its identity variables.
-    chain
-        .podtap(
-            "1.0.0",
-            json!({}),
-            &[("CNI_COMMAND", "DEL"), ("CNI_IFNAME", "eth0")],
-        )
-        .expect_err(4);
-}
-
-/// A corrupt checkpoint must not block pod deletion: DEL succeeds whether the
-/// netns is gone or unknown, and the file is moved aside, never deleted.
-#[test]
-fn del_with_a_corrupt_checkpoint_and_no_netns_succeeds_and_keeps_the_file() {
-    let state = TempDir::new();
-    let chain = podtap_only(state.path());
-    for (n, netns) in [(11, "/run/netns/nonexistent-podtap"), (12, "")] {
-        let cid = container_id(n);
-        let id = format!("{cid}-eth0");
-        std::fs::create_dir_all(state.path()).unwrap();
-        std::fs::write(checkpoint(state.path(), &id), b"{\"version\": 1, \"id\": ").unwrap();
-        chain
-            .podtap("1.0.0", json!({}), &Chain::env("DEL", &cid, netns, "eth0"))
-            .expect_ok("DEL over a corrupt checkpoint");
-        assert!(!checkpoint(state.path(), &id).exists());
-        let kept: Vec<String> = std::fs::read_dir(state.path())
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|f| f.starts_with(&format!("{id}.json.corrupt-")))
-            .collect();
-        assert_eq!(
-            kept.len(),
-            1,
-            "the corrupt file is kept aside (netns {netns:?})"
-        );
-    }
 }

@@ -6,13 +6,14 @@
 //!
 //! Run: `cargo test --test cni_install -- --test-threads=2`
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use common::{container_id, podtap_state, stderr, Chain, Netns, TempDir};
+use podtap_testkit::{container_id, podtap_state, stderr, Chain, Netns, TempDir};
 use serde_json::{json, Value};
+
+/// The podtap binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_podtap");
 
 fn samples() -> Vec<(&'static str, Value)> {
     vec![
@@ -64,7 +65,7 @@ fn install(conf: &Path, bin: &Path, extra: &[&str]) -> std::process::Output {
     let (c, b) = (conf.display().to_string(), bin.display().to_string());
     let mut args = vec!["cni-install", "--conf-dir", &c, "--bin-dir", &b];
     args.extend_from_slice(extra);
-    podtap_state(conf, &args)
+    podtap_state(BIN, conf, &args)
 }
 
 fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
@@ -184,10 +185,10 @@ fn an_edited_chain_keeps_its_edits_on_uninstall() {
 
 #[test]
 fn a_cni_add_through_the_installed_chain_builds_the_tap() {
-    if !common::net_tools_or_skip("a_cni_add_through_the_installed_chain_builds_the_tap")
-        || !common::tool_or_skip(
+    if !podtap_testkit::net_tools_or_skip("a_cni_add_through_the_installed_chain_builds_the_tap")
+        || !podtap_testkit::tool_or_skip(
             "a_cni_add_through_the_installed_chain_builds_the_tap",
-            &format!("{}/bridge", common::PLUGINS),
+            &format!("{}/bridge", podtap_testkit::PLUGINS),
         )
     {
         return;
@@ -201,7 +202,8 @@ fn a_cni_add_through_the_installed_chain_builds_the_tap() {
     std::fs::create_dir_all(conf_dir.path()).unwrap();
     std::fs::create_dir_all(bin_dir.path()).unwrap();
     let net = 200 + (std::process::id() % 50);
-    let mut conf = common::conflist("bridge-podtap.conflist", state.path(), data.path(), net);
+    let mut conf =
+        podtap_testkit::conflist("bridge-podtap.conflist", state.path(), data.path(), net);
     // The node's own configuration: the same chain without podtap.
     conf["plugins"]
         .as_array_mut()
@@ -224,7 +226,7 @@ fn a_cni_add_through_the_installed_chain_builds_the_tap() {
             .unwrap();
     let node = Netns::new("cin");
     let pod = Netns::new("cip");
-    let runner = Chain::new(chain, Some(&node));
+    let runner = Chain::new(BIN, chain, Some(&node));
     let cid = container_id(9);
     let results = runner.add(&cid, &pod.path_str(), "eth0");
     let last = results.last().expect("a result");
@@ -233,7 +235,7 @@ fn a_cni_add_through_the_installed_chain_builds_the_tap() {
         "the installed entry leaves the TAP out of the result (the default)"
     );
     assert_eq!(
-        common::taps(&pod).len(),
+        podtap_testkit::taps(&pod).len(),
         1,
         "the TAP exists in the pod netns"
     );

@@ -3,12 +3,14 @@
 //! it and nothing else (`docs/integration.md`, "How the result lists the TAP").
 //! The chain is the repository's conflist, unchanged but for private paths.
 
-mod common;
+use podtap_testkit::{conflist, container_id, taps, Chain, Netns, TempDir, PLUGINS};
 
-use common::{conflist, container_id, taps, Chain, Netns, TempDir, PLUGINS};
+/// The podtap binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_podtap");
 
 fn ready(test: &str) -> bool {
-    common::root_or_skip(test) && common::tool_or_skip(test, &format!("{PLUGINS}/bridge"))
+    podtap_testkit::root_or_skip(test)
+        && podtap_testkit::tool_or_skip(test, &format!("{PLUGINS}/bridge"))
 }
 
 #[test]
@@ -22,7 +24,7 @@ fn default_result_leaves_the_tap_out_and_check_and_del_still_work() {
     let (state, data) = (TempDir::new(), TempDir::new());
     let net = 60 + (std::process::id() % 40);
     let conf = conflist("bridge-podtap.conflist", state.path(), data.path(), net);
-    let chain = Chain::new(conf, Some(&node));
+    let chain = Chain::new(BIN, conf, Some(&node));
     let cid = container_id(31);
     let netns = pod.path_str();
 
@@ -49,13 +51,17 @@ fn default_result_leaves_the_tap_out_and_check_and_del_still_work() {
     // The TAP is there all the same, and podtap's own record names it.
     let made = taps(&pod);
     assert_eq!(made.len(), 1, "one TAP in the pod netns: {made:?}");
-    let listing = common::podtap_state(state.path(), &["list", "--json"]);
-    assert!(listing.status.success(), "{}", common::stderr(&listing));
+    let listing = podtap_testkit::podtap_state(BIN, state.path(), &["list", "--json"]);
     assert!(
-        common::stdout(&listing).contains(&made[0]),
+        listing.status.success(),
+        "{}",
+        podtap_testkit::stderr(&listing)
+    );
+    assert!(
+        podtap_testkit::stdout(&listing).contains(&made[0]),
         "podtap list names the TAP {}: {}",
         made[0],
-        common::stdout(&listing)
+        podtap_testkit::stdout(&listing)
     );
 
     // CHECK with the cached result passes for every plugin; DEL takes the TAP.
@@ -63,7 +69,7 @@ fn default_result_leaves_the_tap_out_and_check_and_del_still_work() {
         assert!(
             run.ok(),
             "CHECK of plugin {i} failed: {}",
-            common::stdout(&run.out)
+            podtap_testkit::stdout(&run.out)
         );
     }
     chain.del(&cid, &netns, "eth0", Some(result));
@@ -103,7 +109,7 @@ fn crio_shaped_requests_add_check_gc_and_del() {
     conf["plugins"][1]["runtimeConfig"] = serde_json::json!({
         "io.kubernetes.cri.pod-annotations": { "io.kubernetes.cri-o.ContainerType": "sandbox" }
     });
-    let chain = Chain::new(conf, Some(&node));
+    let chain = Chain::new(BIN, conf, Some(&node));
     let add = |cid: &str, netns: &str| -> serde_json::Value {
         let args = format!(
             "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=vm-pod;K8S_POD_INFRA_CONTAINER_ID={cid};K8S_POD_UID=6e29ade3-5ec4-436d-a5bd-c53ec3ca816e"
@@ -124,7 +130,7 @@ fn crio_shaped_requests_add_check_gc_and_del() {
     add(&b, &pod_b.path_str());
     assert_eq!((taps(&pod_a).len(), taps(&pod_b).len()), (1, 1));
     for run in chain.check(&a, &pod_a.path_str(), "eth0", &result_a) {
-        assert!(run.ok(), "CHECK: {}", common::stdout(&run.out));
+        assert!(run.ok(), "CHECK: {}", podtap_testkit::stdout(&run.out));
     }
     // ocicni's GC: every attachment of this network but A's is stale.
     let valid = serde_json::json!({

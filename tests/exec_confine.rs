@@ -2,12 +2,14 @@
 //! the TAP queue fds, nothing else podtap inherited; with `--user` it runs
 //! as that user with no capabilities and no_new_privs, and still holds the
 //! TAP fds.
-mod common;
 
 use std::collections::BTreeSet;
 use std::process::Output;
 
-use common::*;
+use podtap_testkit::*;
+
+/// The podtap binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_podtap");
 
 /// What the command prints: its argv (the appended VMM arguments), its
 /// credentials, the TAP behind each low fd (`iff:` in fdinfo), and last, by
@@ -94,6 +96,7 @@ fn status_line<'a>(out: &'a str, key: &str) -> &'a str {
 
 fn attached(state: &StateDir, pod: &Pod, id: &str) {
     json_ok(&podtap_state(
+        BIN,
         &state.0,
         &[
             "attach",
@@ -132,7 +135,7 @@ fn exec_passes_only_stdio_and_the_tap_fds() {
     // Without --user the VMM stays root (as before).
     assert!(status_line(&text, "Uid:").starts_with("0\t"), "{text}");
 
-    let out = detach(&state, &id);
+    let out = detach(BIN, &state, &id);
     assert!(out.status.success(), "detach: {}", stderr(&out));
 }
 
@@ -186,6 +189,7 @@ fn exec_user_runs_the_vmm_as_nobody_without_capabilities_holding_the_taps() {
 
     // A bad --user is a usage error before anything runs.
     let out = podtap_state(
+        BIN,
         &state.0,
         &[
             "exec", "--id", &id, "--vmm", "qemu", "--user", "nobody", "--", "true",
@@ -193,6 +197,6 @@ fn exec_user_runs_the_vmm_as_nobody_without_capabilities_holding_the_taps() {
     );
     assert_eq!(exit_code(&out), 13, "{}", stderr(&out));
 
-    let out = detach(&state, &id);
+    let out = detach(BIN, &state, &id);
     assert!(out.status.success(), "detach: {}", stderr(&out));
 }

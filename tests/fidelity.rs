@@ -6,33 +6,13 @@
 //!
 //! Run: `cargo test --test fidelity -- --test-threads=2`
 
-mod common;
-
-use common::{
-    exit_code as code, iface, json_ok, net_tools_or_skip as ready, podtap_state, snapshot, stderr,
-    Pod, StateDir,
+use podtap_testkit::{
+    attach, attach_json, exit_code as code, iface, json_ok, net_tools_or_skip as ready,
+    podtap_state, snapshot, stderr, Pod, StateDir,
 };
 
-fn pod() -> Pod {
-    let pod = Pod::without_dad();
-    pod.add_veth("eth0", "veth0", pod.net, true);
-    pod
-}
-
-fn attach(state: &StateDir, pod: &Pod, id: &str, mode: &str) -> serde_json::Value {
-    json_ok(&podtap_state(
-        &state.0,
-        &[
-            "attach",
-            "--netns",
-            &pod.pod.path_str(),
-            "--id",
-            id,
-            "--mode",
-            mode,
-        ],
-    ))
-}
+/// The podtap binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_podtap");
 
 fn permanent_neighbours(pod: &Pod) -> String {
     pod.pod.ip("neigh show dev eth0 nud permanent")
@@ -41,13 +21,13 @@ fn permanent_neighbours(pod: &Pod) -> String {
 #[test]
 fn bridge_mode_never_answers_for_the_guest_nor_speaks_ipv6() {
     let test = "bridge_mode_never_answers_for_the_guest_nor_speaks_ipv6";
-    if !ready(test) || !common::tool_or_skip(test, "ping") {
+    if !ready(test) || !podtap_testkit::tool_or_skip(test, "ping") {
         return;
     }
-    let pod = pod();
+    let pod = Pod::stable_dual_stack();
     let n = pod.net;
     let state = StateDir::new();
-    let desc = attach(&state, &pod, "b1", "bridge");
+    let desc = attach_json(BIN, &state.0, &pod, "b1", "bridge");
     let br = iface(&desc, "eth0")["bridge"]["name"]
         .as_str()
         .unwrap()
@@ -61,14 +41,14 @@ fn bridge_mode_never_answers_for_the_guest_nor_speaks_ipv6() {
     for _ in 0..3 {
         pod.peer.ip(&format!("neigh flush to {v4}"));
         assert!(
-            !common::sh_ok(&format!(
+            !podtap_testkit::sh_ok(&format!(
                 "ip netns exec {} ping -c1 -W1 {v4}",
                 pod.peer.name
             )),
             "the pod netns answered for {v4} while bridged"
         );
         assert!(
-            !common::sh_ok(&format!(
+            !podtap_testkit::sh_ok(&format!(
                 "ip netns exec {} ping -6 -c1 -W1 {v6}",
                 pod.peer.name
             )),
@@ -104,7 +84,10 @@ fn bridge_mode_never_answers_for_the_guest_nor_speaks_ipv6() {
         pod.pod.ip(&format!("link show {br}")).contains("NOARP"),
         "ARP off on the bridge"
     );
-    assert_eq!(code(&podtap_state(&state.0, &["detach", "--id", "b1"])), 0);
+    assert_eq!(
+        code(&podtap_state(BIN, &state.0, &["detach", "--id", "b1"])),
+        0
+    );
 }
 
 #[test]
@@ -112,7 +95,7 @@ fn permanent_neighbours_survive_every_mac_change_and_check_sees_them() {
     if !ready("permanent_neighbours_survive_every_mac_change_and_check_sees_them") {
         return;
     }
-    let pod = pod();
+    let pod = Pod::stable_dual_stack();
     let n = pod.net;
     pod.pod.ip(&format!(
         "neigh add 198.18.{n}.1 lladdr 02:00:00:00:0a:01 dev eth0 nud permanent"
@@ -125,16 +108,16 @@ fn permanent_neighbours_survive_every_mac_change_and_check_sees_them() {
     let before = snapshot(&pod.pod);
     for mode in ["bridge", "tc"] {
         let state = StateDir::new();
-        attach(&state, &pod, "n1", mode);
+        attach_json(BIN, &state.0, &pod, "n1", mode);
         assert_eq!(
             permanent_neighbours(&pod),
             before_neigh,
             "{mode}: kept while attached"
         );
-        let c = podtap_state(&state.0, &["check", "--id", "n1"]);
+        let c = podtap_state(BIN, &state.0, &["check", "--id", "n1"]);
         assert_eq!(code(&c), 0, "{mode}: {}", stderr(&c));
         pod.pod.ip(&format!("neigh del 198.18.{n}.1 dev eth0"));
-        let c = podtap_state(&state.0, &["check", "--id", "n1"]);
+        let c = podtap_state(BIN, &state.0, &["check", "--id", "n1"]);
         assert_eq!(code(&c), 12, "{mode}: {}", stderr(&c));
         assert!(
             stderr(&c).contains(&format!("198.18.{n}.1")),
@@ -144,7 +127,10 @@ fn permanent_neighbours_survive_every_mac_change_and_check_sees_them() {
         pod.pod.ip(&format!(
             "neigh add 198.18.{n}.1 lladdr 02:00:00:00:0a:01 dev eth0 nud permanent"
         ));
-        assert_eq!(code(&podtap_state(&state.0, &["detach", "--id", "n1"])), 0);
+        assert_eq!(
+            code(&podtap_state(BIN, &state.0, &["detach", "--id", "n1"])),
+            0
+        );
         assert_eq!(
             permanent_neighbours(&pod),
             before_neigh,
@@ -159,10 +145,10 @@ fn check_sees_mtu_and_link_state_of_the_pod_interface() {
     if !ready("check_sees_mtu_and_link_state_of_the_pod_interface") {
         return;
     }
-    let pod = pod();
+    let pod = Pod::stable_dual_stack();
     let state = StateDir::new();
-    attach(&state, &pod, "m1", "tc");
-    let check = || podtap_state(&state.0, &["check", "--id", "m1"]);
+    attach_json(BIN, &state.0, &pod, "m1", "tc");
+    let check = || podtap_state(BIN, &state.0, &["check", "--id", "m1"]);
     assert_eq!(code(&check()), 0);
     pod.pod.ip("link set eth0 mtu 1400");
     let c = check();
@@ -175,7 +161,10 @@ fn check_sees_mtu_and_link_state_of_the_pod_interface() {
     assert!(stderr(&c).contains("eth0 is down"), "{}", stderr(&c));
     pod.pod.ip("link set eth0 up");
     assert_eq!(code(&check()), 0);
-    assert_eq!(code(&podtap_state(&state.0, &["detach", "--id", "m1"])), 0);
+    assert_eq!(
+        code(&podtap_state(BIN, &state.0, &["detach", "--id", "m1"])),
+        0
+    );
 }
 
 #[test]
@@ -183,11 +172,11 @@ fn an_administratively_down_interface_gets_no_nic() {
     if !ready("an_administratively_down_interface_gets_no_nic") {
         return;
     }
-    let pod = pod();
+    let pod = Pod::stable_dual_stack();
     pod.add_veth("net1", "veth1", pod.net + 1, false);
     pod.pod.ip("link set net1 down");
     let state = StateDir::new();
-    let desc = attach(&state, &pod, "d1", "tc");
+    let desc = attach_json(BIN, &state.0, &pod, "d1", "tc");
     let net1 = iface(&desc, "net1");
     assert_eq!(net1["eligible"], false);
     assert!(
@@ -196,25 +185,17 @@ fn an_administratively_down_interface_gets_no_nic() {
     );
     assert!(net1.get("tap").is_none_or(serde_json::Value::is_null));
     assert!(iface(&desc, "eth0")["tap"].is_object());
-    let only = podtap_state(
-        &state.0,
-        &[
-            "attach",
-            "--netns",
-            &pod.pod.path_str(),
-            "--id",
-            "d2",
-            "--interfaces",
-            "net1",
-        ],
-    );
+    let only = attach(BIN, &state.0, &pod, "d2", &["--interfaces", "net1"]);
     assert_eq!(code(&only), 13, "{}", stderr(&only));
     assert!(
         stderr(&only).contains("administratively down"),
         "{}",
         stderr(&only)
     );
-    assert_eq!(code(&podtap_state(&state.0, &["detach", "--id", "d1"])), 0);
+    assert_eq!(
+        code(&podtap_state(BIN, &state.0, &["detach", "--id", "d1"])),
+        0
+    );
 }
 
 #[test]
@@ -222,7 +203,7 @@ fn policy_rules_and_the_tables_they_use_are_scanned() {
     if !ready("policy_rules_and_the_tables_they_use_are_scanned") {
         return;
     }
-    let pod = pod();
+    let pod = Pod::stable_dual_stack();
     let n = pod.net;
     pod.pod.ip(&format!(
         "rule add from 198.18.{n}.0/24 fwmark 7 lookup 100 pref 100"
@@ -235,6 +216,7 @@ fn policy_rules_and_the_tables_they_use_are_scanned() {
         "route add 198.19.{n}.0/24 via 198.18.{n}.1 dev eth0 table 200"
     ));
     let desc = json_ok(&podtap_state(
+        BIN,
         &StateDir::new().0,
         &["scan", "--netns", &pod.pod.path_str()],
     ));
@@ -256,16 +238,20 @@ fn policy_rules_and_the_tables_they_use_are_scanned() {
     // The guest formats carry it; a NIC-only format is unaffected.
     let state = StateDir::new();
     json_ok(&podtap_state(
+        BIN,
         &state.0,
         &["attach", "--netns", &pod.pod.path_str(), "--id", "r1"],
     ));
-    let args = podtap_state(&state.0, &["render", "guest-args", "--id", "r1"]);
+    let args = podtap_state(BIN, &state.0, &["render", "guest-args", "--id", "r1"]);
     assert!(
-        common::stdout(&args).contains(&format!("podtap.rule=100,198.18.{n}.0/24,-,7,100")),
+        podtap_testkit::stdout(&args).contains(&format!("podtap.rule=100,198.18.{n}.0/24,-,7,100")),
         "{}",
-        common::stdout(&args)
+        podtap_testkit::stdout(&args)
     );
-    let kernel = podtap_state(&state.0, &["render", "kernel-cmdline", "--id", "r1"]);
+    let kernel = podtap_state(BIN, &state.0, &["render", "kernel-cmdline", "--id", "r1"]);
     assert_eq!(code(&kernel), 15, "{}", stderr(&kernel));
-    assert_eq!(code(&podtap_state(&state.0, &["detach", "--id", "r1"])), 0);
+    assert_eq!(
+        code(&podtap_state(BIN, &state.0, &["detach", "--id", "r1"])),
+        0
+    );
 }

@@ -4,7 +4,6 @@
 //! Content-Length or a dripping status line, and an API socket bound by
 //! another uid. Each must end as an `error` event from a watch that goes on,
 //! with its memory bounded, and no TAP fd may reach a foreign uid.
-mod common;
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -16,7 +15,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use common::*;
+use podtap_testkit::*;
+
+/// The podtap binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_podtap");
 use serde_json::Value;
 
 /// Peak RSS podtap watch may reach while a server offers it without end.
@@ -105,7 +107,7 @@ struct Watcher {
 
 impl Watcher {
     fn start(state: &Path, id: &str, extra: &[&str]) -> Watcher {
-        let mut child = podtap_cmd(state)
+        let mut child = podtap_cmd(BIN, state)
             .args(["watch", "--id", id])
             .args(extra)
             .stdin(Stdio::null())
@@ -186,6 +188,7 @@ fn hostile_case(test: &str, flag: &str, how: Hostile, wait_secs: u64, expect: &s
     let state = StateDir::new();
     let id = unique("hostile");
     json_ok(&podtap_state(
+        BIN,
         &state.0,
         &["attach", "--netns", &pod.pod.path_str(), "--id", &id],
     ));
@@ -206,7 +209,7 @@ fn hostile_case(test: &str, flag: &str, how: Hostile, wait_secs: u64, expect: &s
     watch.next("ready", wait_secs);
     drop(server);
     watch.stop();
-    let out = podtap_state(&state.0, &["detach", "--id", &id]);
+    let out = podtap_state(BIN, &state.0, &["detach", "--id", &id]);
     assert!(out.status.success(), "detach: {}", stderr(&out));
 }
 
@@ -369,6 +372,7 @@ fn a_socket_bound_by_another_uid_gets_no_tap_fds() {
     let state = StateDir::new();
     let id = unique("peer");
     json_ok(&podtap_state(
+        BIN,
         &state.0,
         &["attach", "--netns", &pod.pod.path_str(), "--id", &id],
     ));
@@ -418,6 +422,6 @@ fn a_socket_bound_by_another_uid_gets_no_tap_fds() {
     ));
     watch.stop();
     drop(standin);
-    let out = podtap_state(&state.0, &["detach", "--id", &id]);
+    let out = podtap_state(BIN, &state.0, &["detach", "--id", &id]);
     assert!(out.status.success(), "detach: {}", stderr(&out));
 }

@@ -12,18 +12,15 @@
 //!    running; `podman stop` (SIGTERM to PID 1, as a pod deletion sends)
 //!    makes it uninstall: the conf dir is back byte for byte, the binary gone.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{root_or_skip, stderr, stdout, tool_or_skip, unique, TempDir};
+use podtap_testkit::{root_or_skip, stderr, stdout, tool_or_skip, unique, TempDir};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+/// The podtap binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_podtap");
 
 /// The tag docs/kubernetes.md and the DaemonSet use.
 fn tag() -> String {
@@ -65,7 +62,7 @@ impl Podman {
     fn run(&self, args: &[&str]) -> Output {
         Command::new("timeout")
             .arg("300")
-            .arg(repo().join("tests/runtimes/podman-private.sh"))
+            .arg(podtap_testkit::repo().join("tests/runtimes/podman-private.sh"))
             .arg(self.work.path().join("podman"))
             .args(args)
             .stdin(Stdio::null())
@@ -139,8 +136,9 @@ impl Host {
         let (conf, bin) = (dir.path().join("net.d"), dir.path().join("bin"));
         std::fs::create_dir_all(&conf).expect("conf dir");
         std::fs::create_dir_all(&bin).expect("bin dir");
-        let shipped = std::fs::read(repo().join("hooks/cni/bridge-podtap.conflist"))
-            .expect("hooks/cni/bridge-podtap.conflist");
+        let shipped =
+            std::fs::read(podtap_testkit::repo().join("hooks/cni/bridge-podtap.conflist"))
+                .expect("hooks/cni/bridge-podtap.conflist");
         let mut list: serde_json::Value = serde_json::from_slice(&shipped).expect("conflist JSON");
         list["plugins"]
             .as_array_mut()
@@ -176,7 +174,7 @@ impl Host {
 
 /// The `args:` of the DaemonSet's container (one JSON-style flow list).
 fn daemonset_args() -> Vec<String> {
-    let yaml = std::fs::read_to_string(repo().join("hooks/k8s/daemonset.yaml"))
+    let yaml = std::fs::read_to_string(podtap_testkit::repo().join("hooks/k8s/daemonset.yaml"))
         .expect("hooks/k8s/daemonset.yaml");
     for mount in [
         "mountPath: /host/etc/cni/net.d",
@@ -199,8 +197,11 @@ fn daemonset_args() -> Vec<String> {
 fn build(podman: &Podman) {
     let context = podman.work.path().join("context");
     std::fs::create_dir_all(&context).expect("context dir");
-    std::fs::copy(env!("CARGO_BIN_EXE_podtap"), context.join("podtap")).expect("copy binary");
-    let containerfile = repo().join("Containerfile").display().to_string();
+    std::fs::copy(BIN, context.join("podtap")).expect("copy binary");
+    let containerfile = podtap_testkit::repo()
+        .join("Containerfile")
+        .display()
+        .to_string();
     let context = context.display().to_string();
     podman.ok(&[
         "build",
@@ -231,7 +232,7 @@ fn build(podman: &Podman) {
     let tar = podman.work.path().join("export.tar");
     podman.ok(&["export", "-o", &tar.display().to_string(), &name]);
     podman.ok(&["rm", &name]);
-    let listing = common::sh(&format!("tar -tf {}", tar.display()));
+    let listing = podtap_testkit::sh(&format!("tar -tf {}", tar.display()));
     let files: Vec<&str> = listing.lines().filter(|l| !l.ends_with('/')).collect();
     assert_eq!(files, ["usr/local/bin/podtap"], "{listing}");
 }
@@ -263,7 +264,7 @@ fn check_installed(
         original[&conf("20-other.conflist")]
     );
     let bin = host.bin.join("podtap");
-    let built = std::fs::read(env!("CARGO_BIN_EXE_podtap")).expect("podtap binary");
+    let built = std::fs::read(BIN).expect("podtap binary");
     assert!(
         installed[&bin.display().to_string()] == built,
         "the installed binary differs"
@@ -350,6 +351,6 @@ fn the_image_installs_like_the_daemonset_idempotently_and_uninstalls_on_sigterm(
 /// `--wait` belongs to an install: with `--uninstall` it is a usage error.
 #[test]
 fn cni_install_wait_conflicts_with_uninstall() {
-    let out = common::podtap(&["cni-install", "--uninstall", "--wait"]);
+    let out = podtap_testkit::podtap(BIN, &["cni-install", "--uninstall", "--wait"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }

@@ -2,15 +2,15 @@
 //! while another process churns the pod netns are consistent or retried
 //! (issue 28). Root only.
 
-mod churn;
-mod common;
-
 use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use churn::Churn;
-use common::*;
+use podtap_testkit::churn::{self, Churn};
+use podtap_testkit::*;
+
+/// The podtap binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_podtap");
 
 /// Held by every test here: one waits for a freed nsfs inode number to
 /// come back, and every new link takes /proc entries from the same inode
@@ -47,7 +47,7 @@ fn scans_under_link_churn_are_consistent_and_interrupted_dumps_are_retried() {
     let (mut seen_intr, mut scans, mut gave_up) = (0, 0, 0);
     while scans < 300 && (scans < 20 || seen_intr == 0) {
         scans += 1;
-        let out = podtap_cmd(std::path::Path::new("/nonexistent"))
+        let out = podtap_cmd(BIN, std::path::Path::new("/nonexistent"))
             .env("PODTAP_LOG", "debug")
             .args(["scan", "--netns", &ns.path_str()])
             .output()
@@ -121,6 +121,7 @@ fn a_newer_netns_with_the_recorded_inode_is_refused_by_its_cookie() {
     let state = StateDir::new();
     let id = unique("reuse");
     let desc = json_ok(&podtap_state(
+        BIN,
         &state.0,
         &["attach", "--netns", &pod.pod.path_str(), "--id", &id],
     ));
@@ -168,15 +169,16 @@ fn a_newer_netns_with_the_recorded_inode_is_refused_by_its_cookie() {
     pod.pod.ip("link add eth0 type veth peer name eth0p");
     pod.pod.ip(&format!("tuntap add dev {tap} mode tap"));
     let before = churn::link_names(&pod.pod);
-    let check = podtap_state(&state.0, &["check", "--id", &id]);
+    let check = podtap_state(BIN, &state.0, &["check", "--id", &id]);
     assert_eq!(exit_code(&check), 12, "{}", stderr(&check));
     let exec = podtap_state(
+        BIN,
         &state.0,
         &["exec", "--id", &id, "--enter-netns", "--", "true"],
     );
     assert_eq!(exit_code(&exec), 12, "{}", stderr(&exec));
     assert!(stderr(&exec).contains("cookie"), "{}", stderr(&exec));
-    let out = detach(&state, &id);
+    let out = detach(BIN, &state, &id);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("different namespace"),
@@ -235,6 +237,7 @@ fn attach_detach(state: &StateDir, pod: &Pod, n: u32, round: u32) {
     let id = format!("churn{}x{round}", pod.net);
     let names: Vec<String> = (0..n).map(|i| format!("eth{i}")).collect();
     let out = podtap_state(
+        BIN,
         &state.0,
         &[
             "attach",
@@ -256,7 +259,7 @@ fn attach_detach(state: &StateDir, pod: &Pod, n: u32, round: u32) {
         .filter(|i| !i["tap"].is_null())
         .count();
     assert_eq!(attached, n as usize, "round {round}: every NIC attached");
-    let out = detach(state, &id);
+    let out = detach(BIN, state, &id);
     assert!(out.status.success(), "round {round}: {}", stderr(&out));
     let left: Vec<String> = taps(&pod.pod);
     assert!(left.is_empty(), "round {round}: TAPs left: {left:?}");
@@ -336,6 +339,7 @@ fn a_netns_held_only_by_another_users_process_is_not_trusted() {
     let state = StateDir::new();
     let id = unique("nobody");
     json_ok(&podtap_state(
+        BIN,
         &state.0,
         &["attach", "--netns", &pod.pod.path_str(), "--id", &id],
     ));
@@ -360,7 +364,7 @@ fn a_netns_held_only_by_another_users_process_is_not_trusted() {
         "the holder runs as uid 65534"
     );
     sh(&format!("ip netns del {}", pod.pod.name));
-    let out = detach(&state, &id);
+    let out = detach(BIN, &state, &id);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("is gone"), "{}", stderr(&out));
     // Its TAP is still there: podtap did not act through the stranger.

@@ -15,47 +15,21 @@
 //! (`managed='no'`), and `podtap detach` then leaves the pod netns exactly
 //! as it was before the attach, libvirtd still running in it.
 
-mod common;
-
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{
-    iface, podtap_cmd, podtap_state, root_or_skip, settle, sh, sh_ok, snapshot, stderr, stdout,
-    tool_or_skip, unique, Netns, Pod, StateDir, TempDir,
+use podtap_testkit::vm::{address_of, guest, reach_in, QEMU};
+use podtap_testkit::{
+    iface, podtap_cmd, podtap_ok, root_or_skip, settled_snapshot, stderr, stdout, tool_or_skip,
+    unique, Netns, Pod, StateDir, TempDir,
 };
 
-const QEMU: &str = "qemu-system-x86_64";
+/// The podtap binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_podtap");
+
 /// The pod veth's MTU: jumbo, so that `<mtu>` matters.
 const MTU: u32 = 9000;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Kernel and initramfs of the test guest (build-guest.sh caches them).
-fn guest() -> &'static (String, String) {
-    static GUEST: OnceLock<(String, String)> = OnceLock::new();
-    GUEST.get_or_init(|| {
-        if let (Ok(k), Ok(i)) = (
-            std::env::var("PODTAP_GUEST_KERNEL"),
-            std::env::var("PODTAP_GUEST_INITRD"),
-        ) {
-            return (k, i);
-        }
-        let out = sh(&format!("{}/tests/guest/build-guest.sh", repo().display()));
-        let value = |key: &str| {
-            out.lines()
-                .rev()
-                .find_map(|l| l.strip_prefix(key))
-                .unwrap_or_else(|| panic!("build-guest.sh printed no {key}: {out}"))
-                .to_string()
-        };
-        (value("KERNEL="), value("INITRD="))
-    })
-}
 
 fn prerequisites(test: &str) -> bool {
     root_or_skip(test)
@@ -65,17 +39,6 @@ fn prerequisites(test: &str) -> bool {
         && tool_or_skip(test, "unshare")
         && tool_or_skip(test, "nsenter")
         && tool_or_skip(test, "ping")
-}
-
-fn podtap_ok(state: &Path, args: &[&str]) -> String {
-    let out = podtap_state(state, args);
-    assert!(
-        out.status.success(),
-        "podtap {args:?} failed ({:?}): {}",
-        out.status.code(),
-        stderr(&out)
-    );
-    stdout(&out)
 }
 
 /// A libvirtd of the test's own, running in a pod netns (tests/libvirt/libvirtd.sh).
@@ -90,7 +53,7 @@ impl Libvirtd {
     fn start(pod: &Netns) -> Self {
         let work = TempDir::new();
         let log = std::fs::File::create(work.path().join("libvirtd.log")).expect("libvirtd log");
-        let child = Command::new(repo().join("tests/libvirt/libvirtd.sh"))
+        let child = Command::new(podtap_testkit::repo().join("tests/libvirt/libvirtd.sh"))
             .arg(work.path())
             .arg(pod.path())
             .stdin(Stdio::null())
@@ -235,31 +198,6 @@ fn results(console: &Path) -> Vec<String> {
         .collect()
 }
 
-/// From `node`, reach `ip` (in the guest) several times over, each time
-/// resolving it afresh: every answer must come from the guest's MAC.
-fn reach_in(node: &Netns, ip: &str, guest_mac: &str) {
-    let ping = if ip.contains(':') { "ping -6" } else { "ping" };
-    for round in 0..3 {
-        node.ip(&format!("neigh flush to {ip}"));
-        let ok = (0..3).any(|_| sh_ok(&format!("ip netns exec {} {ping} -c1 -W2 {ip}", node.name)));
-        assert!(
-            ok,
-            "round {round}: {ip} is not reachable from the pod's peer"
-        );
-        let neigh = node.ip(&format!("neigh show {ip}"));
-        assert!(
-            neigh.to_lowercase().contains(&guest_mac.to_lowercase()),
-            "round {round}: the peer resolved {ip} to {neigh:?}, not the guest's {guest_mac}"
-        );
-    }
-}
-
-/// `common::snapshot` once IPv6 duplicate address detection has settled.
-fn pod_snapshot(ns: &Netns) -> String {
-    settle(ns);
-    snapshot(ns)
-}
-
 /// One boot: attach in `mode` with `queues`, boot a domain on the rendered
 /// NICs, check both directions, `virsh destroy`, detach.
 fn boot_once(pod: &Pod, libvirtd: &Libvirtd, state: &StateDir, mode: &str, queues: u32) {
@@ -270,7 +208,7 @@ fn boot_once(pod: &Pod, libvirtd: &Libvirtd, state: &StateDir, mode: &str, queue
         "attach", "--netns", &netns, "--id", &id, "--mode", mode, "--queues", &q,
     ];
     let desc: serde_json::Value =
-        serde_json::from_str(&podtap_ok(&state.0, &args)).expect("attach prints JSON");
+        serde_json::from_str(&podtap_ok(BIN, &state.0, &args)).expect("attach prints JSON");
     let eth0 = iface(&desc, "eth0");
     assert_eq!(eth0["wiring"], mode);
     let mac = eth0["guest_mac"]
@@ -278,8 +216,8 @@ fn boot_once(pod: &Pod, libvirtd: &Libvirtd, state: &StateDir, mode: &str, queue
         .or(eth0["mac"].as_str())
         .expect("mac")
         .to_string();
-    let interfaces = podtap_ok(&state.0, &["render", "libvirt", "--id", &id]);
-    let guest_net = podtap_ok(&state.0, &["render", "guest-args", "--id", &id]);
+    let interfaces = podtap_ok(BIN, &state.0, &["render", "libvirt", "--id", &id]);
+    let guest_net = podtap_ok(BIN, &state.0, &["render", "guest-args", "--id", &id]);
     let n = pod.net;
     let (peer4, peer6) = (format!("198.18.{n}.1"), format!("2001:db8:{n:x}::1"));
     // The guest stays up (hold) until `virsh destroy`; its watchdog powers
@@ -324,17 +262,17 @@ fn boot_once(pod: &Pod, libvirtd: &Libvirtd, state: &StateDir, mode: &str, queue
     }
     let errors = lines.iter().any(|l| l.starts_with("PODTAP-ERROR"));
     assert!(!errors, "{lines:#?}");
-    podtap_ok(&state.0, &["check", "--id", &id]);
+    podtap_ok(BIN, &state.0, &["check", "--id", &id]);
     for family in ["inet", "inet6"] {
-        reach_in(&pod.peer, &guest_address(&desc, family), &mac);
+        reach_in(&pod.peer, &address_of(&desc, "eth0", family), &mac, 3);
     }
     check_qemu_command_line(&libvirtd.qemu_log(&name), queues);
 
     libvirtd.virsh_ok(&["destroy", &name]);
     assert!(!libvirtd.running().contains(&name), "{name} still runs");
     // managed='no': libvirt left the TAP podtap made, wired as recorded.
-    podtap_ok(&state.0, &["check", "--id", &id]);
-    podtap_ok(&state.0, &["detach", "--id", &id]);
+    podtap_ok(BIN, &state.0, &["check", "--id", &id]);
+    podtap_ok(BIN, &state.0, &["detach", "--id", &id]);
 }
 
 /// libvirt opened the TAP (one fd per queue) and gave its MTU to the NIC.
@@ -352,19 +290,6 @@ fn check_qemu_command_line(qemu: &str, queues: u32) {
     );
 }
 
-/// The guest's (the pod's) first global address of `family` on eth0.
-fn guest_address(desc: &serde_json::Value, family: &str) -> String {
-    iface(desc, "eth0")["address_details"]
-        .as_array()
-        .expect("address_details")
-        .iter()
-        .find(|a| a["family"] == family && a["link_local"] == false)
-        .and_then(|a| a["cidr"].as_str())
-        .and_then(|c| c.split('/').next())
-        .unwrap_or_else(|| panic!("eth0 has no {family} address"))
-        .to_string()
-}
-
 #[test]
 fn libvirtd_in_the_pod_netns_boots_the_rendered_domain_in_tc_and_bridge_mode() {
     let test = "libvirtd_in_the_pod_netns_boots_the_rendered_domain_in_tc_and_bridge_mode";
@@ -379,20 +304,20 @@ fn libvirtd_in_the_pod_netns_boots_the_rendered_domain_in_tc_and_bridge_mode() {
     pod.peer.ip(&format!("link set veth0 mtu {MTU}"));
     pod.pod.ip(&format!("link set eth0 mtu {MTU}"));
     let state = StateDir::new();
-    let before = pod_snapshot(&pod.pod);
+    let before = settled_snapshot(&pod.pod);
     let libvirtd = Libvirtd::start(&pod.pod);
     for (mode, queues) in [("tc", 1), ("bridge", 2)] {
         boot_once(&pod, &libvirtd, &state, mode, queues);
         assert_eq!(
             before,
-            pod_snapshot(&pod.pod),
+            settled_snapshot(&pod.pod),
             "{mode}: virsh destroy + podtap detach left the pod netns changed"
         );
     }
     drop(libvirtd);
     assert_eq!(
         before,
-        pod_snapshot(&pod.pod),
+        settled_snapshot(&pod.pod),
         "libvirtd left the pod netns changed"
     );
 }
@@ -411,10 +336,11 @@ fn render_libvirt_refuses_a_tap_without_vnet_hdr() {
     let id = unique("lvnohdr");
     let netns = pod.pod.path_str();
     podtap_ok(
+        BIN,
         &state.0,
         &["attach", "--netns", &netns, "--id", &id, "--no-vnet-hdr"],
     );
-    let out = podtap_cmd(&state.0)
+    let out = podtap_cmd(BIN, &state.0)
         .args(["render", "libvirt", "--id", &id])
         .output()
         .expect("run podtap");
@@ -426,5 +352,5 @@ fn render_libvirt_refuses_a_tap_without_vnet_hdr() {
         "{err}"
     );
     assert!(stdout(&out).is_empty());
-    podtap_ok(&state.0, &["detach", "--id", &id]);
+    podtap_ok(BIN, &state.0, &["detach", "--id", &id]);
 }

@@ -2,15 +2,18 @@
 //! node is proven against the live macvtap's device number right before it
 //! is opened, so a stale node whose number now belongs to another pod's
 //! macvtap (or a symlink planted in its place) is never opened.
-mod common;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
-use common::*;
+use podtap_testkit::*;
+
+/// The podtap binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_podtap");
 
 fn attach_macvtap(state: &StateDir, pod: &Pod, id: &str) -> std::process::Output {
     podtap_state(
+        BIN,
         &state.0,
         &[
             "attach",
@@ -36,6 +39,7 @@ fn node_of(desc: &serde_json::Value) -> String {
 fn exec_marks(state: &StateDir, id: &str, marker: &Path) -> std::process::Output {
     let script = format!("touch {}", marker.display());
     podtap_state(
+        BIN,
         &state.0,
         &[
             "exec", "--id", id, "--vmm", "qemu", "--", "sh", "-c", &script, "sh",
@@ -100,7 +104,7 @@ fn nodes_are_in_root_only_dirs_and_a_stale_node_is_never_opened() {
     // Detach removes the planted symlink's directory only as far as it is
     // podtap's: character devices go, the symlink keeps the directory.
     for (id, pod) in [(&id_a, &a), (&id_b, &b)] {
-        let out = detach(&state, id);
+        let out = detach(BIN, &state, id);
         assert!(out.status.success(), "detach {id}: {}", stderr(&out));
         assert!(
             !pod.pod.ip("-d link show").contains("macvtap"),

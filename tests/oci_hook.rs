@@ -5,25 +5,18 @@
 //!
 //! Bad-stdin tests need neither root nor runc.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use common::{podtap_cmd, sh, sh_ok, taps, TempDir};
+use podtap_testkit::{oci_hook, sh, sh_ok, taps, TempDir};
 use serde_json::{json, Value};
 
-/// `podtap oci-hook <action>` with `stdin` and a private state dir.
-fn hook(state: &Path, action: &str, extra: &[&str], stdin: &str) -> Output {
-    common::run_with_stdin(
-        podtap_cmd(state).args(["oci-hook", action]).args(extra),
-        stdin,
-    )
-}
+/// The podtap binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_podtap");
 
 /// Assert exit `code` and exactly one line on stderr.
 fn expect_fail(o: &Output, code: i32, what: &str) {
-    let err = common::stderr(o);
+    let err = podtap_testkit::stderr(o);
     assert_eq!(o.status.code(), Some(code), "{what}: stderr {err}");
     assert_eq!(
         err.trim_end().lines().count(),
@@ -72,7 +65,7 @@ impl Bundle {
         let mut hooks = serde_json::Map::new();
         for hook_file in hooks_d() {
             let mut h = hook_file["hook"].clone();
-            h["path"] = json!(env!("CARGO_BIN_EXE_podtap"));
+            h["path"] = json!(BIN);
             h["env"] = json!(env);
             for stage in hook_file["stages"].as_array().expect("stages") {
                 let list = hooks
@@ -191,13 +184,13 @@ fn hooks_d_files_are_well_formed() {
 #[test]
 fn runc_create_start_delete_attaches_and_detaches() {
     let test = "runc_create_start_delete_attaches_and_detaches";
-    if !common::root_or_skip(test)
-        || !common::tool_or_skip(test, "runc")
-        || !common::tool_or_skip(test, "/bin/busybox")
+    if !podtap_testkit::root_or_skip(test)
+        || !podtap_testkit::tool_or_skip(test, "runc")
+        || !podtap_testkit::tool_or_skip(test, "/bin/busybox")
     {
         return;
     }
-    let pod = common::Pod::dual_stack();
+    let pod = podtap_testkit::Pod::dual_stack();
     let state = TempDir::new();
     let bundle = Bundle::new(
         &pod.pod.path_str(),
@@ -205,8 +198,8 @@ fn runc_create_start_delete_attaches_and_detaches() {
         json!({ "io.podtap.enable": "true", "io.podtap.mode": "tc", "io.podtap.queues": "2" }),
     );
     let runc = Runc::new();
-    let id = common::unique("podtap-oci-");
-    let before = common::snapshot(&pod.pod);
+    let id = podtap_testkit::unique("podtap-oci-");
+    let before = podtap_testkit::snapshot(&pod.pod);
 
     assert!(
         runc.run(&[
@@ -278,7 +271,7 @@ fn runc_create_start_delete_attaches_and_detaches() {
         "checkpoint removed"
     );
     assert_eq!(
-        common::snapshot(&pod.pod),
+        podtap_testkit::snapshot(&pod.pod),
         before,
         "the pod netns is as before"
     );
@@ -287,18 +280,22 @@ fn runc_create_start_delete_attaches_and_detaches() {
     let st =
         json!({ "ociVersion": "1.0.2", "id": id, "status": "stopped", "bundle": bundle.path() })
             .to_string();
-    let o = hook(state.path(), "detach", &[], &st);
-    assert!(o.status.success(), "second detach: {}", common::stderr(&o));
+    let o = oci_hook(BIN, state.path(), "detach", &[], &st);
+    assert!(
+        o.status.success(),
+        "second detach: {}",
+        podtap_testkit::stderr(&o)
+    );
 }
 
 #[test]
 fn hook_reads_the_pid_netns_and_flags() {
     let test = "hook_reads_the_pid_netns_and_flags";
-    if !common::root_or_skip(test) {
+    if !podtap_testkit::root_or_skip(test) {
         return;
     }
     // A process inside the pod netns stands in for the container's init.
-    let pod = common::Pod::dual_stack();
+    let pod = podtap_testkit::Pod::dual_stack();
     let state = TempDir::new();
     let out = TempDir::new();
     let mut child = Command::new("ip")
@@ -313,7 +310,7 @@ fn hook_reads_the_pid_netns_and_flags() {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let id = common::unique("pidhook");
+    let id = podtap_testkit::unique("pidhook");
     // The annotation (a path inside the bundle) wins over --output; missing dirs are made.
     let output = out.path().join("vm/net.json");
     let st = json!({
@@ -321,20 +318,21 @@ fn hook_reads_the_pid_netns_and_flags() {
         "annotations": { "io.podtap.interfaces": "eth0", "io.podtap.output": "vm/net.json" }
     })
     .to_string();
-    let o = hook(
+    let o = oci_hook(
+        BIN,
         state.path(),
         "attach",
         &["--output", "/nonexistent/ignored.json"],
         &st,
     );
-    assert!(o.status.success(), "attach: {}", common::stderr(&o));
+    assert!(o.status.success(), "attach: {}", podtap_testkit::stderr(&o));
     let desc: Value =
         serde_json::from_str(&std::fs::read_to_string(&output).expect("--output written"))
             .expect("JSON");
     assert_eq!(desc["netns"]["path"], json!(format!("/proc/{pid}/ns/net")));
     assert_eq!(taps(&pod.pod).len(), 1);
-    let o = hook(state.path(), "detach", &[], &st);
-    assert!(o.status.success(), "detach: {}", common::stderr(&o));
+    let o = oci_hook(BIN, state.path(), "detach", &[], &st);
+    assert!(o.status.success(), "detach: {}", podtap_testkit::stderr(&o));
     assert!(taps(&pod.pod).is_empty());
     let _ = child.kill();
     let _ = child.wait();
@@ -358,12 +356,13 @@ fn bad_stdin_is_one_line_and_an_exit_code() {
             "pid not a number",
         ),
     ] {
-        expect_fail(&hook(state.path(), "attach", &[], stdin), 13, what);
-        expect_fail(&hook(state.path(), "detach", &[], stdin), 13, what);
+        expect_fail(&oci_hook(BIN, state.path(), "attach", &[], stdin), 13, what);
+        expect_fail(&oci_hook(BIN, state.path(), "detach", &[], stdin), 13, what);
     }
     // An id that cannot be a sandbox id: 7.
     expect_fail(
-        &hook(
+        &oci_hook(
+            BIN,
             state.path(),
             "attach",
             &[],
@@ -377,12 +376,13 @@ fn bad_stdin_is_one_line_and_an_exit_code() {
         json!({ "ociVersion": "1.0.2", "id": "c1", "status": "creating", "bundle": bundle.path(), "annotations": ann }).to_string()
     };
     expect_fail(
-        &hook(state.path(), "attach", &[], &st(json!({}))),
+        &oci_hook(BIN, state.path(), "attach", &[], &st(json!({}))),
         13,
         "no netns",
     );
     expect_fail(
-        &hook(
+        &oci_hook(
+            BIN,
             state.path(),
             "attach",
             &[],
@@ -392,7 +392,8 @@ fn bad_stdin_is_one_line_and_an_exit_code() {
         "bad mode",
     );
     expect_fail(
-        &hook(
+        &oci_hook(
+            BIN,
             state.path(),
             "attach",
             &[],
@@ -402,7 +403,8 @@ fn bad_stdin_is_one_line_and_an_exit_code() {
         "bad queues",
     );
     expect_fail(
-        &hook(
+        &oci_hook(
+            BIN,
             state.path(),
             "attach",
             &[],
@@ -412,7 +414,8 @@ fn bad_stdin_is_one_line_and_an_exit_code() {
         "absolute output",
     );
     expect_fail(
-        &hook(
+        &oci_hook(
+            BIN,
             state.path(),
             "attach",
             &[],
@@ -425,7 +428,8 @@ fn bad_stdin_is_one_line_and_an_exit_code() {
     let outside = TempDir::new();
     std::fs::create_dir_all(bundle.path().join("rootfs")).expect("rootfs");
     std::os::unix::fs::symlink(outside.path(), bundle.path().join("rootfs/etc")).expect("symlink");
-    let o = hook(
+    let o = oci_hook(
+        BIN,
         state.path(),
         "attach",
         &[],
@@ -433,9 +437,9 @@ fn bad_stdin_is_one_line_and_an_exit_code() {
     );
     expect_fail(&o, 13, "output through a symlink");
     assert!(
-        common::stderr(&o).contains("symlink"),
+        podtap_testkit::stderr(&o).contains("symlink"),
         "{}",
-        common::stderr(&o)
+        podtap_testkit::stderr(&o)
     );
     assert!(
         !outside.path().join("evil.json").exists(),
@@ -448,21 +452,28 @@ fn bad_stdin_is_one_line_and_an_exit_code() {
     )
     .expect("write config.json");
     expect_fail(
-        &hook(state.path(), "attach", &[], &st(json!({}))),
+        &oci_hook(BIN, state.path(), "attach", &[], &st(json!({}))),
         3,
         "missing netns",
     );
     // A config.json that is not JSON: 13.
     std::fs::write(bundle.path().join("config.json"), "{").expect("write config.json");
     expect_fail(
-        &hook(state.path(), "attach", &[], &st(json!({}))),
+        &oci_hook(BIN, state.path(), "attach", &[], &st(json!({}))),
         13,
         "bad config.json",
     );
     // Detach of something never attached: success, nothing on stdout.
-    let o = hook(state.path(), "detach", &[], &st(json!({})));
-    assert!(o.status.success(), "detach unknown: {}", common::stderr(&o));
+    let o = oci_hook(BIN, state.path(), "detach", &[], &st(json!({})));
+    assert!(
+        o.status.success(),
+        "detach unknown: {}",
+        podtap_testkit::stderr(&o)
+    );
     assert!(o.stdout.is_empty());
     // An unknown action is a usage error.
-    assert_eq!(hook(state.path(), "frob", &[], "{}").status.code(), Some(2));
+    assert_eq!(
+        oci_hook(BIN, state.path(), "frob", &[], "{}").status.code(),
+        Some(2)
+    );
 }

@@ -4,15 +4,16 @@
 //!
 //! Run: `cargo test --test operator -- --test-threads=1`
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::process::Output;
 
-use common::{
+use podtap_testkit::{
     exit_code as code, json_ok, podtap_cmd, podtap_state, stderr, stdout, Pod, StateDir, TempDir,
 };
 use serde_json::Value;
+
+/// The podtap binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_podtap");
 
 /// `podtap doctor --json` with its own state and CNI dirs.
 fn doctor(state: &std::path::Path, extra: &[&str]) -> (Output, Value) {
@@ -29,7 +30,7 @@ fn doctor(state: &std::path::Path, extra: &[&str]) -> (Output, Value) {
         bin,
     ];
     args.extend_from_slice(extra);
-    let out = podtap_state(state, &args);
+    let out = podtap_state(BIN, state, &args);
     let report: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("doctor prints JSON ({e}): {}", stdout(&out)));
     (out, report)
@@ -46,7 +47,8 @@ fn finding<'a>(report: &'a Value, check: &str) -> &'a Value {
 
 #[test]
 fn doctor_passes_on_this_machine_and_says_what_vhost_net_means() {
-    if !common::root_or_skip("doctor_passes_on_this_machine_and_says_what_vhost_net_means") {
+    if !podtap_testkit::root_or_skip("doctor_passes_on_this_machine_and_says_what_vhost_net_means")
+    {
         return;
     }
     let state = TempDir::new();
@@ -93,7 +95,7 @@ fn doctor_passes_on_this_machine_and_says_what_vhost_net_means() {
             .contains("no vhost acceleration: VMMs fall back to userspace virtio-net"));
     }
     // The probes' objects lived in a netns of their own: none is left in this one.
-    let here = common::sh("ip -br link show");
+    let here = podtap_testkit::sh("ip -br link show");
     for probe_link in ["pt0", "pt1", "ptbr0", "pttap0", "ptmvt0"] {
         assert!(
             !here
@@ -103,7 +105,7 @@ fn doctor_passes_on_this_machine_and_says_what_vhost_net_means() {
         );
     }
     // The text form: one line per check, then the summary.
-    let text = podtap_state(state.path(), &["doctor"]);
+    let text = podtap_state(BIN, state.path(), &["doctor"]);
     assert_eq!(code(&text), 0);
     let lines: Vec<String> = stdout(&text).lines().map(str::to_string).collect();
     assert_eq!(lines.len(), report["checks"].as_array().unwrap().len() + 1);
@@ -117,7 +119,7 @@ fn doctor_passes_on_this_machine_and_says_what_vhost_net_means() {
 
 #[test]
 fn doctor_fails_on_an_untrusted_state_dir() {
-    if !common::root_or_skip("doctor_fails_on_an_untrusted_state_dir") {
+    if !podtap_testkit::root_or_skip("doctor_fails_on_an_untrusted_state_dir") {
         return;
     }
     let open = TempDir::new();
@@ -157,13 +159,14 @@ fn three_nic_pod(state: &StateDir, pod: &Pod, id: &str) -> Vec<String> {
     }
     let ns = pod.pod.path_str();
     let desc = json_ok(&podtap_state(
+        BIN,
         &state.0,
         &["attach", "--netns", &ns, "--id", id],
     ));
     ["eth0", "eth1", "eth2"]
         .iter()
         .map(|n| {
-            common::iface(&desc, n)["tap"]["name"]
+            podtap_testkit::iface(&desc, n)["tap"]["name"]
                 .as_str()
                 .unwrap()
                 .to_string()
@@ -173,16 +176,16 @@ fn three_nic_pod(state: &StateDir, pod: &Pod, id: &str) -> Vec<String> {
 
 #[test]
 fn show_tells_ok_missing_and_drifted_apart() {
-    if !common::net_tools_or_skip("show_tells_ok_missing_and_drifted_apart") {
+    if !podtap_testkit::net_tools_or_skip("show_tells_ok_missing_and_drifted_apart") {
         return;
     }
     let (pod, state) = (Pod::new(), StateDir::new());
-    let id = common::unique("show");
+    let id = podtap_testkit::unique("show");
     let taps = three_nic_pod(&state, &pod, &id);
     let show = |extra: &[&str]| {
         let mut args = vec!["show", "--id", id.as_str()];
         args.extend_from_slice(extra);
-        podtap_state(&state.0, &args)
+        podtap_state(BIN, &state.0, &args)
     };
     let healthy = json_ok(&show(&["--json"]));
     assert_eq!(healthy[0]["state"], "ok", "{healthy:#}");
@@ -197,7 +200,7 @@ fn show_tells_ok_missing_and_drifted_apart() {
 
     // Tamper: TAP of eth0 deleted, eth1's redirect removed, TAP of eth2 renamed.
     pod.pod.ip(&format!("link del {}", taps[0]));
-    common::sh(&format!(
+    podtap_testkit::sh(&format!(
         "tc -n {} filter del dev eth1 ingress",
         pod.pod.name
     ));
@@ -252,32 +255,40 @@ fn show_tells_ok_missing_and_drifted_apart() {
     );
     assert!(!text.contains('\x1b'), "no colour into a pipe");
     // `check` agrees, and fails.
-    assert_eq!(code(&podtap_state(&state.0, &["check", "--id", &id])), 12);
+    assert_eq!(
+        code(&podtap_state(BIN, &state.0, &["check", "--id", &id])),
+        12
+    );
 
     // --netns picks attachments by netns; another netns shows none.
     let ns = pod.pod.path_str();
-    let mine = json_ok(&podtap_state(&state.0, &["show", "--json", "--netns", &ns]));
+    let mine = json_ok(&podtap_state(
+        BIN,
+        &state.0,
+        &["show", "--json", "--netns", &ns],
+    ));
     assert_eq!(mine.as_array().unwrap().len(), 1);
     let peer = pod.peer.path_str();
     let none = json_ok(&podtap_state(
+        BIN,
         &state.0,
         &["show", "--json", "--netns", &peer],
     ));
     assert_eq!(none, serde_json::json!([]));
-    let unknown = podtap_state(&state.0, &["show", "--id", "no-such-id"]);
+    let unknown = podtap_state(BIN, &state.0, &["show", "--id", "no-such-id"]);
     assert_eq!(code(&unknown), 14, "{}", stderr(&unknown));
-    assert_eq!(code(&common::detach(&state, &id)), 0);
+    assert_eq!(code(&podtap_testkit::detach(BIN, &state, &id)), 0);
 }
 
 #[test]
 fn attach_logs_every_phase_as_json() {
-    if !common::net_tools_or_skip("attach_logs_every_phase_as_json") {
+    if !podtap_testkit::net_tools_or_skip("attach_logs_every_phase_as_json") {
         return;
     }
     let (pod, state) = (Pod::dual_stack(), StateDir::new());
-    let id = common::unique("log");
+    let id = podtap_testkit::unique("log");
     let ns = pod.pod.path_str();
-    let out = podtap_cmd(&state.0)
+    let out = podtap_cmd(BIN, &state.0)
         .env("PODTAP_LOG", "debug")
         .args([
             "--log-format",
@@ -312,7 +323,7 @@ fn attach_logs_every_phase_as_json() {
         );
     }
     // The doors without flags read PODTAP_LOG_FORMAT; errors stay one plain line.
-    let failed = podtap_cmd(&state.0)
+    let failed = podtap_cmd(BIN, &state.0)
         .env("PODTAP_LOG", "debug")
         .env("PODTAP_LOG_FORMAT", "json")
         .args(["check", "--id", "no-such-id"])
@@ -329,7 +340,7 @@ fn attach_logs_every_phase_as_json() {
         err.lines().filter(|l| !l.starts_with('{')).count() == 1,
         "{err}"
     );
-    assert_eq!(code(&common::detach(&state, &id)), 0);
+    assert_eq!(code(&podtap_testkit::detach(BIN, &state, &id)), 0);
 }
 
 #[test]
@@ -338,14 +349,14 @@ fn the_cni_door_logs_json_from_the_environment() {
     let state = TempDir::new();
     let conf = serde_json::json!({"cniVersion": "1.0.0", "name": "n", "type": "podtap",
         "stateDir": state.path()});
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_podtap"));
+    let mut cmd = std::process::Command::new(BIN);
     cmd.env("CNI_COMMAND", "DEL")
         .env("CNI_CONTAINERID", "not a valid id!")
         .env("CNI_IFNAME", "eth0")
         .env("CNI_PATH", "/nonexistent")
         .env("PODTAP_LOG_FORMAT", "json")
         .env_remove("PODTAP_LOG");
-    let out = common::run_with_stdin(&mut cmd, &conf.to_string());
+    let out = podtap_testkit::run_with_stdin(&mut cmd, &conf.to_string());
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let err = stderr(&out);
     let line: Value = serde_json::from_str(err.lines().next().unwrap_or_default())

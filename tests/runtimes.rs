@@ -3,10 +3,11 @@
 //! Each runtime runs inside a node netns of the test's own and a private mount
 //! namespace (see `tests/runtimes/*.sh`); the machine's root netns is checked
 //! to be unchanged afterwards.
-mod common;
-
-use common::*;
+use podtap_testkit::*;
 use std::process::Command;
+
+/// The podtap binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_podtap");
 
 /// The root netns's identity and link list (names + ifindex), to prove a test left it alone.
 fn root_netns_fingerprint() -> String {
@@ -81,7 +82,7 @@ fn podman_script(name: &str, args: &[&str]) -> (std::process::Output, TempDir, N
         .arg(script(name))
         .arg(work.path())
         .arg(&node.name)
-        .arg(env!("CARGO_BIN_EXE_podtap"))
+        .arg(BIN)
         .args(args)
         .output()
         .expect("run podman");
@@ -289,7 +290,7 @@ fn ctr_run_cni_attaches_and_cleans_up() {
         .arg(script("ctr-cni.sh"))
         .arg(work.path())
         .arg(&node.name)
-        .arg(env!("CARGO_BIN_EXE_podtap"))
+        .arg(BIN)
         .arg("198.18.203.0/24")
         .output()
         .expect("run ctr");
@@ -369,7 +370,7 @@ fn cri(scenario: &str, subnet: &str) -> (std::process::Output, TempDir, Netns) {
         .arg(script("cri.sh"))
         .arg(work.path())
         .arg(&node.name)
-        .arg(env!("CARGO_BIN_EXE_podtap"))
+        .arg(BIN)
         .arg(subnet)
         .arg(scenario)
         .output()

@@ -6,39 +6,18 @@
 //!
 //! Run: `cargo test --test teardown_adversarial -- --test-threads=2`
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{
-    exit_code as code, json_ok, net_tools_or_skip as ready, podtap_cmd, podtap_state,
+use podtap_testkit::{
+    attach, exit_code as code, json_ok, net_tools_or_skip as ready, podtap_cmd, podtap_state,
     run_with_stdin, sh, snapshot, stderr, taps, Pod, StateDir,
 };
 
-/// A pod with one dual-stack veth `eth0` and no DAD (stable snapshots).
-fn pod() -> Pod {
-    let pod = Pod::without_dad();
-    pod.add_veth("eth0", "veth0", pod.net, true);
-    pod
-}
-
-fn attach(state: &Path, pod: &Pod, id: &str, mode: &str) -> Output {
-    podtap_state(
-        state,
-        &[
-            "attach",
-            "--netns",
-            &pod.pod.path_str(),
-            "--id",
-            id,
-            "--mode",
-            mode,
-        ],
-    )
-}
+/// The podtap binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_podtap");
 
 /// Run podtap with a deadline: a hang is a failure, not a stuck CI.
 fn bounded(cmd: Command, stdin: &str) -> Output {
@@ -61,7 +40,7 @@ fn bounded(cmd: Command, stdin: &str) -> Output {
 
 /// One CNI call of podtap with a minimal config (`extra` merged in).
 fn cni(state: &Path, command: &str, cid: &str, netns: &str, extra: &str) -> Output {
-    let mut cmd = podtap_cmd(state);
+    let mut cmd = podtap_cmd(BIN, state);
     cmd.env("CNI_COMMAND", command)
         .env("CNI_CONTAINERID", cid)
         .env("CNI_IFNAME", "eth0")
@@ -92,13 +71,13 @@ fn a_fifo_checkpoint_never_hangs_detach_list_or_del() {
         state.0.display()
     ));
 
-    let mut cmd = podtap_cmd(&state.0);
+    let mut cmd = podtap_cmd(BIN, &state.0);
     cmd.args(["detach", "--id", "f1"]);
     let out = bounded(cmd, "");
     assert_eq!(code(&out), 8, "{}", stderr(&out));
     assert!(stderr(&out).contains("--force"), "{}", stderr(&out));
 
-    let mut cmd = podtap_cmd(&state.0);
+    let mut cmd = podtap_cmd(BIN, &state.0);
     cmd.args(["list", "--json"]);
     let out = bounded(cmd, "");
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -121,21 +100,22 @@ fn a_symlinked_checkpoint_is_corrupt_and_its_target_is_never_touched() {
     if !ready("a_symlinked_checkpoint_is_corrupt_and_its_target_is_never_touched") {
         return;
     }
-    let pod = pod();
+    let pod = Pod::stable_dual_stack();
     let state = StateDir::new();
-    json_ok(&attach(&state.0, &pod, "s1", "tc"));
+    json_ok(&attach(BIN, &state.0, &pod, "s1", &["--mode", "tc"]));
     let target = state.0.join("elsewhere.txt");
     let file = state.0.join("s1.json");
     std::fs::rename(&file, &target).unwrap();
     std::os::unix::fs::symlink(&target, &file).unwrap();
 
-    let out = podtap_state(&state.0, &["detach", "--id", "s1"]);
+    let out = podtap_state(BIN, &state.0, &["detach", "--id", "s1"]);
     assert_eq!(code(&out), 8, "{}", stderr(&out));
     assert!(stderr(&out).contains("symlink"), "{}", stderr(&out));
     assert_eq!(taps(&pod.pod).len(), 1, "nothing was touched");
 
     // --force cleans up by markers and removes the link, not what it points to.
     let out = podtap_state(
+        BIN,
         &state.0,
         &[
             "detach",
@@ -159,7 +139,7 @@ fn read_only_or_full_state_dirs_never_block_an_empty_teardown() {
     }
     let state = StateDir::new();
     std::fs::create_dir_all(&state.0).unwrap();
-    let bin = env!("CARGO_BIN_EXE_podtap");
+    let bin = BIN;
     let dir = state.0.display();
     let conf =
         format!(r#"{{"cniVersion":"1.0.0","name":"adv","type":"podtap","stateDir":"{dir}/ro"}}"#);
@@ -188,7 +168,7 @@ fn a_failed_final_checkpoint_write_rolls_everything_back() {
     if !ready("a_failed_final_checkpoint_write_rolls_everything_back") {
         return;
     }
-    let pod = pod();
+    let pod = Pod::stable_dual_stack();
     // Enough interfaces that the complete checkpoint (with the description)
     // needs more than one page while the intent record needs one.
     for i in 1..6 {
@@ -197,7 +177,7 @@ fn a_failed_final_checkpoint_write_rolls_everything_back() {
     let before = snapshot(&pod.pod);
     let state = StateDir::new();
     std::fs::create_dir_all(&state.0).unwrap();
-    let bin = env!("CARGO_BIN_EXE_podtap");
+    let bin = BIN;
     let dir = state.0.display();
     // Two pages: the intent record fits; the complete checkpoint cannot be
     // written beside it.
@@ -226,11 +206,12 @@ fn an_unwritable_output_rolls_back_and_a_bad_one_builds_nothing() {
     if !ready("an_unwritable_output_rolls_back_and_a_bad_one_builds_nothing") {
         return;
     }
-    let pod = pod();
+    let pod = Pod::stable_dual_stack();
     let before = snapshot(&pod.pod);
     let state = StateDir::new();
     let ns = pod.pod.path_str();
     let out = podtap_state(
+        BIN,
         &state.0,
         &[
             "attach",
@@ -253,7 +234,7 @@ fn an_unwritable_output_rolls_back_and_a_bad_one_builds_nothing() {
          {bin} attach --state-dir {st} --netns {ns} --id o2 --output {ro}/d.json; echo rc=$?",
         ro = ro.display(),
         st = state.0.display(),
-        bin = env!("CARGO_BIN_EXE_podtap"),
+        bin = BIN,
     );
     let out = Command::new("unshare")
         .args(["--mount", "--propagation", "private", "sh", "-c", &script])
@@ -271,7 +252,7 @@ fn killed_writers_leave_nothing_that_blocks_or_accumulates() {
     if !ready("killed_writers_leave_nothing_that_blocks_or_accumulates") {
         return;
     }
-    let pod = pod();
+    let pod = Pod::stable_dual_stack();
     let state = StateDir::new();
     ensure_dir(&state);
     // What a writer killed between create and rename leaves: the id's one
@@ -282,11 +263,11 @@ fn killed_writers_leave_nothing_that_blocks_or_accumulates() {
     // Another id's temp file is not k1's.
     let other = state.0.join(".k10.json.tmp");
     std::fs::write(&other, b"{").unwrap();
-    json_ok(&attach(&state.0, &pod, "k1", "tc"));
+    json_ok(&attach(BIN, &state.0, &pod, "k1", &["--mode", "tc"]));
     assert!(!leftover.exists(), "written over and renamed into place");
     // Killed again, during a later write: the temp file goes with the id.
     std::fs::write(&leftover, b"{").unwrap();
-    assert!(podtap_state(&state.0, &["detach", "--id", "k1"])
+    assert!(podtap_state(BIN, &state.0, &["detach", "--id", "k1"])
         .status
         .success());
     assert!(!leftover.exists(), "removed with the id");
@@ -298,12 +279,12 @@ fn the_trust_rule_refuses_state_others_could_write() {
     if !ready("the_trust_rule_refuses_state_others_could_write") {
         return;
     }
-    let pod = pod();
+    let pod = Pod::stable_dual_stack();
     let before = snapshot(&pod.pod);
     let state = StateDir::new();
     std::fs::create_dir_all(&state.0).unwrap();
     std::fs::set_permissions(&state.0, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let out = attach(&state.0, &pod, "t1", "tc");
+    let out = attach(BIN, &state.0, &pod, "t1", &["--mode", "tc"]);
     assert_eq!(code(&out), 16, "{}", stderr(&out));
     assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
     assert_eq!(snapshot(&pod.pod), before, "acted on nothing");
@@ -311,14 +292,14 @@ fn the_trust_rule_refuses_state_others_could_write() {
     // A checkpoint owned by another user, writable by all, names a bridge of
     // someone else's at its ifindex: root's detach refuses and deletes nothing.
     std::fs::set_permissions(&state.0, std::fs::Permissions::from_mode(0o700)).unwrap();
-    json_ok(&attach(&state.0, &pod, "t2", "tc"));
+    json_ok(&attach(BIN, &state.0, &pod, "t2", &["--mode", "tc"]));
     let file = state.0.join("t2.json");
     sh(&format!(
         "chown 65534 {} && chmod 0666 {}",
         file.display(),
         file.display()
     ));
-    let out = podtap_state(&state.0, &["detach", "--id", "t2"]);
+    let out = podtap_state(BIN, &state.0, &["detach", "--id", "t2"]);
     assert_eq!(code(&out), 16, "{}", stderr(&out));
     assert_eq!(taps(&pod.pod).len(), 1, "nothing touched");
     sh(&format!(
@@ -326,7 +307,7 @@ fn the_trust_rule_refuses_state_others_could_write() {
         file.display(),
         file.display()
     ));
-    assert!(podtap_state(&state.0, &["detach", "--id", "t2"])
+    assert!(podtap_state(BIN, &state.0, &["detach", "--id", "t2"])
         .status
         .success());
     assert_eq!(snapshot(&pod.pod), before);
@@ -337,9 +318,9 @@ fn a_checkpoint_that_names_the_host_netns_is_corrupt() {
     if !ready("a_checkpoint_that_names_the_host_netns_is_corrupt") {
         return;
     }
-    let pod = pod();
+    let pod = Pod::stable_dual_stack();
     let state = StateDir::new();
-    json_ok(&attach(&state.0, &pod, "h1", "tc"));
+    json_ok(&attach(BIN, &state.0, &pod, "h1", &["--mode", "tc"]));
     let file = state.0.join("h1.json");
     let mut cp: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
@@ -357,11 +338,12 @@ fn a_checkpoint_that_names_the_host_netns_is_corrupt() {
     cp["netns"]["inode"] = ino.into();
     cp["netns"]["dev"] = dev.into();
     std::fs::write(&file, serde_json::to_vec(&cp).unwrap()).unwrap();
-    let out = podtap_state(&state.0, &["detach", "--id", "h1"]);
+    let out = podtap_state(BIN, &state.0, &["detach", "--id", "h1"]);
     assert_eq!(code(&out), 8, "{}", stderr(&out));
     assert!(stderr(&out).contains("host"), "{}", stderr(&out));
     // Clean up by markers in the real pod netns.
     let out = podtap_state(
+        BIN,
         &state.0,
         &[
             "detach",
@@ -426,10 +408,10 @@ fn teardown_proves_ownership_before_it_touches_anything() {
         return;
     }
     for mode in ["tc", "bridge"] {
-        let pod = pod();
+        let pod = Pod::stable_dual_stack();
         let state = StateDir::new();
-        let desc = json_ok(&attach(&state.0, &pod, "o1", mode));
-        let eth0 = common::iface(&desc, "eth0");
+        let desc = json_ok(&attach(BIN, &state.0, &pod, "o1", &["--mode", mode]));
+        let eth0 = podtap_testkit::iface(&desc, "eth0");
         let tap = eth0["tap"]["ifindex"].as_u64().unwrap();
         let tap_name = eth0["tap"]["name"].as_str().unwrap().to_string();
         // Someone deletes podtap's TAP and creates an unrelated link at its ifindex.
@@ -442,7 +424,7 @@ fn teardown_proves_ownership_before_it_touches_anything() {
             // ...and moves the pod interface into a bridge of their own.
             sh(&format!("ip -n {p} link add theirs type bridge && ip -n {p} link set eth0 nomaster && ip -n {p} link set eth0 master theirs"));
         }
-        let out = podtap_state(&state.0, &["detach", "--id", "o1"]);
+        let out = podtap_state(BIN, &state.0, &["detach", "--id", "o1"]);
         assert!(out.status.success(), "{mode}: {}", stderr(&out));
         assert!(
             stderr(&out).contains("untouched") || stderr(&out).contains("left it"),
@@ -469,7 +451,7 @@ fn foreign_filters_at_every_candidate_priority_are_never_shared() {
     if !ready("foreign_filters_at_every_candidate_priority_are_never_shared") {
         return;
     }
-    let pod = pod();
+    let pod = Pod::stable_dual_stack();
     let p = &pod.pod;
     let mut batch = String::from("qdisc add dev eth0 clsact\n");
     for prio in 0xC0DE..0xC0DE + 64 {
@@ -480,7 +462,7 @@ fn foreign_filters_at_every_candidate_priority_are_never_shared() {
     p.batch("tc", &batch);
     let before = snapshot(p);
     let state = StateDir::new();
-    let out = attach(&state.0, &pod, "f1", "tc");
+    let out = attach(BIN, &state.0, &pod, "f1", &["--mode", "tc"]);
     assert_eq!(code(&out), 13, "{}", stderr(&out));
     assert!(stderr(&out).contains("priority"), "{}", stderr(&out));
     assert_eq!(snapshot(p), before, "refused before building anything");
@@ -492,7 +474,7 @@ fn a_pinned_netns_reached_through_a_dead_proc_path_is_found_by_identity() {
     if !ready("a_pinned_netns_reached_through_a_dead_proc_path_is_found_by_identity") {
         return;
     }
-    let pod = pod();
+    let pod = Pod::stable_dual_stack();
     let before = snapshot(&pod.pod);
     let state = StateDir::new();
     let mut holder = Command::new("ip")
@@ -501,12 +483,13 @@ fn a_pinned_netns_reached_through_a_dead_proc_path_is_found_by_identity() {
         .unwrap();
     let proc_path = format!("/proc/{}/ns/net", holder.id());
     // `ip netns exec` enters the netns, then execs sleep: wait until it is in.
-    common::wait_for(|| {
+    podtap_testkit::wait_for(|| {
         use std::os::unix::fs::MetadataExt;
         let ino = |p: &Path| std::fs::metadata(p).map(|m| m.ino()).ok();
         ino(Path::new(&proc_path)).is_some() && ino(Path::new(&proc_path)) == ino(&pod.pod.path())
     });
     json_ok(&podtap_state(
+        BIN,
         &state.0,
         &["attach", "--netns", &proc_path, "--id", "p1"],
     ));
@@ -514,7 +497,7 @@ fn a_pinned_netns_reached_through_a_dead_proc_path_is_found_by_identity() {
     let _ = holder.wait();
     assert!(!Path::new(&proc_path).exists(), "the /proc path is dead");
     // The pinned file still holds the netns: detach finds it and cleans up.
-    let out = podtap_state(&state.0, &["detach", "--id", "p1"]);
+    let out = podtap_state(BIN, &state.0, &["detach", "--id", "p1"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!stderr(&out).contains("gone"), "{}", stderr(&out));
     assert_eq!(snapshot(&pod.pod), before, "TAPs and redirects removed");
@@ -557,11 +540,11 @@ fn cni_gc_takes_null_and_the_older_key_and_cli_detach_keeps_the_registry() {
         std::fs::Permissions::from_mode(0o600),
     )
     .unwrap();
-    let list = podtap_state(&state.0, &["list", "--json"]);
+    let list = podtap_state(BIN, &state.0, &["list", "--json"]);
     let rows: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
     assert_eq!(rows[0]["id"], "c2-eth0", "{rows}");
     assert_eq!(rows[0]["phase"], "orphan", "{rows}");
-    assert!(podtap_state(&state.0, &["detach", "--id", "c2-eth0"])
+    assert!(podtap_state(BIN, &state.0, &["detach", "--id", "c2-eth0"])
         .status
         .success());
     assert!(
@@ -575,20 +558,9 @@ fn a_tap_owner_of_minus_one_is_invalid_input() {
     if !ready("a_tap_owner_of_minus_one_is_invalid_input") {
         return;
     }
-    let pod = pod();
+    let pod = Pod::stable_dual_stack();
     let state = StateDir::new();
-    let out = podtap_state(
-        &state.0,
-        &[
-            "attach",
-            "--netns",
-            &pod.pod.path_str(),
-            "--id",
-            "u1",
-            "--tap-owner",
-            "4294967295",
-        ],
-    );
+    let out = attach(BIN, &state.0, &pod, "u1", &["--tap-owner", "4294967295"]);
     assert_eq!(code(&out), 13, "{}", stderr(&out));
     assert!(taps(&pod.pod).is_empty());
 }

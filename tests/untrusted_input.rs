@@ -5,22 +5,15 @@
 //!
 //! The stdin and `CNI_COMMAND` tests need no root; the others skip without it.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use common::{podtap_cmd, snapshot, taps, Chain, Netns, Pod, TempDir};
+use podtap_testkit::{oci_hook, podtap_cmd, snapshot, taps, Chain, Netns, Pod, TempDir};
 use serde_json::{json, Value};
 
-/// `podtap oci-hook <action> <extra>` with `stdin` and a private state dir.
-fn hook(state: &Path, action: &str, extra: &[&str], stdin: &str) -> Output {
-    common::run_with_stdin(
-        podtap_cmd(state).args(["oci-hook", action]).args(extra),
-        stdin,
-    )
-}
+/// The podtap binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_podtap");
 
 /// The OCI state of container `id` in `bundle` with `annotations`.
 fn oci_state(id: &str, bundle: &Path, annotations: Value) -> String {
@@ -39,7 +32,7 @@ fn bundle_for(netns: &str) -> TempDir {
 
 /// Assert exit `code` and exactly one `podtap: error:` line on stderr; return it.
 fn one_line_error(o: &Output, code: i32, what: &str) -> String {
-    let err = common::stderr(o);
+    let err = podtap_testkit::stderr(o);
     assert_eq!(o.status.code(), Some(code), "{what}: stderr {err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{what}: {err:?}");
     assert!(err.starts_with("podtap: error: "), "{what}: {err}");
@@ -84,7 +77,7 @@ fn swapper(dir: &Path, pairs: &[(&str, &str)]) -> std::process::Child {
 #[test]
 fn hook_output_never_lands_outside_the_bundle_while_a_symlink_is_swapped() {
     let test = "hook_output_never_lands_outside_the_bundle_while_a_symlink_is_swapped";
-    if !common::net_tools_or_skip(test) || !common::tool_or_skip(test, "python3") {
+    if !podtap_testkit::net_tools_or_skip(test) || !podtap_testkit::tool_or_skip(test, "python3") {
         return;
     }
     let pod = Pod::dual_stack();
@@ -111,12 +104,14 @@ fn hook_output_never_lands_outside_the_bundle_while_a_symlink_is_swapped() {
         } else {
             "leaf/out.json"
         };
-        let id = common::unique("swap");
+        let id = podtap_testkit::unique("swap");
         let st = oci_state(&id, b, json!({ "io.podtap.output": rel }));
-        let o = hook(state.path(), "attach", &[], &st);
+        let o = oci_hook(BIN, state.path(), "attach", &[], &st);
         if o.status.success() {
             written += 1;
-            assert!(hook(state.path(), "detach", &[], &st).status.success());
+            assert!(oci_hook(BIN, state.path(), "detach", &[], &st)
+                .status
+                .success());
         } else {
             // Refused before anything was built: exit 13, one line naming the symlink.
             let err = one_line_error(&o, 13, rel);
@@ -156,20 +151,20 @@ fn hook_output_never_lands_outside_the_bundle_while_a_symlink_is_swapped() {
 fn a_pod_annotation_asking_for_a_foreign_tap_owner_is_refused_unless_the_node_allows_it() {
     let test =
         "a_pod_annotation_asking_for_a_foreign_tap_owner_is_refused_unless_the_node_allows_it";
-    if !common::net_tools_or_skip(test) {
+    if !podtap_testkit::net_tools_or_skip(test) {
         return;
     }
     let pod = Pod::dual_stack();
     let state = TempDir::new();
     let bundle = bundle_for(&pod.pod.path_str());
-    let id = common::unique("owner");
+    let id = podtap_testkit::unique("owner");
     let st = oci_state(
         &id,
         bundle.path(),
         json!({ "io.podtap.tap-owner": "4242:4343" }),
     );
     let before = snapshot(&pod.pod);
-    let o = hook(state.path(), "attach", &[], &st);
+    let o = oci_hook(BIN, state.path(), "attach", &[], &st);
     let err = one_line_error(&o, 6, "foreign owner under the default policy");
     assert!(
         err.contains("io.podtap.tap-owner") && err.contains("uid 4242"),
@@ -190,14 +185,18 @@ fn a_pod_annotation_asking_for_a_foreign_tap_owner_is_refused_unless_the_node_al
         &["--pod-tap-owners", "1000"][..],
         &["--pod-tap-owners", "4242"],
     ] {
-        let o = hook(state.path(), "attach", flags, &st);
+        let o = oci_hook(BIN, state.path(), "attach", flags, &st);
         one_line_error(&o, 6, &format!("{flags:?}"));
         assert_eq!(before, snapshot(&pod.pod));
     }
     // The node allows exactly this owner: the TAP is built with it.
     let allow = ["--pod-tap-owners", "1000,4242", "--pod-tap-groups", "4343"];
-    let o = hook(state.path(), "attach", &allow, &st);
-    assert!(o.status.success(), "allowed: {}", common::stderr(&o));
+    let o = oci_hook(BIN, state.path(), "attach", &allow, &st);
+    assert!(
+        o.status.success(),
+        "allowed: {}",
+        podtap_testkit::stderr(&o)
+    );
     let links = pod.pod.ip_json("-d link show");
     let tap = links
         .as_array()
@@ -211,7 +210,9 @@ fn a_pod_annotation_asking_for_a_foreign_tap_owner_is_refused_unless_the_node_al
         (Some(4242), Some(4343)),
         "{tap}"
     );
-    assert!(hook(state.path(), "detach", &[], &st).status.success());
+    assert!(oci_hook(BIN, state.path(), "detach", &[], &st)
+        .status
+        .success());
     assert_eq!(before, snapshot(&pod.pod));
 }
 
@@ -225,7 +226,7 @@ fn prev_result(netns: &str, ifname: &str) -> Value {
 #[test]
 fn cni_args_asking_for_256_queues_are_refused_under_the_default_policy() {
     let test = "cni_args_asking_for_256_queues_are_refused_under_the_default_policy";
-    if !common::net_tools_or_skip(test) {
+    if !podtap_testkit::net_tools_or_skip(test) {
         return;
     }
     let pod = Pod::dual_stack();
@@ -233,8 +234,8 @@ fn cni_args_asking_for_256_queues_are_refused_under_the_default_policy() {
     let netns = pod.pod.path_str();
     let conf = json!({ "cniVersion": "1.0.0", "name": "policy",
                        "plugins": [{ "type": "podtap", "stateDir": state.path() }] });
-    let chain = Chain::new(conf, None);
-    let cid = common::container_id(27);
+    let chain = Chain::new(BIN, conf, None);
+    let cid = podtap_testkit::container_id(27);
     let mut env = Chain::env("ADD", &cid, &netns, "eth0");
     env.push(("CNI_ARGS", "IgnoreUnknown=1;PODTAP_QUEUES=256"));
     let before = snapshot(&pod.pod);
@@ -370,7 +371,7 @@ fn sixty_four_mib_on_stdin_is_refused_with_bounded_memory() {
     let state = TempDir::new();
     let size = 64 << 20;
     // The CNI door: a CNI error object (7) on stdout, exit status 1.
-    let mut cni = podtap_cmd(state.path());
+    let mut cni = podtap_cmd(BIN, state.path());
     cni.env("CNI_COMMAND", "ADD")
         .env("CNI_CONTAINERID", "c1")
         .env("CNI_NETNS", "/run/netns/podtap-none")
@@ -391,7 +392,7 @@ fn sixty_four_mib_on_stdin_is_refused_with_bounded_memory() {
         "CNI door peak RSS {rss} KiB for 64 MiB of stdin"
     );
     // The hook: exit 13 and one line.
-    let mut oci = podtap_cmd(state.path());
+    let mut oci = podtap_cmd(BIN, state.path());
     oci.args(["oci-hook", "attach"]);
     let (code, out, err, rss) = with_big_stdin(&mut oci, size);
     assert_eq!(code, 13, "hook exit code; stderr {err}");
@@ -407,7 +408,7 @@ fn sixty_four_mib_on_stdin_is_refused_with_bounded_memory() {
         "hook peak RSS {rss} KiB for 64 MiB of stdin"
     );
     // Just under the cap is read whole (and then refused for what it says).
-    let mut small = podtap_cmd(state.path());
+    let mut small = podtap_cmd(BIN, state.path());
     small.args(["oci-hook", "attach"]);
     let (code, _, err, _) = with_big_stdin(&mut small, (1 << 20) - (1 << 16) - 64);
     assert_eq!(code, 13, "{err}");
@@ -422,7 +423,7 @@ fn a_huge_bundle_config_is_refused_with_bounded_memory() {
     let f = std::fs::File::create(bundle.path().join("config.json")).expect("config.json");
     f.set_len(64 << 20).expect("set_len");
     let st = oci_state("big-config", bundle.path(), json!({})).into_bytes();
-    let mut oci = podtap_cmd(state.path());
+    let mut oci = podtap_cmd(BIN, state.path());
     oci.args(["oci-hook", "attach"]);
     let (code, _, err, rss) = measured(&mut oci, st, 0);
     assert_eq!(code, 13, "{err}");
@@ -440,33 +441,36 @@ fn a_subcommand_wins_over_cni_command() {
     let state = TempDir::new();
     std::fs::create_dir_all(state.path()).expect("state");
     // With arguments, the CLI runs them and says CNI_COMMAND was ignored.
-    let o = podtap_cmd(state.path())
+    let o = podtap_cmd(BIN, state.path())
         .env("CNI_COMMAND", "VERSION")
         .args(["list", "--json"])
         .output()
         .expect("run");
-    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(o.status.success(), "{}", podtap_testkit::stderr(&o));
     let v: Value = serde_json::from_slice(&o.stdout).expect("list JSON");
     assert!(
         v.get("supportedVersions").is_none(),
         "the CNI door answered: {v}"
     );
     assert!(
-        common::stderr(&o).contains("CNI_COMMAND is ignored"),
+        podtap_testkit::stderr(&o).contains("CNI_COMMAND is ignored"),
         "{}",
-        common::stderr(&o)
+        podtap_testkit::stderr(&o)
     );
-    let o = podtap_cmd(state.path())
+    let o = podtap_cmd(BIN, state.path())
         .env("CNI_COMMAND", "DEL")
         .arg("--version")
         .output()
         .expect("run");
     assert!(
-        o.status.success() && common::stdout(&o).starts_with("podtap "),
+        o.status.success() && podtap_testkit::stdout(&o).starts_with("podtap "),
         "{o:?}"
     );
     // Without arguments it is the CNI plugin, as a runtime runs it.
-    let o = common::run_with_stdin(podtap_cmd(state.path()).env("CNI_COMMAND", "VERSION"), "{}");
+    let o = podtap_testkit::run_with_stdin(
+        podtap_cmd(BIN, state.path()).env("CNI_COMMAND", "VERSION"),
+        "{}",
+    );
     let v: Value = serde_json::from_slice(&o.stdout).expect("VERSION JSON");
     assert_eq!(v["supportedVersions"], json!(["1.0.0", "1.1.0"]));
 }
@@ -492,7 +496,11 @@ fn ip(ns: &Netns, args: &[&str]) {
         .args(args)
         .output()
         .expect("ip");
-    assert!(o.status.success(), "ip {args:?}: {}", common::stderr(&o));
+    assert!(
+        o.status.success(),
+        "ip {args:?}: {}",
+        podtap_testkit::stderr(&o)
+    );
 }
 
 /// A pod netns whose one interface is called `name`: IPv4 only, one address,
@@ -529,7 +537,7 @@ fn pod_with_interface(name: &str, sub: usize) -> (Netns, Netns, u64) {
 #[test]
 fn hostile_pod_interface_names_get_safe_tap_names_every_renderer_accepts() {
     let test = "hostile_pod_interface_names_get_safe_tap_names_every_renderer_accepts";
-    if !common::net_tools_or_skip(test) {
+    if !podtap_testkit::net_tools_or_skip(test) {
         return;
     }
     // Names the kernel accepts (no '/', ':' or whitespace) and no format can carry.
@@ -537,14 +545,14 @@ fn hostile_pod_interface_names_get_safe_tap_names_every_renderer_accepts() {
         let (pod, _peer, ifindex) = pod_with_interface(name, 200 + n);
         let state = TempDir::new();
         let cwd = TempDir::new();
-        let id = common::unique("hostile");
-        let o = podtap_cmd(state.path())
+        let id = podtap_testkit::unique("hostile");
+        let o = podtap_cmd(BIN, state.path())
             .current_dir(cwd.path())
             .args(["attach", "--netns", &pod.path_str(), "--id", &id])
             .output()
             .expect("attach");
-        let desc = common::json_ok(&o);
-        let tap = common::iface(&desc, name)["tap"]["name"]
+        let desc = podtap_testkit::json_ok(&o);
+        let tap = podtap_testkit::iface(&desc, name)["tap"]["name"]
             .as_str()
             .expect("tap name")
             .to_string();
@@ -555,16 +563,16 @@ fn hostile_pod_interface_names_get_safe_tap_names_every_renderer_accepts() {
         );
         assert_eq!(taps(&pod), std::slice::from_ref(&tap));
         for format in FORMATS {
-            let o = podtap_cmd(state.path())
+            let o = podtap_cmd(BIN, state.path())
                 .current_dir(cwd.path())
                 .args(["render", format, "--id", &id])
                 .output()
                 .expect("render");
-            let err = common::stderr(&o);
+            let err = podtap_testkit::stderr(&o);
             assert!(o.status.success(), "{name:?}: render {format}: {err}");
             let names_tap = matches!(*format, "qemu" | "firecracker" | "libvirt");
             assert!(
-                !names_tap || common::stdout(&o).contains(&tap),
+                !names_tap || podtap_testkit::stdout(&o).contains(&tap),
                 "{format} names the TAP"
             );
         }
@@ -572,8 +580,8 @@ fn hostile_pod_interface_names_get_safe_tap_names_every_renderer_accepts() {
             listing(cwd.path()).is_empty(),
             "nothing ran the name as a command"
         );
-        let o = common::podtap_state(state.path(), &["detach", "--id", &id]);
-        assert!(o.status.success(), "detach: {}", common::stderr(&o));
+        let o = podtap_testkit::podtap_state(BIN, state.path(), &["detach", "--id", &id]);
+        assert!(o.status.success(), "detach: {}", podtap_testkit::stderr(&o));
         assert!(taps(&pod).is_empty());
     }
 }

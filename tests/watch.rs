@@ -2,30 +2,16 @@
 //! and removed from a pod after attach, in tc, bridge and macvtap mode; a restart and
 //! a crash mid-add; detach and SIGTERM while it runs; hotplug through a
 //! Cloud Hypervisor API stand-in, also for a NIC another attachment in the
-//! netns builds later (the QEMU guest test is in tests/vm.rs).
-mod common;
-
+//! netns builds later (the QEMU guest test is in tests/vm_exec.rs).
 use std::path::Path;
 use std::process::{Child, Command};
 use std::time::Duration;
 
-use common::*;
+use podtap_testkit::*;
 use serde_json::Value;
 
-fn attach(state: &StateDir, pod: &Pod, id: &str, mode: &str) -> Value {
-    json_ok(&podtap_state(
-        &state.0,
-        &[
-            "attach",
-            "--netns",
-            &pod.pod.path_str(),
-            "--id",
-            id,
-            "--mode",
-            mode,
-        ],
-    ))
-}
+/// The podtap binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_podtap");
 
 /// Add a veth pair: `ifname` in the pod (198.19.<sub>.2/24), its peer in the node (.1).
 fn add_late(pod: &Pod, ifname: &str, sub: u32) {
@@ -67,8 +53,8 @@ fn late_interfaces_are_wired_and_undone_in_every_mode() {
         let state = StateDir::new();
         let id = unique("watch");
         let before = snapshot(&pod.pod);
-        attach(&state, &pod, &id, mode);
-        let watch = Watch::start(&state.0, &id, &[]);
+        attach_json(BIN, &state.0, &pod, &id, mode);
+        let watch = Watch::start(BIN, &state.0, &id, &[]);
         let ready = watch.next("ready");
         assert_eq!(ready["interfaces"], serde_json::json!(["eth0"]), "{mode}");
 
@@ -105,7 +91,7 @@ fn late_interfaces_are_wired_and_undone_in_every_mode() {
         let desc = &cp["description"];
         assert_eq!(iface(desc, "net1")["tap"]["name"], tap.as_str());
         assert!(desc["attachment"]["revision"].as_u64() >= Some(1));
-        let check = podtap_state(&state.0, &["check", "--id", &id]);
+        let check = podtap_state(BIN, &state.0, &["check", "--id", &id]);
         assert!(check.status.success(), "{mode}: check: {}", stderr(&check));
         if mode == "tc" {
             let filters = pod.pod.exec("tc filter show dev net1 ingress");
@@ -130,7 +116,7 @@ fn late_interfaces_are_wired_and_undone_in_every_mode() {
                 "{mode}: device node {node} left behind"
             );
         }
-        let check = podtap_state(&state.0, &["check", "--id", &id]);
+        let check = podtap_state(BIN, &state.0, &["check", "--id", &id]);
         assert!(
             check.status.success(),
             "{mode}: check after removal: {}",
@@ -138,7 +124,7 @@ fn late_interfaces_are_wired_and_undone_in_every_mode() {
         );
 
         // Detach while watch runs: the netns is exactly as before, and watch ends.
-        let out = podtap_state(&state.0, &["detach", "--id", &id]);
+        let out = podtap_state(BIN, &state.0, &["detach", "--id", &id]);
         assert!(out.status.success(), "{}", stderr(&out));
         watch.next("detached");
         assert_eq!(watch.exit_code(), Some(0));
@@ -159,8 +145,8 @@ fn a_restarted_watch_resumes_without_duplicates_and_undoes_a_half_built_nic() {
     let pod = Pod::dual_stack();
     let state = StateDir::new();
     let id = unique("watchre");
-    attach(&state, &pod, &id, "tc");
-    let watch = Watch::start(&state.0, &id, &[]);
+    attach_json(BIN, &state.0, &pod, &id, "tc");
+    let watch = Watch::start(BIN, &state.0, &id, &[]);
     watch.next("ready");
     add_late(&pod, "net1", pod.net);
     let added = watch.next("added");
@@ -169,7 +155,7 @@ fn a_restarted_watch_resumes_without_duplicates_and_undoes_a_half_built_nic() {
     watch.signal("KILL");
     assert_eq!(watch.exit_code(), None);
 
-    let again = Watch::start(&state.0, &id, &[]);
+    let again = Watch::start(BIN, &state.0, &id, &[]);
     let ready = again.next("ready");
     assert_eq!(ready["interfaces"], serde_json::json!(["eth0", "net1"]));
     let extra = again.drain(Duration::from_millis(500));
@@ -200,7 +186,7 @@ fn a_restarted_watch_resumes_without_duplicates_and_undoes_a_half_built_nic() {
         .retain(|c| c["name"] != tap.as_str());
     std::fs::write(&file, serde_json::to_string(&cp).expect("JSON")).expect("write checkpoint");
     let before_ifindex = pod.pod.ip_json(&format!("link show {tap}"))[0]["ifindex"].clone();
-    let third = Watch::start(&state.0, &id, &[]);
+    let third = Watch::start(BIN, &state.0, &id, &[]);
     let added = third.next("added");
     assert_eq!(added["interface"], "net1");
     let ready = third.next("ready");
@@ -213,11 +199,11 @@ fn a_restarted_watch_resumes_without_duplicates_and_undoes_a_half_built_nic() {
     assert_eq!(taps(&pod.pod).iter().filter(|t| **t == tap).count(), 1);
     let cp = checkpoint(&state, &id);
     assert_eq!(cp["pending"], Value::Null, "pending cleared: {cp}");
-    let check = podtap_state(&state.0, &["check", "--id", &id]);
+    let check = podtap_state(BIN, &state.0, &["check", "--id", &id]);
     assert!(check.status.success(), "check: {}", stderr(&check));
     third.signal("INT");
     assert_eq!(third.next("stopped")["signal"], "SIGINT");
-    let out = podtap_state(&state.0, &["detach", "--id", &id]);
+    let out = podtap_state(BIN, &state.0, &["detach", "--id", &id]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(taps(&pod.pod).is_empty(), "detach left TAPs");
 }
@@ -228,7 +214,7 @@ fn watch_refuses_bad_input_with_documented_codes() {
         return;
     }
     let state = StateDir::new();
-    let unknown = podtap_state(&state.0, &["watch", "--id", "nobody"]);
+    let unknown = podtap_state(BIN, &state.0, &["watch", "--id", "nobody"]);
     assert_eq!(exit_code(&unknown), 14, "{}", stderr(&unknown));
     assert_eq!(
         stderr(&unknown).trim().lines().count(),
@@ -236,15 +222,15 @@ fn watch_refuses_bad_input_with_documented_codes() {
         "{}",
         stderr(&unknown)
     );
-    let bad = podtap_state(&state.0, &["watch", "--id", "../etc"]);
+    let bad = podtap_state(BIN, &state.0, &["watch", "--id", "../etc"]);
     assert_eq!(exit_code(&bad), 7, "{}", stderr(&bad));
 
     let pod = Pod::dual_stack();
     let id = unique("watch2");
-    attach(&state, &pod, &id, "tc");
-    let first = Watch::start(&state.0, &id, &[]);
+    attach_json(BIN, &state.0, &pod, &id, "tc");
+    let first = Watch::start(BIN, &state.0, &id, &[]);
     first.next("ready");
-    let second = podtap_state(&state.0, &["watch", "--id", &id]);
+    let second = podtap_state(BIN, &state.0, &["watch", "--id", &id]);
     assert_eq!(exit_code(&second), 9, "{}", stderr(&second));
     assert!(
         stderr(&second).contains("another podtap watch"),
@@ -253,7 +239,7 @@ fn watch_refuses_bad_input_with_documented_codes() {
     );
     first.signal("TERM");
     assert_eq!(first.exit_code(), Some(0));
-    let out = podtap_state(&state.0, &["detach", "--id", &id]);
+    let out = podtap_state(BIN, &state.0, &["detach", "--id", &id]);
     assert!(out.status.success());
 }
 
@@ -316,9 +302,9 @@ fn watch_hotplugs_through_the_cloud_hypervisor_api() {
     let pod = Pod::dual_stack();
     let state = StateDir::new();
     let id = unique("watchch");
-    attach(&state, &pod, &id, "tc");
+    attach_json(BIN, &state.0, &pod, &id, "tc");
     let sock_arg = sock.display().to_string();
-    let watch = Watch::start(&state.0, &id, &["--cloud-hypervisor-api", &sock_arg]);
+    let watch = Watch::start(BIN, &state.0, &id, &["--cloud-hypervisor-api", &sock_arg]);
     watch.next("ready");
     add_late(&pod, "net1", pod.net);
     let added = watch.next("added");
@@ -354,7 +340,7 @@ fn watch_hotplugs_through_the_cloud_hypervisor_api() {
         .position(|r| r["request"] == "PUT /api/v1/vm.remove-device HTTP/1.1")
         .unwrap_or_else(|| panic!("no vm.remove-device in {requests:?}"));
     assert_eq!(requests[remove]["body"]["id"], "podtap-tap_net1");
-    let out = podtap_state(&state.0, &["detach", "--id", &id]);
+    let out = podtap_state(BIN, &state.0, &["detach", "--id", &id]);
     assert!(out.status.success());
 }
 
@@ -397,38 +383,21 @@ fn a_network_a_later_cni_add_attaches_joins_the_vm_and_leaves_on_del() {
     let state = StateDir::new();
     // As the CNI door does: one attachment per network, each limited to its interface.
     let first = unique("cnifirst");
-    let out = podtap_state(
-        &state.0,
-        &[
-            "attach",
-            "--netns",
-            &pod.pod.path_str(),
-            "--id",
-            &first,
-            "--interfaces",
-            "eth0",
-        ],
-    );
+    let out = attach(BIN, &state.0, &pod, &first, &["--interfaces", "eth0"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let sock_arg = sock.display().to_string();
-    let watch = Watch::start(&state.0, &first, &["--cloud-hypervisor-api", &sock_arg]);
+    let watch = Watch::start(
+        BIN,
+        &state.0,
+        &first,
+        &["--cloud-hypervisor-api", &sock_arg],
+    );
     watch.next("ready");
 
     // The second network arrives, and its CNI ADD attaches it under its own id.
     add_late(&pod, "net1", pod.net);
     let second = unique("cnisecond");
-    let out = podtap_state(
-        &state.0,
-        &[
-            "attach",
-            "--netns",
-            &pod.pod.path_str(),
-            "--id",
-            &second,
-            "--interfaces",
-            "net1",
-        ],
-    );
+    let out = attach(BIN, &state.0, &pod, &second, &["--interfaces", "net1"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let plugged = watch.next("plugged");
     assert_eq!(plugged["id"], second.as_str(), "{plugged}");
@@ -442,7 +411,7 @@ fn a_network_a_later_cni_add_attaches_joins_the_vm_and_leaves_on_del() {
     );
 
     // Its DEL: the NIC leaves the VM.
-    let out = podtap_state(&state.0, &["detach", "--id", &second]);
+    let out = podtap_state(BIN, &state.0, &["detach", "--id", &second]);
     assert!(out.status.success(), "{}", stderr(&out));
     let unplugged = watch.next("unplugged");
     assert_eq!(unplugged["device"], "podtap-tap_net1");
@@ -462,7 +431,7 @@ fn a_network_a_later_cni_add_attaches_joins_the_vm_and_leaves_on_del() {
                 && r["body"]["id"] == "podtap-tap_net1"),
         "no vm.remove-device in {log:?}"
     );
-    let out = podtap_state(&state.0, &["detach", "--id", &first]);
+    let out = podtap_state(BIN, &state.0, &["detach", "--id", &first]);
     assert!(out.status.success());
     assert!(taps(&pod.pod).is_empty());
 }

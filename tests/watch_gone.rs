@@ -1,19 +1,14 @@
 //! `podtap watch` notices that its pod is gone (issue 28): once nothing but
 //! watch holds the pod netns (bind mount removed, no process inside), it
 //! says `netns_gone`, exits 3 and leaves the checkpoint for detach.
-mod common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use podtap_testkit::*;
 
-fn attach(state: &StateDir, pod: &Pod, id: &str) {
-    json_ok(&podtap_state(
-        &state.0,
-        &["attach", "--netns", &pod.pod.path_str(), "--id", id],
-    ));
-}
+/// The podtap binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_podtap");
 
 #[test]
 fn watch_exits_3_with_netns_gone_once_the_pod_netns_is_deleted() {
@@ -23,8 +18,8 @@ fn watch_exits_3_with_netns_gone_once_the_pod_netns_is_deleted() {
     let pod = Pod::dual_stack();
     let state = StateDir::new();
     let id = unique("gone");
-    attach(&state, &pod, &id);
-    let watch = Watch::start(&state.0, &id, &[]);
+    json_ok(&attach(BIN, &state.0, &pod, &id, &[]));
+    let watch = Watch::start(BIN, &state.0, &id, &[]);
     watch.next("ready");
     // A root process inside the netns holds it after its bind mount goes:
     // the pod is not gone yet.
@@ -50,7 +45,7 @@ fn watch_exits_3_with_netns_gone_once_the_pod_netns_is_deleted() {
     let file = state.0.join(format!("{id}.json"));
     assert!(file.exists(), "watch left the checkpoint for teardown");
     // Teardown then succeeds: the netns went with watch's last hold on it.
-    let out = detach(&state, &id);
+    let out = detach(BIN, &state, &id);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!file.exists());
 }

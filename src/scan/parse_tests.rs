@@ -92,10 +92,9 @@ fn route(
     m
 }
 
-fn sample() -> Dump {
-    let v4 = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
-    let v4b = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 3));
-    let ll: IpAddr = "fe80::1".parse().unwrap();
+/// The sample's routes: onlink default, one with an MTU and a metric, a
+/// multipath, a device-only IPv6 route, and a default in table 100.
+fn sample_routes() -> Vec<RouteMessage> {
     let gw = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
     let mut onlink = route(
         AddressFamily::Inet,
@@ -139,6 +138,11 @@ fn sample() -> Dump {
     );
     let mut other_table = route(AddressFamily::Inet, None, Some(gw), Some(2));
     other_table.header.table = 100;
+    vec![dev_only6, multipath, mtu, onlink, other_table]
+}
+
+/// The sample's neighbours: a permanent one and a stale one on ifindex 2.
+fn sample_neighbours() -> Vec<NeighbourMessage> {
     let mut neigh = NeighbourMessage::default();
     neigh.header.family = AddressFamily::Inet;
     neigh.header.ifindex = 2;
@@ -155,6 +159,13 @@ fn sample() -> Dump {
     stale.header.state = NeighbourState::Stale;
     stale.attributes[0] =
         NeighbourAttribute::Destination(NeighbourAddress::Inet(Ipv4Addr::new(198, 18, 0, 7)));
+    vec![neigh, stale]
+}
+
+fn sample() -> Dump {
+    let v4 = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
+    let v4b = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 3));
+    let ll: IpAddr = "fe80::1".parse().unwrap();
     Dump {
         links: vec![
             link(3, "net1", Some(InfoKind::MacVlan), true),
@@ -173,8 +184,8 @@ fn sample() -> Dump {
             ),
             addr(2, ll, 64, AddressFlags::Permanent | AddressFlags::Tentative),
         ],
-        routes: vec![dev_only6, multipath, mtu, onlink, other_table],
-        neighbours: vec![neigh, stale],
+        routes: sample_routes(),
+        neighbours: sample_neighbours(),
         rules: vec![],
     }
 }

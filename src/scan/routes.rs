@@ -7,8 +7,8 @@ use rtnetlink::packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
 };
 use rtnetlink::packet_route::route::{
-    RouteAddress, RouteAttribute, RouteFlags, RouteMessage, RouteMetric, RouteNextHopFlags,
-    RouteVia,
+    RouteAddress, RouteAttribute, RouteFlags, RouteMessage, RouteMetric, RouteNextHop,
+    RouteNextHopFlags, RouteVia,
 };
 use rtnetlink::packet_route::rule::{RuleAction, RuleAttribute, RuleFlags, RuleMessage};
 use rtnetlink::packet_route::AddressFamily;
@@ -50,31 +50,8 @@ pub fn route(msg: &RouteMessage, names: &BTreeMap<u32, String>) -> Option<Route>
             RouteAttribute::Oif(i) => oif = Some(*i),
             RouteAttribute::Priority(p) => metric = *p,
             RouteAttribute::PrefSource(a) => source = route_ip(a),
-            RouteAttribute::Metrics(ms) => {
-                mtu = ms.iter().find_map(|m| match m {
-                    RouteMetric::Mtu(v) => Some(*v),
-                    _ => None,
-                })
-            }
-            RouteAttribute::MultiPath(hops) => {
-                nexthops = hops
-                    .iter()
-                    .map(|h| NextHop {
-                        gateway: h
-                            .attributes
-                            .iter()
-                            .find_map(|a| match a {
-                                RouteAttribute::Gateway(g) => route_ip(g),
-                                RouteAttribute::Via(v) => via_ip(v),
-                                _ => None,
-                            })
-                            .map(|g| g.to_string()),
-                        interface: if_name(names, h.interface_index),
-                        weight: u16::from(h.hops) + 1,
-                        onlink: h.flags.contains(RouteNextHopFlags::Onlink),
-                    })
-                    .collect()
-            }
+            RouteAttribute::Metrics(ms) => mtu = metric_mtu(ms),
+            RouteAttribute::MultiPath(hops) => nexthops = next_hops(hops, names),
             _ => {}
         }
     }
@@ -104,6 +81,34 @@ pub fn route(msg: &RouteMessage, names: &BTreeMap<u32, String>) -> Option<Route>
         nexthops,
         table,
     })
+}
+
+/// The `mtu` of a route's metrics, if it has one.
+fn metric_mtu(metrics: &[RouteMetric]) -> Option<u32> {
+    metrics.iter().find_map(|m| match m {
+        RouteMetric::Mtu(v) => Some(*v),
+        _ => None,
+    })
+}
+
+/// A multipath route's next hops, in the description's terms.
+fn next_hops(hops: &[RouteNextHop], names: &BTreeMap<u32, String>) -> Vec<NextHop> {
+    hops.iter()
+        .map(|h| NextHop {
+            gateway: h
+                .attributes
+                .iter()
+                .find_map(|a| match a {
+                    RouteAttribute::Gateway(g) => route_ip(g),
+                    RouteAttribute::Via(v) => via_ip(v),
+                    _ => None,
+                })
+                .map(|g| g.to_string()),
+            interface: if_name(names, h.interface_index),
+            weight: u16::from(h.hops) + 1,
+            onlink: h.flags.contains(RouteNextHopFlags::Onlink),
+        })
+        .collect()
 }
 
 /// A policy rule, or `None` for the kernel's defaults (`0: from all lookup

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 use crate::doors::state_args::StateArgs;
 
@@ -45,52 +45,9 @@ pub enum Command {
         output: Option<PathBuf>,
     },
     /// Create one TAP per pod interface inside the netns, wire it, record a checkpoint, print the description.
-    Attach {
-        /// The pod netns: a pinned file (/var/run/netns/NAME) or /proc/PID/ns/net.
-        #[arg(long)]
-        netns: PathBuf,
-        /// Sandbox id: the checkpoint's key (letters, digits, -_.:@+=; at most 128 bytes).
-        #[arg(long)]
-        id: String,
-        /// Wiring between each pod interface and its TAP.
-        #[arg(long, default_value = "tc", value_parser = ["tc", "bridge", "macvtap"])]
-        mode: String,
-        /// Queues per TAP (1-256); more than 1 makes a multi-queue TAP.
-        #[arg(long, default_value_t = 1)]
-        queues: u32,
-        /// Create TAPs without IFF_VNET_HDR.
-        #[arg(long)]
-        no_vnet_hdr: bool,
-        /// Let UID[:GID] open the TAPs without CAP_NET_ADMIN (for an unprivileged or jailed VMM).
-        #[arg(long, value_name = "UID[:GID]")]
-        tap_owner: Option<String>,
-        /// Only these pod interfaces (comma-separated); default: every eligible one.
-        #[arg(long, value_delimiter = ',')]
-        interfaces: Option<Vec<String>>,
-        /// Record this resolv.conf (nameserver, domain, search, options) as the guest's DNS.
-        #[arg(long, value_name = "FILE")]
-        dns_from: Option<PathBuf>,
-        #[command(flatten)]
-        state: StateArgs,
-        /// Write the JSON here instead of stdout.
-        #[arg(long, short)]
-        output: Option<PathBuf>,
-    },
+    Attach(AttachArgs),
     /// Undo exactly what attach did. Succeeds for unknown ids and for gone or reused netns.
-    Detach {
-        #[arg(long)]
-        id: String,
-        #[command(flatten)]
-        state: StateArgs,
-        /// For a corrupt checkpoint: clean up by podtap's own markers (TAP/bridge ifalias, link group).
-        #[arg(long)]
-        force: bool,
-        /// Where the netns is now, when the recorded path has died while the netns lives on
-        /// (used only if it is the recorded netns, by identity); with --force, the netns to
-        /// clean when the checkpoint no longer names it.
-        #[arg(long)]
-        netns: Option<PathBuf>,
-    },
+    Detach(DetachArgs),
     /// Exit 0 only if every object of the attachment exists and is wired as recorded.
     Check {
         #[arg(long)]
@@ -108,71 +65,15 @@ pub enum Command {
     },
     /// Render a description for a VMM or guest: qemu, cloud-hypervisor, cloud-hypervisor-api,
     /// firecracker, libvirt, cloud-init, kernel-cmdline, guest-args, kata-agent.
-    Render {
-        /// Output format.
-        format: crate::render::Format,
-        /// Render the description recorded for this sandbox id.
-        #[arg(
-            long,
-            conflicts_with = "description",
-            required_unless_present = "description"
-        )]
-        id: Option<String>,
-        /// Render the description in this JSON file.
-        #[arg(long)]
-        description: Option<PathBuf>,
-        #[command(flatten)]
-        state: StateArgs,
-    },
+    Render(RenderArgs),
     /// Run a VMM with the TAP queue fds of sandbox ID appended to its arguments (fd handover),
     /// or run a command inside the pod netns (--enter-netns). It inherits stdio and those fds
     /// only.
-    Exec {
-        #[arg(long)]
-        id: String,
-        /// Append fd arguments for this VMM: qemu (fds=/vhostfds=) or cloud-hypervisor (--net fd=[..]).
-        #[arg(
-            long,
-            value_enum,
-            conflicts_with = "enter_netns",
-            required_unless_present = "enter_netns"
-        )]
-        vmm: Option<crate::doors::exec::Vmm>,
-        /// Also open one /dev/vhost-net fd per queue (QEMU).
-        #[arg(long)]
-        vhost: bool,
-        /// Run the command inside the pod netns instead (VMMs that open TAPs by name).
-        #[arg(long)]
-        enter_netns: bool,
-        /// Run the command as UID[:GID] (GID defaults to UID) with no capabilities and
-        /// no_new_privs, after the TAPs are opened (it keeps their fds).
-        #[arg(long, value_name = "UID[:GID]")]
-        user: Option<String>,
-        #[command(flatten)]
-        state: StateArgs,
-        /// The VMM (or command) and its arguments, after `--`.
-        #[arg(last = true, required = true)]
-        argv: Vec<String>,
-    },
+    Exec(ExecArgs),
     /// Follow sandbox ID's netns: attach interfaces that appear later, undo those that leave,
     /// hotplug them into the running VM, and print one JSON event per line. Ends on
     /// SIGTERM/SIGINT or when the sandbox is detached (exit 0), or its pod netns is deleted (exit 3).
-    Watch {
-        #[arg(long)]
-        id: String,
-        /// Hotplug into the QEMU behind this QMP socket (fds over SCM_RIGHTS).
-        #[arg(long, conflicts_with = "cloud_hypervisor_api")]
-        qmp: Option<PathBuf>,
-        /// Hotplug into the Cloud Hypervisor behind this API socket (vm.add-net with fds).
-        #[arg(long)]
-        cloud_hypervisor_api: Option<PathBuf>,
-        /// Send TAP fds to a VMM socket whose peer runs as this uid (besides root, always
-        /// allowed); any other peer gets no fds (SO_PEERCRED).
-        #[arg(long, value_name = "UID")]
-        vmm_uid: Option<u32>,
-        #[command(flatten)]
-        state: StateArgs,
-    },
+    Watch(WatchArgs),
     /// OCI runtime hook: reads the container state JSON on stdin.
     OciHook {
         /// attach (createRuntime) or detach (poststop).
@@ -183,32 +84,7 @@ pub enum Command {
     },
     /// Install podtap on a node: copy this binary into the CNI bin dir and chain podtap into
     /// the runtime's network configuration (idempotent); --uninstall takes both out again.
-    CniInstall {
-        /// The CNI configuration dir the runtime reads.
-        #[arg(long, default_value = "/etc/cni/net.d")]
-        conf_dir: PathBuf,
-        /// The CNI plugin dir the runtime runs plugins from.
-        #[arg(long, default_value = "/opt/cni/bin")]
-        bin_dir: PathBuf,
-        /// Wiring for pods on this node (an io.podtap.mode annotation may change it only
-        /// where a podPolicy in the conflist allows: docs/integration.md).
-        #[arg(long, default_value = "tc", value_parser = ["tc", "bridge", "macvtap"])]
-        mode: String,
-        /// The state dir written into podtap's plugin entry.
-        #[arg(long, default_value = crate::state::DEFAULT_STATE_DIR)]
-        plugin_state_dir: String,
-        /// What pods may ask for by annotation, as podtap's podPolicy (JSON, e.g.
-        /// '{"modes":["bridge"],"maxQueues":2}'); default: nothing beyond --mode.
-        #[arg(long, value_name = "JSON")]
-        pod_policy: Option<String>,
-        /// Undo the install: restore the configuration byte for byte and remove the binary.
-        #[arg(long)]
-        uninstall: bool,
-        /// After installing, stay until SIGTERM or SIGINT, then uninstall (a DaemonSet's
-        /// container: deleting it takes podtap off the node).
-        #[arg(long, conflicts_with = "uninstall")]
-        wait: bool,
-    },
+    CniInstall(CniInstallArgs),
     /// Build a throwaway pod netns, run podtap on it, print the result, and remove everything.
     Demo {
         /// Keep the demo namespaces and print how to remove them (for poking around).
@@ -220,6 +96,160 @@ pub enum Command {
     },
     #[command(flatten)]
     Ops(super::ops::Ops),
+}
+
+// `podtap attach`'s arguments. (A plain comment: a doc comment would replace
+// the subcommand's about.)
+#[derive(Debug, Args)]
+pub struct AttachArgs {
+    /// The pod netns: a pinned file (/var/run/netns/NAME) or /proc/PID/ns/net.
+    #[arg(long)]
+    pub netns: PathBuf,
+    /// Sandbox id: the checkpoint's key (letters, digits, -_.:@+=; at most 128 bytes).
+    #[arg(long)]
+    pub id: String,
+    /// Wiring between each pod interface and its TAP.
+    #[arg(long, default_value = "tc", value_parser = ["tc", "bridge", "macvtap"])]
+    pub mode: String,
+    /// Queues per TAP (1-256); more than 1 makes a multi-queue TAP.
+    #[arg(long, default_value_t = 1)]
+    pub queues: u32,
+    /// Create TAPs without IFF_VNET_HDR.
+    #[arg(long)]
+    pub no_vnet_hdr: bool,
+    /// Let UID[:GID] open the TAPs without CAP_NET_ADMIN (for an unprivileged or jailed VMM).
+    #[arg(long, value_name = "UID[:GID]")]
+    pub tap_owner: Option<String>,
+    /// Only these pod interfaces (comma-separated); default: every eligible one.
+    #[arg(long, value_delimiter = ',')]
+    pub interfaces: Option<Vec<String>>,
+    /// Record this resolv.conf (nameserver, domain, search, options) as the guest's DNS.
+    #[arg(long, value_name = "FILE")]
+    pub dns_from: Option<PathBuf>,
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// Write the JSON here instead of stdout.
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+}
+
+// `podtap detach`'s arguments. (A plain comment: a doc comment would replace
+// the subcommand's about.)
+#[derive(Debug, Args)]
+pub struct DetachArgs {
+    #[arg(long)]
+    pub id: String,
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// For a corrupt checkpoint: clean up by podtap's own markers (TAP/bridge ifalias, link group).
+    #[arg(long)]
+    pub force: bool,
+    /// Where the netns is now, when the recorded path has died while the netns lives on
+    /// (used only if it is the recorded netns, by identity); with --force, the netns to
+    /// clean when the checkpoint no longer names it.
+    #[arg(long)]
+    pub netns: Option<PathBuf>,
+}
+
+// `podtap render`'s arguments. (A plain comment: a doc comment would replace
+// the subcommand's about.)
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// Output format.
+    pub format: crate::render::Format,
+    /// Render the description recorded for this sandbox id.
+    #[arg(
+        long,
+        conflicts_with = "description",
+        required_unless_present = "description"
+    )]
+    pub id: Option<String>,
+    /// Render the description in this JSON file.
+    #[arg(long)]
+    pub description: Option<PathBuf>,
+    #[command(flatten)]
+    pub state: StateArgs,
+}
+
+// `podtap exec`'s arguments. (A plain comment: a doc comment would replace
+// the subcommand's about.)
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    #[arg(long)]
+    pub id: String,
+    /// Append fd arguments for this VMM: qemu (fds=/vhostfds=) or cloud-hypervisor (--net fd=[..]).
+    #[arg(
+        long,
+        value_enum,
+        conflicts_with = "enter_netns",
+        required_unless_present = "enter_netns"
+    )]
+    pub vmm: Option<crate::doors::exec::Vmm>,
+    /// Also open one /dev/vhost-net fd per queue (QEMU).
+    #[arg(long)]
+    pub vhost: bool,
+    /// Run the command inside the pod netns instead (VMMs that open TAPs by name).
+    #[arg(long)]
+    pub enter_netns: bool,
+    /// Run the command as UID[:GID] (GID defaults to UID) with no capabilities and
+    /// no_new_privs, after the TAPs are opened (it keeps their fds).
+    #[arg(long, value_name = "UID[:GID]")]
+    pub user: Option<String>,
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// The VMM (or command) and its arguments, after `--`.
+    #[arg(last = true, required = true)]
+    pub argv: Vec<String>,
+}
+
+// `podtap watch`'s arguments. (A plain comment: a doc comment would replace
+// the subcommand's about.)
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    #[arg(long)]
+    pub id: String,
+    /// Hotplug into the QEMU behind this QMP socket (fds over SCM_RIGHTS).
+    #[arg(long, conflicts_with = "cloud_hypervisor_api")]
+    pub qmp: Option<PathBuf>,
+    /// Hotplug into the Cloud Hypervisor behind this API socket (vm.add-net with fds).
+    #[arg(long)]
+    pub cloud_hypervisor_api: Option<PathBuf>,
+    /// Send TAP fds to a VMM socket whose peer runs as this uid (besides root, always
+    /// allowed); any other peer gets no fds (SO_PEERCRED).
+    #[arg(long, value_name = "UID")]
+    pub vmm_uid: Option<u32>,
+    #[command(flatten)]
+    pub state: StateArgs,
+}
+
+// `podtap cni-install`'s arguments. (A plain comment: a doc comment would replace
+// the subcommand's about.)
+#[derive(Debug, Args)]
+pub struct CniInstallArgs {
+    /// The CNI configuration dir the runtime reads.
+    #[arg(long, default_value = "/etc/cni/net.d")]
+    pub conf_dir: PathBuf,
+    /// The CNI plugin dir the runtime runs plugins from.
+    #[arg(long, default_value = "/opt/cni/bin")]
+    pub bin_dir: PathBuf,
+    /// Wiring for pods on this node (an io.podtap.mode annotation may change it only
+    /// where a podPolicy in the conflist allows: docs/integration.md).
+    #[arg(long, default_value = "tc", value_parser = ["tc", "bridge", "macvtap"])]
+    pub mode: String,
+    /// The state dir written into podtap's plugin entry.
+    #[arg(long, default_value = crate::state::DEFAULT_STATE_DIR)]
+    pub plugin_state_dir: String,
+    /// What pods may ask for by annotation, as podtap's podPolicy (JSON, e.g.
+    /// '{"modes":["bridge"],"maxQueues":2}'); default: nothing beyond --mode.
+    #[arg(long, value_name = "JSON")]
+    pub pod_policy: Option<String>,
+    /// Undo the install: restore the configuration byte for byte and remove the binary.
+    #[arg(long)]
+    pub uninstall: bool,
+    /// After installing, stay until SIGTERM or SIGINT, then uninstall (a DaemonSet's
+    /// container: deleting it takes podtap off the node).
+    #[arg(long, conflicts_with = "uninstall")]
+    pub wait: bool,
 }
 
 #[cfg(test)]

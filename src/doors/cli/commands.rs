@@ -1,163 +1,156 @@
 //! One handler per subcommand.
 
+use std::path::Path;
+
 use crate::error::{exit, Error, Result};
 use crate::model::{Description, Dns, Wiring};
 use crate::plan::{AttachOptions, TapOwner};
 use crate::state::SandboxId;
 
+use super::args::{AttachArgs, CniInstallArgs, DetachArgs, ExecArgs, RenderArgs, WatchArgs};
 use super::Command;
 use crate::doors::cni::registry::Registry;
 use crate::doors::output::{check_output, emit, emit_attached, emit_text};
+use crate::doors::state_args::StateArgs;
 
+/// Run the parsed command line: each subcommand is one function below.
 pub fn dispatch(cli: super::Cli) -> Result<i32> {
     match cli.command {
         Command::Scan {
             netns,
             allow_host_netns,
             output,
-        } => {
-            let desc = crate::scan::scan(&netns, allow_host_netns)?;
-            emit(&desc, output.as_deref())?;
-        }
-        Command::Attach {
-            netns,
-            id,
-            mode,
-            queues,
-            no_vnet_hdr,
-            tap_owner,
-            interfaces,
-            dns_from,
-            state,
-            output,
-        } => {
-            let id: SandboxId = id.parse()?;
-            let mut opts = AttachOptions {
-                mode: mode.parse::<Wiring>()?,
-                queues,
-                vnet_hdr: !no_vnet_hdr,
-                interfaces,
-                dns: dns_from.as_deref().map(read_resolv_conf).transpose()?,
-                ..AttachOptions::default()
-            };
-            if let Some(owner) = tap_owner.as_deref() {
-                let owner: TapOwner = owner
-                    .parse()
-                    .map_err(|e| Error::Invalid(format!("--tap-owner {e}")))?;
-                opts = opts.with_tap_owner(owner);
-            }
-            if let Some(path) = &output {
-                check_output(path)?;
-            }
-            let state = state.dir();
-            let attached = crate::attach::attach_in(&netns, &id, &opts, &state)?;
-            emit_attached(&attached, output.as_deref(), &id, &state)?;
-        }
-        Command::Detach {
-            id,
-            state,
-            force,
-            netns,
-        } => {
-            let id: SandboxId = id.parse()?;
-            let state = state.dir();
-            let report = if force {
-                crate::detach::force_detach(&id, &state, netns.as_deref())?
-            } else {
-                crate::detach::detach(&id, &state, netns.as_deref())?
-            };
-            // An attachment made through CNI is recorded there too: detached is detached.
-            Registry::new(state.path()).forget(&id)?;
-            if !report.found {
-                eprintln!("podtap: sandbox {id}: nothing to detach");
-            }
-            for w in report.warnings {
-                eprintln!("podtap: warning: {w}");
-            }
-        }
-        Command::Check { id, state } => {
-            crate::check::check(&id.parse()?, &state.dir())?;
-            println!("sandbox {id}: ok");
-        }
-        Command::List { state, json } => super::list::list(&state.dir(), json)?,
-        Command::Render {
-            format,
-            id,
-            description,
-            state,
-        } => {
-            let desc = match (id, description) {
-                (Some(id), _) => state.dir().description(&id.parse()?)?,
-                (None, Some(path)) => read_description(&path)?,
-                (None, None) => {
-                    return Err(Error::Invalid("render needs --id or --description".into()))
-                }
-            };
-            let mut text = crate::render::render(format, &desc)?;
-            if !text.ends_with('\n') {
-                text.push('\n');
-            }
-            emit_text(&text, None)?;
-        }
-        Command::Exec {
-            id,
-            vmm,
-            vhost,
-            enter_netns,
-            user,
-            state,
-            argv,
-        } => {
-            let user = user.map(|u| u.parse()).transpose()?;
-            return crate::doors::exec::exec(
-                &id.parse()?,
-                &state.dir(),
-                (vmm, vhost, enter_netns),
-                user,
-                &argv,
-            );
-        }
-        Command::Watch {
-            id,
-            qmp,
-            cloud_hypervisor_api,
-            vmm_uid,
-            state,
-        } => {
-            let opts = crate::watch::WatchOptions {
-                qmp,
-                cloud_hypervisor_api,
-                vmm_uid,
-            };
-            crate::watch::watch(&id.parse()?, &state.dir(), &opts, &mut |event| {
-                print_event(event)
-            })?;
-        }
-        Command::OciHook { action, args } => return crate::doors::oci_hook::run(&action, &args),
-        Command::CniInstall {
-            conf_dir,
-            bin_dir,
-            mode,
-            plugin_state_dir,
-            pod_policy,
-            uninstall,
-            wait,
-        } => {
-            use crate::doors::cni_install;
-            let action = match (uninstall, wait) {
-                (true, _) => cni_install::Action::Uninstall,
-                (false, false) => cni_install::Action::Install,
-                (false, true) => cni_install::Action::InstallAndWait,
-            };
-            let mut entry = cni_install::plugin_entry(&plugin_state_dir, &mode);
-            if let Some(policy) = &pod_policy {
-                entry = cni_install::with_pod_policy(entry, policy)?;
-            }
-            cni_install::run(action, &conf_dir, &bin_dir, &entry)?;
-        }
-        Command::Demo { keep, boot } => crate::doors::demo::run(keep, boot)?,
-        Command::Ops(op) => return super::ops::run(op),
+        } => scan(&netns, allow_host_netns, output.as_deref()),
+        Command::Attach(args) => attach(args),
+        Command::Detach(args) => detach(args),
+        Command::Check { id, state } => check(&id, &state),
+        Command::List { state, json } => list(&state, json),
+        Command::Render(args) => render(args),
+        Command::Exec(args) => exec(args),
+        Command::Watch(args) => watch(args),
+        Command::OciHook { action, args } => crate::doors::oci_hook::run(&action, &args),
+        Command::CniInstall(args) => cni_install(args),
+        Command::Demo { keep, boot } => demo(keep, boot),
+        Command::Ops(op) => super::ops::run(op),
     }
+}
+
+fn scan(netns: &Path, allow_host_netns: bool, output: Option<&Path>) -> Result<i32> {
+    let desc = crate::scan::scan(netns, allow_host_netns)?;
+    emit(&desc, output)?;
+    Ok(exit::OK)
+}
+
+fn attach(args: AttachArgs) -> Result<i32> {
+    let id: SandboxId = args.id.parse()?;
+    let mut opts = AttachOptions {
+        mode: args.mode.parse::<Wiring>()?,
+        queues: args.queues,
+        vnet_hdr: !args.no_vnet_hdr,
+        interfaces: args.interfaces,
+        dns: args.dns_from.as_deref().map(read_resolv_conf).transpose()?,
+        ..AttachOptions::default()
+    };
+    if let Some(owner) = args.tap_owner.as_deref() {
+        let owner: TapOwner = owner
+            .parse()
+            .map_err(|e| Error::Invalid(format!("--tap-owner {e}")))?;
+        opts = opts.with_tap_owner(owner);
+    }
+    if let Some(path) = &args.output {
+        check_output(path)?;
+    }
+    let state = args.state.dir();
+    let attached = crate::attach::attach_in(&args.netns, &id, &opts, &state)?;
+    emit_attached(&attached, args.output.as_deref(), &id, &state)?;
+    Ok(exit::OK)
+}
+
+fn detach(args: DetachArgs) -> Result<i32> {
+    let id: SandboxId = args.id.parse()?;
+    let state = args.state.dir();
+    let netns = args.netns.as_deref();
+    let report = if args.force {
+        crate::detach::force_detach(&id, &state, netns)?
+    } else {
+        crate::detach::detach(&id, &state, netns)?
+    };
+    // An attachment made through CNI is recorded there too: detached is detached.
+    Registry::new(state.path()).forget(&id)?;
+    if !report.found {
+        eprintln!("podtap: sandbox {id}: nothing to detach");
+    }
+    for w in report.warnings {
+        eprintln!("podtap: warning: {w}");
+    }
+    Ok(exit::OK)
+}
+
+fn check(id: &str, state: &StateArgs) -> Result<i32> {
+    crate::check::check(&id.parse()?, &state.dir())?;
+    println!("sandbox {id}: ok");
+    Ok(exit::OK)
+}
+
+fn list(state: &StateArgs, json: bool) -> Result<i32> {
+    super::list::list(&state.dir(), json)?;
+    Ok(exit::OK)
+}
+
+fn render(args: RenderArgs) -> Result<i32> {
+    let desc = match (args.id, args.description) {
+        (Some(id), _) => args.state.dir().description(&id.parse()?)?,
+        (None, Some(path)) => read_description(&path)?,
+        (None, None) => return Err(Error::Invalid("render needs --id or --description".into())),
+    };
+    let mut text = crate::render::render(args.format, &desc)?;
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    emit_text(&text, None)?;
+    Ok(exit::OK)
+}
+
+fn exec(args: ExecArgs) -> Result<i32> {
+    let user = args.user.map(|u| u.parse()).transpose()?;
+    crate::doors::exec::exec(
+        &args.id.parse()?,
+        &args.state.dir(),
+        (args.vmm, args.vhost, args.enter_netns),
+        user,
+        &args.argv,
+    )
+}
+
+fn watch(args: WatchArgs) -> Result<i32> {
+    let opts = crate::watch::WatchOptions {
+        qmp: args.qmp,
+        cloud_hypervisor_api: args.cloud_hypervisor_api,
+        vmm_uid: args.vmm_uid,
+    };
+    crate::watch::watch(&args.id.parse()?, &args.state.dir(), &opts, &mut |event| {
+        print_event(event)
+    })?;
+    Ok(exit::OK)
+}
+
+fn cni_install(args: CniInstallArgs) -> Result<i32> {
+    use crate::doors::cni_install;
+    let action = match (args.uninstall, args.wait) {
+        (true, _) => cni_install::Action::Uninstall,
+        (false, false) => cni_install::Action::Install,
+        (false, true) => cni_install::Action::InstallAndWait,
+    };
+    let mut entry = cni_install::plugin_entry(&args.plugin_state_dir, &args.mode);
+    if let Some(policy) = &args.pod_policy {
+        entry = cni_install::with_pod_policy(entry, policy)?;
+    }
+    cni_install::run(action, &args.conf_dir, &args.bin_dir, &entry)?;
+    Ok(exit::OK)
+}
+
+fn demo(keep: bool, boot: bool) -> Result<i32> {
+    crate::doors::demo::run(keep, boot)?;
     Ok(exit::OK)
 }
 

@@ -8,7 +8,7 @@ mod commands;
 mod doctor;
 mod generated;
 mod list;
-mod logging;
+pub(crate) mod logging;
 mod ops;
 pub(crate) mod resolv_conf;
 mod show;
@@ -19,26 +19,9 @@ pub use args::{Cli, Command};
 
 use crate::error::{exit, Error};
 
-/// Which door a process is: the CNI plugin only when `CNI_COMMAND` is set
-/// and the command line names nothing. A runtime runs a CNI plugin with no
-/// arguments (libcni passes only the program's path); arguments are a
-/// caller's explicit choice, and an inherited environment variable must not
-/// redirect them.
-fn is_cni_plugin(cni_command: bool, args: usize) -> bool {
-    cni_command && args <= 1
-}
-
-/// Parse the command line, run it, and return the exit code.
+/// Parse the command line, run it, and return the exit code. (Whether this
+/// process is the CLI at all is decided in one place: [`crate::doors::run`].)
 pub fn run() -> i32 {
-    let cni_command = std::env::var_os("CNI_COMMAND").is_some();
-    let args = std::env::args_os().len();
-    if is_cni_plugin(cni_command, args) {
-        logging::init(logging::LogFormat::from_env());
-        return crate::doors::cni::main();
-    }
-    if cni_command {
-        eprintln!("podtap: warning: CNI_COMMAND is ignored: the command line names a subcommand");
-    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -62,18 +45,4 @@ pub fn report(e: &Error) -> i32 {
     let line = e.to_string().replace('\n', " ");
     eprintln!("podtap: error: {line}");
     e.exit_code()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_cni_plugin;
-
-    #[test]
-    fn the_command_line_wins_over_cni_command() {
-        assert!(is_cni_plugin(true, 1));
-        assert!(is_cni_plugin(true, 0));
-        assert!(!is_cni_plugin(true, 2));
-        assert!(!is_cni_plugin(false, 1));
-        assert!(!is_cni_plugin(false, 3));
-    }
 }

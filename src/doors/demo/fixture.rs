@@ -11,6 +11,7 @@ use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 
 use crate::error::{Error, Result};
+use crate::kernel::netlink::Netlink;
 
 const NETNS_DIR: &str = "/run/netns";
 
@@ -93,17 +94,16 @@ impl DemoPod {
         Ok(demo)
     }
 
+    /// The veth pair, its addresses and the pod's default routes.
     async fn wire(&self) -> Result<()> {
-        use std::net::IpAddr;
+        use std::os::fd::AsRawFd;
 
-        use futures::TryStreamExt;
-        use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags};
-        use rtnetlink::{LinkUnspec, LinkVeth, RouteMessageBuilder};
+        use rtnetlink::{LinkUnspec, LinkVeth};
 
         let peer_ns = crate::kernel::netns::NetNs::open(self.peer.path(), false)?;
         let pod_ns = crate::kernel::netns::NetNs::open(self.pod.path(), false)?;
-        let peer = crate::kernel::netlink::Netlink::connect(&peer_ns)?;
-        let pod = crate::kernel::netlink::Netlink::connect(&pod_ns)?;
+        let peer = Netlink::connect(&peer_ns)?;
+        let pod = Netlink::connect(&pod_ns)?;
         let pod_file =
             File::open(self.pod.path()).map_err(|e| Error::io("open", self.pod.path(), e))?;
 
@@ -113,21 +113,8 @@ impl DemoPod {
             .execute()
             .await
             .map_err(|e| peer.err("add veth", "", e))?;
-        let index = |h: rtnetlink::Handle, name: &'static str| async move {
-            h.link()
-                .get()
-                .match_name(name)
-                .execute()
-                .try_next()
-                .await
-                .ok()
-                .flatten()
-                .map(|l| l.header.index)
-                .unwrap_or(0)
-        };
-        let eth0 = index(ph.clone(), "eth0").await;
-        let host_end = index(ph.clone(), "veth-pod").await;
-        use std::os::fd::AsRawFd;
+        let eth0 = link_index(ph, "eth0").await;
+        let host_end = link_index(ph, "veth-pod").await;
         ph.link()
             .set(
                 LinkUnspec::new_with_index(eth0)
@@ -137,20 +124,9 @@ impl DemoPod {
             .execute()
             .await
             .map_err(|e| peer.err("move veth into pod netns", "eth0", e))?;
-        let eth0 = index(pod.handle.clone(), "eth0").await;
-        let lo = index(pod.handle.clone(), "lo").await;
+        let eth0 = link_index(&pod.handle, "eth0").await;
+        let lo = link_index(&pod.handle, "lo").await;
 
-        let addr = |nl: &crate::kernel::netlink::Netlink, idx: u32, cidr: &str| {
-            let (ip, len) = cidr.split_once('/').unwrap_or((cidr, "128"));
-            let ip: IpAddr = ip.parse().unwrap_or(IpAddr::from([0, 0, 0, 0]));
-            let mut req = nl.handle.address().add(idx, ip, len.parse().unwrap_or(32));
-            if ip.is_ipv6() {
-                req.message_mut()
-                    .attributes
-                    .push(AddressAttribute::Flags(AddressFlags::Nodad));
-            }
-            req.execute()
-        };
         for (nl, idx) in [(&peer, host_end), (&pod, eth0), (&pod, lo)] {
             nl.handle
                 .link()
@@ -159,42 +135,84 @@ impl DemoPod {
                 .await
                 .map_err(|e| nl.err("set up", "", e))?;
         }
-        addr(&peer, host_end, "198.18.0.1/24")
-            .await
-            .map_err(|e| peer.err("add address", "veth-pod", e))?;
-        addr(&peer, host_end, "2001:db8:0:1::1/64")
-            .await
-            .map_err(|e| peer.err("add address", "veth-pod", e))?;
-        addr(&pod, eth0, DEMO_POD_V4)
-            .await
-            .map_err(|e| pod.err("add address", "eth0", e))?;
-        addr(&pod, eth0, DEMO_POD_V6)
-            .await
-            .map_err(|e| pod.err("add address", "eth0", e))?;
-        let v4 = RouteMessageBuilder::<std::net::Ipv4Addr>::new()
-            .gateway([198, 18, 0, 1].into())
-            .output_interface(eth0)
-            .build();
-        pod.handle
-            .route()
-            .add(v4)
-            .execute()
-            .await
-            .map_err(|e| pod.err("add default route", "eth0", e))?;
-        let v6 = RouteMessageBuilder::<std::net::Ipv6Addr>::new()
-            .gateway(
-                DEMO_PEER_V6
-                    .parse()
-                    .unwrap_or(std::net::Ipv6Addr::UNSPECIFIED),
-            )
-            .output_interface(eth0)
-            .build();
-        pod.handle
-            .route()
-            .add(v6)
-            .execute()
-            .await
-            .map_err(|e| pod.err("add default route", "eth0", e))?;
-        Ok(())
+        for (nl, idx, name, cidr) in [
+            (&peer, host_end, "veth-pod", "198.18.0.1/24"),
+            (&peer, host_end, "veth-pod", "2001:db8:0:1::1/64"),
+            (&pod, eth0, "eth0", DEMO_POD_V4),
+            (&pod, eth0, "eth0", DEMO_POD_V6),
+        ] {
+            add_address(nl, idx, cidr)
+                .await
+                .map_err(|e| nl.err("add address", name, e))?;
+        }
+        default_routes(&pod, eth0).await
     }
+}
+
+/// The index of link `name` (0 when it cannot be read).
+async fn link_index(h: &rtnetlink::Handle, name: &str) -> u32 {
+    use futures::TryStreamExt;
+
+    h.link()
+        .get()
+        .match_name(name.to_string())
+        .execute()
+        .try_next()
+        .await
+        .ok()
+        .flatten()
+        .map(|l| l.header.index)
+        .unwrap_or(0)
+}
+
+/// Add `cidr` to link `idx` (IPv6 without DAD).
+async fn add_address(
+    nl: &Netlink,
+    idx: u32,
+    cidr: &str,
+) -> std::result::Result<(), rtnetlink::Error> {
+    use std::net::IpAddr;
+
+    use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags};
+
+    let (ip, len) = cidr.split_once('/').unwrap_or((cidr, "128"));
+    let ip: IpAddr = ip.parse().unwrap_or(IpAddr::from([0, 0, 0, 0]));
+    let mut req = nl.handle.address().add(idx, ip, len.parse().unwrap_or(32));
+    if ip.is_ipv6() {
+        req.message_mut()
+            .attributes
+            .push(AddressAttribute::Flags(AddressFlags::Nodad));
+    }
+    req.execute().await
+}
+
+/// The pod's default routes (v4 and v6) via the peer, out of `eth0`.
+async fn default_routes(pod: &Netlink, eth0: u32) -> Result<()> {
+    use rtnetlink::RouteMessageBuilder;
+
+    let v4 = RouteMessageBuilder::<std::net::Ipv4Addr>::new()
+        .gateway([198, 18, 0, 1].into())
+        .output_interface(eth0)
+        .build();
+    pod.handle
+        .route()
+        .add(v4)
+        .execute()
+        .await
+        .map_err(|e| pod.err("add default route", "eth0", e))?;
+    let v6 = RouteMessageBuilder::<std::net::Ipv6Addr>::new()
+        .gateway(
+            DEMO_PEER_V6
+                .parse()
+                .unwrap_or(std::net::Ipv6Addr::UNSPECIFIED),
+        )
+        .output_interface(eth0)
+        .build();
+    pod.handle
+        .route()
+        .add(v6)
+        .execute()
+        .await
+        .map_err(|e| pod.err("add default route", "eth0", e))?;
+    Ok(())
 }

@@ -42,17 +42,7 @@ pub fn run(keep: bool, boot: bool) -> Result<()> {
     );
     let desc = crate::attach::attach(demo.pod.path(), &id, &AttachOptions::default(), &state)?;
     crate::doors::output::emit(&desc, None)?;
-    match crate::render::render(crate::render::Format::Qemu, &desc) {
-        Ok(args) => {
-            let args: Vec<&str> = args.lines().collect();
-            println!(
-                "\n# boot a VM on these TAPs (run inside the pod netns):\nip netns exec {} qemu-system-x86_64 -accel tcg -m 256 -nographic -kernel VMLINUZ -initrd INITRD {}",
-                demo.pod.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-                args.join(" ")
-            );
-        }
-        Err(e) => eprintln!("podtap demo: qemu render: {e}"),
-    }
+    print_qemu_command(demo.pod.path(), &desc);
     let guest_problem = if boot {
         boot_guest(id.as_str(), &desc)
     } else {
@@ -66,19 +56,39 @@ pub fn run(keep: bool, boot: bool) -> Result<()> {
             state.path().display()
         );
         std::mem::forget(demo);
-        return match guest_problem {
-            Some(problems) => Err(Error::CheckFailed {
-                id: id.to_string(),
-                problems,
-            }),
-            None => Ok(()),
-        };
+        return outcome(&id, guest_problem.into_iter().collect());
     }
     let report = crate::detach::detach(&id, &state, None)?;
     for w in report.warnings {
         eprintln!("podtap demo: warning: {w}");
     }
-    let after = crate::scan::scan(demo.pod.path(), false)?;
+    let same = restored(&before, demo.pod.path())?;
+    let _ = std::fs::remove_dir_all(state.path());
+    let problems = [
+        guest_problem,
+        (!same).then(|| "detach did not restore the pod netns".to_string()),
+    ];
+    outcome(&id, problems.into_iter().flatten().collect())
+}
+
+/// How to boot a VM on the demo's TAPs by hand (a QEMU command line).
+fn print_qemu_command(pod: &Path, desc: &Description) {
+    match crate::render::render(crate::render::Format::Qemu, desc) {
+        Ok(args) => {
+            let args: Vec<&str> = args.lines().collect();
+            println!(
+                "\n# boot a VM on these TAPs (run inside the pod netns):\nip netns exec {} qemu-system-x86_64 -accel tcg -m 256 -nographic -kernel VMLINUZ -initrd INITRD {}",
+                pod.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                args.join(" ")
+            );
+        }
+        Err(e) => eprintln!("podtap demo: qemu render: {e}"),
+    }
+}
+
+/// Scan the pod again after detach and say whether it is as `before` was.
+fn restored(before: &Description, pod: &Path) -> Result<bool> {
+    let after = crate::scan::scan(pod, false)?;
     // DAD may finish between the two scans: that is the kernel, not podtap.
     let settled = |d: &Description| {
         let mut ifs = d.interfaces.clone();
@@ -87,7 +97,7 @@ pub fn run(keep: bool, boot: bool) -> Result<()> {
             .for_each(|a| a.tentative = false);
         ifs
     };
-    let same = settled(&before) == settled(&after) && before.routes == after.routes;
+    let same = settled(before) == settled(&after) && before.routes == after.routes;
     eprintln!(
         "podtap demo: detached; pod netns {} as before",
         if same { "is exactly" } else { "is NOT" }
@@ -95,16 +105,15 @@ pub fn run(keep: bool, boot: bool) -> Result<()> {
     if !same {
         eprintln!(
             "podtap demo: before: {}\npodtap demo: after:  {}",
-            serde_json::to_string(&(settled(&before), &before.routes)).unwrap_or_default(),
+            serde_json::to_string(&(settled(before), &before.routes)).unwrap_or_default(),
             serde_json::to_string(&(settled(&after), &after.routes)).unwrap_or_default()
         );
     }
-    let _ = std::fs::remove_dir_all(state.path());
-    let problems = [
-        guest_problem,
-        (!same).then(|| "detach did not restore the pod netns".to_string()),
-    ];
-    let problems: Vec<String> = problems.into_iter().flatten().collect();
+    Ok(same)
+}
+
+/// The demo's result: ok, or a failed check naming every problem.
+fn outcome(id: &SandboxId, problems: Vec<String>) -> Result<()> {
     if problems.is_empty() {
         Ok(())
     } else {

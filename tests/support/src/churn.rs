@@ -2,12 +2,13 @@
 //! veth pairs and addresses there as fast as `ip -batch` goes, until it is
 //! stopped. Its objects are named `fz<N>a`/`fz<N>b`; its addresses live on
 //! `fzaddr`, a veth it creates first and keeps.
-#![allow(dead_code)]
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 
-use crate::common::{sh, Netns, TempDir};
+use crate::dirs::TempDir;
+use crate::netns::Netns;
+use crate::run::sh;
 
 /// The churning process group; stopped (and its errors collected) on [`Churn::stop`] or drop.
 pub struct Churn {
