@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::bounded::Bounded;
-use super::vmm::{send_with_fds, HotNic};
+use super::vmm::{HotNic, VmmClient};
+use crate::handover::send_with_fds;
 
 /// How long one QMP reply (the greeting, or the answer to a command, with
 /// any events before it) may take.
@@ -47,9 +48,11 @@ impl QmpVmm {
             vmm_uid,
         }
     }
+}
 
+impl VmmClient for QmpVmm {
     /// The ids of the user-created devices (`/machine/peripheral`).
-    pub fn devices(&self) -> io::Result<BTreeSet<String>> {
+    fn devices(&self) -> io::Result<BTreeSet<String>> {
         let mut qmp = Session::connect(&self.path, self.vmm_uid)?;
         let list = qmp.execute(
             json!({"execute": "qom-list", "arguments": {"path": "/machine/peripheral"}}),
@@ -66,7 +69,7 @@ impl QmpVmm {
 
     /// Drop a backend of `nic`'s (and fds handed over for it) that an
     /// earlier plug left without a device: they would hold the TAP's queue.
-    pub fn prepare(&self, nic: &HotNic) -> io::Result<()> {
+    fn prepare(&self, nic: &HotNic) -> io::Result<()> {
         let mut qmp = Session::connect(&self.path, self.vmm_uid)?;
         let netdev = netdev_id(&nic.device);
         let _ = qmp.execute(netdev_del(&netdev), &[]);
@@ -76,7 +79,7 @@ impl QmpVmm {
 
     /// Hand over `fds` (`getfd`), make the backend (`netdev_add`) and the
     /// virtio-net device (`device_add`) the way `render qemu` would at boot.
-    pub fn plug(&self, nic: &HotNic, fds: &[OwnedFd]) -> io::Result<()> {
+    fn plug(&self, nic: &HotNic, fds: &[OwnedFd]) -> io::Result<()> {
         let mut qmp = Session::connect(&self.path, self.vmm_uid)?;
         let netdev = netdev_id(&nic.device);
         let names = fd_names(&netdev, fds.len());
@@ -103,7 +106,7 @@ impl QmpVmm {
 
     /// `device_del`, wait for the guest to release it (`DEVICE_DELETED`),
     /// then `netdev_del` its backend (which closes QEMU's TAP fds).
-    pub fn unplug(&self, device: &str) -> io::Result<()> {
+    fn unplug(&self, device: &str) -> io::Result<()> {
         let mut qmp = Session::connect(&self.path, self.vmm_uid)?;
         match qmp.execute(
             json!({"execute": "device_del", "arguments": {"id": device}}),
