@@ -1,5 +1,5 @@
 //! Passing fds by SCM_RIGHTS over a VMM's socket (QMP `getfd`, Cloud
-//! Hypervisor `vm.add-net`), only to a peer [`peer::check`](super::peer::check) admits.
+//! Hypervisor `vm.add-net`), only to a peer `peer::check` admits.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};

@@ -2,9 +2,9 @@
 //! clients: it imports them, they never import it).
 
 use super::ch_api::CloudHypervisorApi;
+use super::options::WatchOptions;
 use super::qmp::QmpVmm;
 use super::vmm::VmmClient;
-use super::WatchOptions;
 use crate::error::{Error, Result};
 
 /// The VMM `opts` names, if one (naming both is an error).

@@ -8,14 +8,27 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use super::backoff::VMM;
+use super::backoff::{Backoff, VMM};
+use super::event::Event;
 use super::vmm::{device_id, tap_of, VmmClient};
 use super::wanted::{plug, wanted, Wanted};
-use super::{Event, Watcher};
 use crate::error::Error;
-use crate::state::{Checkpoint, SandboxId};
+use crate::kernel::netns::NetNs;
+use crate::state::{Checkpoint, SandboxId, StateDir};
 
-/// What [`Watcher::sync`] did.
+/// The VMM of one watch, and what that watch plugged into it.
+pub(super) struct Hotplug {
+    vmm: Box<dyn VmmClient>,
+    /// The attachment watched.
+    id: SandboxId,
+    /// The TAP ifindex each device was plugged with by this watch (a TAP
+    /// replaced under the same name needs its device plugged again).
+    plugged_at: BTreeMap<String, u32>,
+    /// What failed (listing the devices, a device), and when to try it again.
+    pub(super) backoff: Backoff,
+}
+
+/// What [`Hotplug::sync`] did.
 #[derive(Default)]
 pub(super) struct Synced {
     /// This attachment's TAPs plugged now, with their device ids.
@@ -26,45 +39,49 @@ pub(super) struct Synced {
     pub(super) unplugged: BTreeSet<String>,
 }
 
-impl Watcher<'_> {
-    /// Put the VMM in step (see the module). `removed`: the devices of NICs
-    /// this round removed (announced by their `removed`).
+impl Hotplug {
+    /// Drive `vmm` for the watch of `id`.
+    pub(super) fn new(vmm: Box<dyn VmmClient>, id: &SandboxId) -> Self {
+        Hotplug {
+            vmm,
+            id: id.clone(),
+            plugged_at: BTreeMap::new(),
+            backoff: Backoff::default(),
+        }
+    }
+
+    /// Put the VMM in step (see the module): `cp`'s TAPs live in `ns`.
+    /// `removed`: the devices of NICs this round removed (announced by
+    /// their `removed`).
     pub(super) fn sync(
         &mut self,
+        ns: &NetNs,
         cp: &Checkpoint,
         others: &[(SandboxId, Checkpoint)],
         removed: &BTreeSet<String>,
         emit: &mut dyn FnMut(&Event),
     ) -> Synced {
         let mut synced = Synced::default();
-        let Some(vmm) = self.vmm.take() else {
-            return synced;
-        };
-        if let Some(present) = self.present(vmm.as_ref(), emit) {
-            let wanted = wanted(self.id, cp, others);
+        if let Some(present) = self.present(emit) {
+            let wanted = wanted(&self.id, cp, others);
             for w in &wanted {
-                self.plug_wanted(vmm.as_ref(), w, &present, emit, &mut synced);
+                self.plug_wanted(ns, w, &present, emit, &mut synced);
             }
             let keep = keep(&wanted, cp, others);
             for device in present.difference(&keep) {
-                self.unplug_unwanted(vmm.as_ref(), device, removed, emit, &mut synced);
+                self.unplug_unwanted(device, removed, emit, &mut synced);
             }
         }
-        self.vmm = Some(vmm);
         synced
     }
 
     /// The podtap devices the VMM has now; `None` when it cannot be asked
     /// (now, or yet).
-    fn present(
-        &mut self,
-        vmm: &dyn VmmClient,
-        emit: &mut dyn FnMut(&Event),
-    ) -> Option<BTreeSet<String>> {
+    fn present(&mut self, emit: &mut dyn FnMut(&Event)) -> Option<BTreeSet<String>> {
         if !self.backoff.due(VMM) {
             return None;
         }
-        match vmm.devices() {
+        match self.vmm.devices() {
             Ok(d) => {
                 self.backoff.succeeded(VMM);
                 Some(d.into_iter().filter(|d| tap_of(d).is_some()).collect())
@@ -83,7 +100,7 @@ impl Watcher<'_> {
     /// Plug `w` unless the VMM has it (with the same TAP) or it waits out a backoff.
     fn plug_wanted(
         &mut self,
-        vmm: &dyn VmmClient,
+        ns: &NetNs,
         w: &Wanted,
         present: &BTreeSet<String>,
         emit: &mut dyn FnMut(&Event),
@@ -101,18 +118,19 @@ impl Watcher<'_> {
         if !self.backoff.due(&device) {
             return;
         }
+        let vmm = self.vmm.as_ref();
         let result = if present.contains(&device) {
             vmm.unplug(&device)
                 .map_err(|e| Error::io("unplug", PathBuf::from(&device), e))
-                .and_then(|()| plug(vmm, &self.ns, w, &device))
+                .and_then(|()| plug(vmm, ns, w, &device))
         } else {
-            plug(vmm, &self.ns, w, &device)
+            plug(vmm, ns, w, &device)
         };
         match result {
             Ok(()) => {
                 self.backoff.succeeded(&device);
                 self.plugged_at.insert(device.clone(), w.tap_ifindex);
-                if w.id == *self.id {
+                if w.id == self.id {
                     synced.plugged.insert(w.tap.clone(), device);
                 } else {
                     synced
@@ -133,7 +151,6 @@ impl Watcher<'_> {
     /// Unplug `device`, which no attachment wants any more.
     fn unplug_unwanted(
         &mut self,
-        vmm: &dyn VmmClient,
         device: &String,
         removed: &BTreeSet<String>,
         emit: &mut dyn FnMut(&Event),
@@ -142,7 +159,7 @@ impl Watcher<'_> {
         if !self.backoff.due(device) {
             return;
         }
-        match vmm.unplug(device) {
+        match self.vmm.unplug(device) {
             Ok(()) => {
                 self.backoff.succeeded(device);
                 self.plugged_at.remove(device);
@@ -165,15 +182,17 @@ impl Watcher<'_> {
 
     /// Unplug the hotplugged NICs whose pod interface has left, before their
     /// TAPs are undone. Returns the devices unplugged.
-    pub(super) fn unplug_departed(&mut self, emit: &mut dyn FnMut(&Event)) -> BTreeSet<String> {
+    pub(super) fn unplug_departed(
+        &mut self,
+        state: &StateDir,
+        ns: &NetNs,
+        emit: &mut dyn FnMut(&Event),
+    ) -> BTreeSet<String> {
         let mut done = BTreeSet::new();
-        let Some(vmm) = &self.vmm else {
+        let Ok(Some(cp)) = state.load(&self.id) else {
             return done;
         };
-        let Ok(Some(cp)) = self.state.load(self.id) else {
-            return done;
-        };
-        let Ok(present) = self.ns.run(|| {
+        let Ok(present) = ns.run(|| {
             Ok(nix::net::if_::if_nameindex()
                 .map(|list| list.iter().map(|i| i.index()).collect::<BTreeSet<u32>>())
                 .unwrap_or_default())
@@ -189,13 +208,13 @@ impl Watcher<'_> {
         if departed.is_empty() {
             return done;
         }
-        let devices = vmm.devices().ok();
+        let devices = self.vmm.devices().ok();
         for nic in departed {
             let device = device_id(&nic.tap.name);
             if devices.as_ref().is_some_and(|d| !d.contains(&device)) {
                 continue;
             }
-            match vmm.unplug(&device) {
+            match self.vmm.unplug(&device) {
                 Ok(()) => {
                     self.plugged_at.remove(&device);
                     done.insert(device);

@@ -3,60 +3,63 @@
 //! `apply::late`), so each round is idempotent and a restarted watch picks
 //! up where the last one stopped.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::siblings::{adopt, siblings};
-use super::Watcher;
 use crate::apply::late::{self, Change};
 use crate::error::{Error, Result};
 use crate::kernel::netlink::Netlink;
+use crate::kernel::netns::NetNs;
 use crate::kernel::runtime::block_on;
 use crate::state::{Checkpoint, Phase, SandboxId, StateDir, LOCK_TIMEOUT};
 
 /// A round's checkpoint, what changed, and the other attachments of the netns.
 pub(super) type Reconciled = (Checkpoint, Vec<Change>, Vec<(SandboxId, Checkpoint)>);
 
-impl Watcher<'_> {
-    /// The checkpoint brought up to date, and what changed; `None` when it is
-    /// gone or now records another netns (detached, re-attached).
-    /// The other attachments of the netns are read once, here, for the round.
-    pub(super) fn reconcile(&mut self, first: bool) -> Result<Option<Reconciled>> {
-        let (state, id, ns, refused) = (self.state, self.id, &self.ns, &self.refused);
-        let boot_siblings = &mut self.boot_siblings;
-        state.locked(id, || {
-            let Some(mut cp) = state.load(id)? else {
-                return Ok(None);
-            };
-            if (cp.netns.dev, cp.netns.inode) != ns.identity() || cp.phase != Phase::Complete {
+/// `id`'s checkpoint brought up to date with `ns`, and what changed; `None`
+/// when it is gone or now records another netns (detached, re-attached).
+/// `first`: also undo what a watch that died mid-add left. `refused`:
+/// interfaces not tried again; `boot_siblings`: see `siblings::adopt`. The
+/// other attachments of the netns are read once, here, for the round.
+pub(super) fn reconcile(
+    (state, id, ns): (&StateDir, &SandboxId, &NetNs),
+    refused: &BTreeMap<u32, String>,
+    boot_siblings: &mut BTreeSet<(String, u32)>,
+    first: bool,
+) -> Result<Option<Reconciled>> {
+    state.locked(id, || {
+        let Some(mut cp) = state.load(id)? else {
+            return Ok(None);
+        };
+        if (cp.netns.dev, cp.netns.inode) != ns.identity() || cp.phase != Phase::Complete {
+            return Ok(None);
+        }
+        let netns_lock = ns.lock(id.as_str(), LOCK_TIMEOUT)?;
+        let others = siblings(state, id, &cp.netns_id());
+        let result = block_on(async {
+            let nl = Netlink::connect(ns)?;
+            if !cp.is_netns(ns.identity(), nl.cookie) {
                 return Ok(None);
             }
-            let netns_lock = ns.lock(id.as_str(), LOCK_TIMEOUT)?;
-            let others = siblings(state, id, &cp.netns_id());
-            let result = block_on(async {
-                let nl = Netlink::connect(ns)?;
-                if !cp.is_netns(ns.identity(), nl.cookie) {
-                    return Ok(None);
-                }
-                if first {
-                    late::recover(&nl, state, &mut cp).await?;
-                }
-                let foreign: BTreeSet<u32> = others
-                    .iter()
-                    .flat_map(|(_, other)| other.created.iter().map(|c| c.ifindex))
-                    .collect();
-                let changes = late::reconcile(ns, &nl, state, &mut cp, refused, &foreign).await?;
-                Ok(Some(changes))
-            });
-            let adopted = result.as_ref().is_ok_and(Option::is_some)
-                && adopt(&others, boot_siblings, &mut cp);
-            drop(netns_lock);
-            let result = result?;
-            if adopted {
-                state.save(&cp)?;
+            if first {
+                late::recover(&nl, state, &mut cp).await?;
             }
-            Ok(result.map(|changes| (cp, changes, others)))
-        })
-    }
+            let foreign: BTreeSet<u32> = others
+                .iter()
+                .flat_map(|(_, other)| other.created.iter().map(|c| c.ifindex))
+                .collect();
+            let changes = late::reconcile(ns, &nl, state, &mut cp, refused, &foreign).await?;
+            Ok(Some(changes))
+        });
+        let adopted =
+            result.as_ref().is_ok_and(Option::is_some) && adopt(&others, boot_siblings, &mut cp);
+        drop(netns_lock);
+        let result = result?;
+        if adopted {
+            state.save(&cp)?;
+        }
+        Ok(result.map(|changes| (cp, changes, others)))
+    })
 }
 
 /// The finished checkpoint of `id`.
