@@ -1,9 +1,17 @@
 //! The fd arguments a VMM gets for the handed-over fds (pure).
 
-use super::Layout;
 use crate::error::{Error, Result};
 use crate::model::Description;
 use crate::render::{cloud_hypervisor_net_args, qemu_args, QemuTapSource};
+
+/// Whose fd argument layout to render.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// QEMU: `-netdev tap,fds=…[,vhostfds=…]` + `-device …`.
+    Qemu,
+    /// Cloud Hypervisor: `--net fd=[…],…`.
+    CloudHypervisor,
+}
 
 /// The arguments to append for `layout`, given the open fds (`taps[n]`: one
 /// fd per queue of NIC n; `vhost` empty or one list per NIC).

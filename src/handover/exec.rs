@@ -7,8 +7,8 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 
 use super::confine::{confine, RunAs};
+use super::open::Handover;
 use super::proof::enter_recorded_netns;
-use super::Handover;
 use crate::error::Error;
 use crate::model::Description;
 
