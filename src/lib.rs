@@ -54,6 +54,7 @@ pub mod watch;
 mod apply;
 mod describe;
 mod doors;
+mod handover;
 mod id;
 mod kernel;
 mod plan;

@@ -8,7 +8,6 @@ pub mod cni;
 pub mod cni_install;
 pub mod demo;
 pub mod exec;
-pub mod exec_confine;
 pub mod hook_output;
 pub mod hook_state;
 pub mod oci_hook;

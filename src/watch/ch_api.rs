@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::bounded::Bounded;
-use super::vmm::{send_with_fds, HotNic};
+use super::vmm::{HotNic, VmmClient};
+use crate::handover::send_with_fds;
 
 /// How long one API call (connect, request, whole response) may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -38,9 +39,11 @@ impl CloudHypervisorApi {
             vmm_uid,
         }
     }
+}
 
+impl VmmClient for CloudHypervisorApi {
     /// The ids of the VM's NICs (`vm.info`'s `config.net[].id`).
-    pub fn devices(&self) -> io::Result<BTreeSet<String>> {
+    fn devices(&self) -> io::Result<BTreeSet<String>> {
         let info = self.request("GET", "vm.info", None, &[])?;
         Ok(info["config"]["net"]
             .as_array()
@@ -52,14 +55,14 @@ impl CloudHypervisorApi {
 
     /// `vm.add-net` with the NetConfig `render cloud-hypervisor-api` gives a
     /// boot NIC, minus `tap` (the fds stand for it).
-    pub fn plug(&self, nic: &HotNic, fds: &[OwnedFd]) -> io::Result<()> {
+    fn plug(&self, nic: &HotNic, fds: &[OwnedFd]) -> io::Result<()> {
         let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
         self.request("PUT", "vm.add-net", Some(add_net(nic)), &raw)
             .map(drop)
     }
 
     /// `vm.remove-device`; a device the VM does not have counts as removed.
-    pub fn unplug(&self, device: &str) -> io::Result<()> {
+    fn unplug(&self, device: &str) -> io::Result<()> {
         match self.request("PUT", "vm.remove-device", Some(json!({"id": device})), &[]) {
             // Cloud Hypervisor answers an unknown id with an error naming it.
             Err(e)
@@ -72,7 +75,9 @@ impl CloudHypervisorApi {
             other => other.map(drop),
         }
     }
+}
 
+impl CloudHypervisorApi {
     fn request(
         &self,
         method: &str,

@@ -22,7 +22,7 @@ use crate::error::Error;
 use crate::kernel::netns_id::NetnsId;
 use crate::kernel::netns_search;
 
-use super::Event;
+use super::event::Event;
 
 /// How often watch checks that its pod netns has a holder besides itself.
 pub const TICK: Duration = Duration::from_millis(500);

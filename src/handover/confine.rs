@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 /// `--user UID[:GID]`: who the command runs as (GID defaults to UID, never
 /// to root's group).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RunAs {
+pub(crate) struct RunAs {
     /// The uid.
     pub uid: u32,
     /// The gid.
@@ -56,7 +56,7 @@ impl FromStr for RunAs {
 /// Leave only stdio and `keep` open across the coming exec, then become
 /// `user` (when given) without capabilities. Call right before the exec,
 /// after every fd to hand over is open.
-pub fn confine(keep: &[BorrowedFd<'_>], user: Option<RunAs>) -> Result<()> {
+pub(super) fn confine(keep: &[BorrowedFd<'_>], user: Option<RunAs>) -> Result<()> {
     // SAFETY: close_range only changes fd flags; no memory is touched.
     let rc = unsafe { libc::close_range(3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC.cast_signed()) };
     if rc != 0 {

@@ -17,7 +17,7 @@ use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 /// as root and then drops to another uid still counts as root, which is the
 /// VMM's own business (QEMU's `-run-with user=`); a socket bound by another
 /// uid never does.
-pub fn check(stream: &UnixStream, vmm_uid: Option<u32>) -> io::Result<()> {
+pub(super) fn check(stream: &UnixStream, vmm_uid: Option<u32>) -> io::Result<()> {
     let creds = getsockopt(stream, PeerCredentials).map_err(|e| {
         io::Error::new(
             io::ErrorKind::PermissionDenied,

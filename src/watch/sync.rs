@@ -1,0 +1,78 @@
+//! Sync with the kernel: bring the checkpoint up to date with the netns
+//! under the locks attach takes (late NICs built or undone by
+//! `apply::late`), so each round is idempotent and a restarted watch picks
+//! up where the last one stopped.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::siblings::{adopt, siblings};
+use crate::apply::late::{self, Change};
+use crate::error::{Error, Result};
+use crate::kernel::netlink::Netlink;
+use crate::kernel::netns::NetNs;
+use crate::kernel::runtime::block_on;
+use crate::state::{Checkpoint, Phase, SandboxId, StateDir, LOCK_TIMEOUT};
+
+/// A round's checkpoint, what changed, and the other attachments of the netns.
+pub(super) type Reconciled = (Checkpoint, Vec<Change>, Vec<(SandboxId, Checkpoint)>);
+
+/// `id`'s checkpoint brought up to date with `ns`, and what changed; `None`
+/// when it is gone or now records another netns (detached, re-attached).
+/// `first`: also undo what a watch that died mid-add left. `refused`:
+/// interfaces not tried again; `boot_siblings`: see `siblings::adopt`. The
+/// other attachments of the netns are read once, here, for the round.
+pub(super) fn reconcile(
+    (state, id, ns): (&StateDir, &SandboxId, &NetNs),
+    refused: &BTreeMap<u32, String>,
+    boot_siblings: &mut BTreeSet<(String, u32)>,
+    first: bool,
+) -> Result<Option<Reconciled>> {
+    state.locked(id, || {
+        let Some(mut cp) = state.load(id)? else {
+            return Ok(None);
+        };
+        if (cp.netns.dev, cp.netns.inode) != ns.identity() || cp.phase() != Phase::Complete {
+            return Ok(None);
+        }
+        let netns_lock = ns.lock(id.as_str(), LOCK_TIMEOUT)?;
+        let others = siblings(state, id, &cp.netns_id());
+        let result = block_on(async {
+            let nl = Netlink::connect(ns)?;
+            if !cp.is_netns(ns.identity(), nl.cookie) {
+                return Ok(None);
+            }
+            if first {
+                late::recover(&nl, state, &mut cp).await?;
+            }
+            let foreign: BTreeSet<u32> = others
+                .iter()
+                .flat_map(|(_, other)| other.created.iter().map(|c| c.ifindex))
+                .collect();
+            let changes = late::reconcile(ns, &nl, state, &mut cp, refused, &foreign).await?;
+            Ok(Some(changes))
+        });
+        let adopted =
+            result.as_ref().is_ok_and(Option::is_some) && adopt(&others, boot_siblings, &mut cp);
+        drop(netns_lock);
+        let result = result?;
+        if adopted {
+            state.save(&cp)?;
+        }
+        Ok(result.map(|changes| (cp, changes, others)))
+    })
+}
+
+/// The finished checkpoint of `id`.
+pub(super) fn finished(state: &StateDir, id: &SandboxId) -> Result<Checkpoint> {
+    let cp = state.load(id)?.ok_or_else(|| Error::NotFound {
+        id: id.to_string(),
+        dir: state.path().into(),
+    })?;
+    if cp.phase() != Phase::Complete || cp.description().is_none() {
+        return Err(Error::CheckFailed {
+            id: id.to_string(),
+            problems: "attach did not finish (run detach, then attach again)".into(),
+        });
+    }
+    Ok(cp)
+}
