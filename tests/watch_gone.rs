@@ -28,7 +28,18 @@ fn watch_exits_3_with_netns_gone_once_the_pod_netns_is_deleted() {
         .stdin(Stdio::null())
         .spawn()
         .expect("start a process in the pod netns");
-    std::thread::sleep(Duration::from_millis(200));
+    // Wait until it is inside (`ip netns exec` becomes the `sleep`), however
+    // loaded the machine is, before the bind mount goes.
+    let pid = holder.id();
+    let pod_ns = std::fs::metadata(pod.pod.path()).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+    let pod_ns = pod_ns.expect("stat the pod netns");
+    assert!(
+        poll(Duration::from_secs(10), Duration::from_millis(20), || {
+            std::fs::metadata(format!("/proc/{pid}/ns/net"))
+                .is_ok_and(|m| std::os::unix::fs::MetadataExt::ino(&m) == pod_ns)
+        }),
+        "the holder never entered the pod netns"
+    );
     sh(&format!("ip netns del {}", pod.pod.name));
     let early: Vec<_> = watch.drain(Duration::from_secs(2));
     assert!(

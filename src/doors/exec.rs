@@ -66,7 +66,7 @@ pub fn exec(
         return Err(Error::Invalid("exec: no command given after --".into()));
     }
     let desc = state.description(id)?;
-    handover::prove(state, id)?;
+    let ns = handover::prove(state, id)?;
     let id = id.as_str();
     if enter_netns {
         if vmm.is_some() || vhost {
@@ -75,16 +75,17 @@ pub fn exec(
                     .into(),
             ));
         }
-        return Err(handover::exec_in_netns(id, &desc, argv, user));
+        return Err(handover::exec_in_netns(&ns, argv, user));
     }
     let vmm = vmm.ok_or_else(|| {
         Error::Invalid("exec: give --vmm qemu|cloud-hypervisor, or --enter-netns".into())
     })?;
-    let handover = handover::open(id, &desc, vmm.into(), vhost)?;
+    let handover = handover::open(id, &desc, &ns, vmm.into(), vhost)?;
     Err(handover::exec_vmm(argv, &handover, user))
 }
 
 /// Open the fds of `desc` for `vmm` to be handed over by a spawn (the demo).
 pub fn open_handover(id: &str, desc: &Description, vmm: Vmm, vhost: bool) -> Result<Handover> {
-    handover::open(id, desc, vmm.into(), vhost)
+    let ns = handover::open_recorded_netns(id, desc)?;
+    handover::open(id, desc, &ns, vmm.into(), vhost)
 }

@@ -8,9 +8,9 @@ use std::path::PathBuf;
 
 use super::confine::{confine, RunAs};
 use super::open::Handover;
-use super::proof::enter_recorded_netns;
+use super::proof::enter;
 use crate::error::Error;
-use crate::model::Description;
+use crate::kernel::netns::NetNs;
 
 /// Exec `argv` + the handover's fd arguments in this netns, holding exactly
 /// the handover's fds, as `user` when given. Returns only the error.
@@ -24,15 +24,10 @@ pub(crate) fn exec_vmm(argv: &[String], handover: &Handover, user: Option<RunAs>
     exec_argv(argv, &handover.args)
 }
 
-/// Exec `argv` unchanged inside the (proven) pod netns of `desc`, with
-/// stdio only, as `user` when given. Returns only the error.
-pub(crate) fn exec_in_netns(
-    id: &str,
-    desc: &Description,
-    argv: &[String],
-    user: Option<RunAs>,
-) -> Error {
-    let entered = enter_recorded_netns(id, desc).and_then(|()| confine(&[], user));
+/// Exec `argv` unchanged inside the proven pod netns `ns`, with stdio
+/// only, as `user` when given. Returns only the error.
+pub(crate) fn exec_in_netns(ns: &NetNs, argv: &[String], user: Option<RunAs>) -> Error {
+    let entered = enter(ns).and_then(|()| confine(&[], user));
     match entered {
         Ok(()) => exec_argv(argv, &[]),
         Err(e) => e,

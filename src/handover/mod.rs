@@ -33,6 +33,6 @@ pub(crate) use args::Layout;
 pub(crate) use confine::RunAs;
 pub(crate) use exec::{exec_in_netns, exec_vmm};
 pub(crate) use open::{open, Handover};
-pub(crate) use proof::prove;
+pub(crate) use proof::{open_recorded_netns, prove};
 pub(crate) use queues::open_tap_fds;
 pub(crate) use scm::send_with_fds;

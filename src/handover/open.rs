@@ -5,8 +5,9 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::args::{handover_args, Layout};
-use super::{proof, queues};
+use super::queues;
 use crate::error::{Error, Result};
+use crate::kernel::netns::NetNs;
 use crate::model::Description;
 
 /// TAP queue fds (and `/dev/vhost-net` fds) opened for a VMM, without
@@ -26,17 +27,22 @@ impl Handover {
     }
 }
 
-/// Open every TAP queue of `desc` inside its (verified) pod netns, plus one
-/// `/dev/vhost-net` fd per queue when `vhost`, clear FD_CLOEXEC on them and
-/// render the matching `layout` arguments.
-pub(crate) fn open(id: &str, desc: &Description, layout: Layout, vhost: bool) -> Result<Handover> {
+/// Open every TAP queue of `desc` inside its proven pod netns `ns`, plus
+/// one `/dev/vhost-net` fd per queue when `vhost`, clear FD_CLOEXEC on them
+/// and render the matching `layout` arguments.
+pub(crate) fn open(
+    id: &str,
+    desc: &Description,
+    ns: &NetNs,
+    layout: Layout,
+    vhost: bool,
+) -> Result<Handover> {
     if vhost && layout != Layout::Qemu {
         return Err(Error::Invalid(
             "exec: --vhost is for QEMU (Cloud Hypervisor runs its own virtio-net backend)".into(),
         ));
     }
-    let ns = proof::open_recorded_netns(id, desc)?;
-    let taps = queues::open_tap_fds(id, &ns, desc)?;
+    let taps = queues::open_tap_fds(id, ns, desc)?;
     let vhosts = if vhost {
         queues::open_vhost_fds(&taps)?
     } else {

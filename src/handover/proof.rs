@@ -1,9 +1,7 @@
 //! Proving the pod netns is the one attach recorded, before any fd is
 //! opened in it or any command enters it.
 
-use std::fs::File;
 use std::os::fd::AsFd;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use nix::sched::{setns, CloneFlags};
@@ -15,15 +13,17 @@ use crate::state::{SandboxId, StateDir};
 
 /// The full identity (dev, inode and cookie) of `id`'s recorded netns
 /// against the one at its path now ([`StateDir::prove_netns`]): exit 12 when
-/// it was replaced, 14 without a checkpoint.
-pub(crate) fn prove(state: &StateDir, id: &SandboxId) -> Result<()> {
+/// it was replaced, 14 without a checkpoint. The netns returned is the very
+/// file proven: queues are opened and commands enter through it, so the
+/// path is never looked up again.
+pub(crate) fn prove(state: &StateDir, id: &SandboxId) -> Result<NetNs> {
     // The cookie too (issue 28): (dev, inode) alone can name a newer netns.
     state.prove_netns(id)
 }
 
 /// Open the netns the description names and make sure it is still the one
 /// attach recorded (a pod restart can reuse the path for a new netns).
-pub(super) fn open_recorded_netns(id: &str, desc: &Description) -> Result<NetNs> {
+pub(crate) fn open_recorded_netns(id: &str, desc: &Description) -> Result<NetNs> {
     let path = Path::new(&desc.netns.path);
     // attach already applied the host-netns rule; the recorded identity is checked below.
     let ns = NetNs::open(path, true)?;
@@ -45,22 +45,16 @@ fn check_identity(id: &str, desc: &Description, (dev, inode): (u64, u64)) -> Res
     })
 }
 
-/// Move this process into the pod netns before exec.
+/// Move this process into the proven pod netns `ns` before exec.
 ///
 /// `NetNs::run` (a fresh thread) is the rule everywhere else, because
 /// `setns(2)` changes only the calling thread. Here the calling thread is
 /// the one about to exec: `podtap exec` starts no tokio runtime and no other
 /// thread before this point, and the exec replaces the whole process with
 /// the command, which then runs entirely in the pod netns.
-pub(super) fn enter_recorded_netns(id: &str, desc: &Description) -> Result<()> {
-    let ns = open_recorded_netns(id, desc)?;
-    let file = File::open(ns.path()).map_err(|e| Error::io("netns", ns.path(), e))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| Error::io("netns", ns.path(), e))?;
-    // The path could have been re-pointed between the two opens.
-    check_identity(id, desc, (meta.dev(), meta.ino()))?;
-    setns(file.as_fd(), CloneFlags::CLONE_NEWNET)
+pub(super) fn enter(ns: &NetNs) -> Result<()> {
+    let fd = ns.fd_clone()?;
+    setns(fd.as_fd(), CloneFlags::CLONE_NEWNET)
         .map_err(|e| Error::kernel(&ns.display(), "enter netns", "", e))
 }
 

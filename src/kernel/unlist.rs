@@ -169,7 +169,9 @@ fn run(
             &[watch.as_raw_fd(), report_r.as_raw_fd()],
             Duration::from_millis(5),
         );
-        loop {
+        // A flood (link churn, or a sender as fast as this reader) must not
+        // hold the reading past the deadline: the outer loop then ends it.
+        while Instant::now() <= deadline {
             match watch.recv_from(&mut &mut buf[..], 0) {
                 // Only the kernel's announcements: a process may send to this port too.
                 Ok((n, from)) if from.port_number() == 0 => {

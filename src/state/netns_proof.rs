@@ -13,8 +13,9 @@ impl StateDir {
     /// Fail (exit 12) unless the netns recorded for `id` is the one its
     /// path names now: a pod restart can put a new netns at the path, and
     /// the kernel can give it the old one's inode number; the cookie tells
-    /// them apart. Exit 14 without a checkpoint.
-    pub fn prove_netns(&self, id: &SandboxId) -> Result<()> {
+    /// them apart. Exit 14 without a checkpoint. Returns the netns so
+    /// proven: act on this open file, never on the path again.
+    pub fn prove_netns(&self, id: &SandboxId) -> Result<NetNs> {
         let cp = self.load(id)?.ok_or_else(|| Error::NotFound {
             id: id.to_string(),
             dir: self.path().to_path_buf(),
@@ -24,7 +25,7 @@ impl StateDir {
         let ns = NetNs::open(Path::new(&cp.netns.path), true)?;
         let now = ns.id()?;
         if recorded.matches(&now) {
-            return Ok(());
+            return Ok(ns);
         }
         Err(Error::CheckFailed {
             id: id.to_string(),

@@ -64,14 +64,10 @@ impl VmmClient for CloudHypervisorApi {
     /// `vm.remove-device`; a device the VM does not have counts as removed.
     fn unplug(&self, device: &str) -> io::Result<()> {
         match self.request("PUT", "vm.remove-device", Some(json!({"id": device})), &[]) {
-            // Cloud Hypervisor answers an unknown id with an error naming it.
-            Err(e)
-                if ["404", "not found", "UnknownDeviceId"]
-                    .iter()
-                    .any(|s| e.to_string().contains(s)) =>
-            {
-                Ok(())
-            }
+            // Cloud Hypervisor answers an unknown id with an HTTP error whose
+            // body names it; only the reply is read for that, never the text
+            // of a transport error (which carries the socket path).
+            Err(e) if HttpError::of(&e).is_some_and(HttpError::unknown_device) => Ok(()),
             other => other.map(drop),
         }
     }
@@ -103,10 +99,12 @@ impl CloudHypervisorApi {
         send_with_fds(conn.stream(), request.as_bytes(), fds, self.vmm_uid).map_err(context)?;
         let (status, reply) = read_response(&mut conn, deadline).map_err(context)?;
         if !(200..300).contains(&status) {
-            let text: String = reply.trim().chars().take(200).collect();
-            return Err(io::Error::other(format!(
-                "Cloud Hypervisor API {call}: HTTP {status}: {text}"
-            )));
+            let body: String = reply.trim().chars().take(200).collect();
+            return Err(io::Error::other(HttpError {
+                call: call.to_string(),
+                status,
+                body,
+            }));
         }
         if reply.trim().is_empty() {
             return Ok(Value::Null);
@@ -119,6 +117,41 @@ impl CloudHypervisorApi {
         })
     }
 }
+
+/// A reply whose HTTP status is not 2xx: the status and (the start of) its body.
+#[derive(Debug)]
+struct HttpError {
+    call: String,
+    status: u16,
+    body: String,
+}
+
+impl HttpError {
+    /// The HTTP error inside `e`, if `e` is one.
+    fn of(e: &io::Error) -> Option<&HttpError> {
+        e.get_ref()?.downcast_ref::<HttpError>()
+    }
+
+    /// Whether the VMM said it has no such device.
+    fn unknown_device(&self) -> bool {
+        self.status == 404
+            || ["not found", "UnknownDeviceId"]
+                .iter()
+                .any(|s| self.body.contains(s))
+    }
+}
+
+impl std::fmt::Display for HttpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Cloud Hypervisor API {}: HTTP {}: {}",
+            self.call, self.status, self.body
+        )
+    }
+}
+
+impl std::error::Error for HttpError {}
 
 /// The NetConfig body for one hotplugged NIC.
 fn add_net(nic: &HotNic) -> Value {
@@ -179,6 +212,28 @@ fn clip(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_reply_says_a_device_is_unknown() {
+        let reply = |status, body: &str| {
+            io::Error::other(HttpError {
+                call: "vm.remove-device".into(),
+                status,
+                body: body.into(),
+            })
+        };
+        let unknown = |e: &io::Error| HttpError::of(e).is_some_and(HttpError::unknown_device);
+        assert!(unknown(&reply(404, "")));
+        assert!(unknown(&reply(
+            500,
+            "Error: UnknownDeviceId(\"podtap-tap_net1\")"
+        )));
+        assert!(!unknown(&reply(500, "device busy")));
+        // A transport error naming a socket path with "404" in it is no answer.
+        assert!(!unknown(&io::Error::other(
+            "Cloud Hypervisor API /run/404/ch.sock vm.remove-device: timed out"
+        )));
+    }
 
     #[test]
     fn the_body_is_a_net_config_without_tap() {

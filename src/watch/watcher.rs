@@ -124,7 +124,16 @@ impl<'a> Watcher<'a> {
                 emit(&self.detached());
                 return Ok(());
             }
-            if woke.netns || woke.state || woke.timeout {
+            // The wait also ends at each liveness tick: a round runs on news
+            // or when a retry is due, never for the tick alone.
+            let retry_due = woke.timeout && self.next_retry().is_some_and(|d| d.is_zero());
+            if woke.netns || woke.state || retry_due {
+                tracing::debug!(
+                    netns = woke.netns,
+                    state = woke.state,
+                    retry_due,
+                    "watch round"
+                );
                 self.wake.settle(signals)?;
                 if !self.round(false, emit)? {
                     emit(&self.detached());
