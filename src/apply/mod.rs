@@ -14,7 +14,6 @@ use std::time::Instant;
 use crate::describe;
 use crate::error::{Error, Result};
 use crate::id::SandboxId;
-use crate::kernel::links;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
 use crate::kernel::tc;
@@ -150,7 +149,7 @@ pub(crate) async fn survey(ns: &NetNs, nl: &Netlink) -> Result<Survey> {
 fn txqlens(dump: &parse::Dump) -> BTreeMap<u32, u32> {
     dump.links
         .iter()
-        .filter_map(|l| Some((l.header.index, links::link_state(l).txqlen?)))
+        .filter_map(|l| Some((l.ifindex, l.txqlen?)))
         .collect()
 }
 

@@ -14,7 +14,7 @@ use super::errno::kernel_error;
 use super::wire;
 use crate::error::KernelError;
 
-pub use super::wire::link::{link_state, LinkState};
+pub use super::wire::link::LinkState;
 
 /// All links of the netns by ifindex.
 ///

@@ -23,6 +23,7 @@ use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 use crate::error::Result;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
+use crate::kernel::{links, wire};
 use crate::model::{Description, NetnsRef, SCHEMA};
 pub(crate) use parse::Dump;
 
@@ -53,7 +54,8 @@ pub(crate) fn scan_ns(ns: &NetNs) -> Result<Description> {
 /// socket costs a few system calls (`kernel::dump`), where the rtnetlink connection's stream
 /// machinery cost several wake-ups. Routes and rules (most of the work) are
 /// dumped by the netns thread on a socket of its own while this thread dumps
-/// the rest: two CPUs share the kernel's work and the parse.
+/// the rest: two CPUs share the kernel's work and the parse. Links are read
+/// raw, by `kernel::wire::link` (the one parser of link messages).
 pub(crate) fn dump(nl: &Netlink) -> Result<Dump> {
     let mut beside = vec![
         (
@@ -66,7 +68,6 @@ pub(crate) fn dump(nl: &Netlink) -> Result<Dump> {
         beside.push(("dump IPv6 rules", rules_of(AddressFamily::Inet6)));
     }
     let here = [
-        ("dump links", crate::kernel::links::dump_request()),
         (
             "dump addresses",
             RouteNetlinkMessage::GetAddress(AddressMessage::default()),
@@ -79,21 +80,27 @@ pub(crate) fn dump(nl: &Netlink) -> Result<Dump> {
     let side = nl.side.clone();
     let asked: Vec<RouteNetlinkMessage> = beside.iter().map(|(_, m)| m.clone()).collect();
     let pending = nl.worker.start(move || side.dumps(&asked))?;
+    let mut dump = Dump::default();
+    // Links first, then addresses and neighbours, one after another on the
+    // batch socket: a socket error stops them all; a refused dump is
+    // reported (before the ones after it) once they have all run.
+    let links = nl.batch.dump_raw(links::dump_request(), |frame| {
+        dump.links.extend(wire::link::parse_new(frame));
+    });
     let asked: Vec<RouteNetlinkMessage> = here.iter().map(|(_, m)| m.clone()).collect();
-    let answers = nl.batch.dumps(&asked);
+    let answers = links.and_then(|links| {
+        let rest = nl.batch.dumps(&asked)?;
+        Ok(std::iter::once(links.map(|()| Vec::new()))
+            .chain(rest)
+            .collect())
+    });
     let mut messages = Vec::new();
-    answered(nl, &here, answers, &mut messages)?;
-    answered(nl, &beside, pending.wait()?, &mut messages)?;
-    let mut dump = Dump {
-        links: Vec::new(),
-        addresses: Vec::new(),
-        routes: Vec::new(),
-        neighbours: Vec::new(),
-        rules: Vec::new(),
-    };
+    let named = std::iter::once("dump links").chain(here.iter().map(|(what, _)| *what));
+    answered(nl, named, answers, &mut messages)?;
+    let named = beside.iter().map(|(what, _)| *what);
+    answered(nl, named, pending.wait()?, &mut messages)?;
     for m in messages {
         match m {
-            RouteNetlinkMessage::NewLink(l) => dump.links.push(l),
             RouteNetlinkMessage::NewAddress(a) => dump.addresses.push(a),
             RouteNetlinkMessage::NewRoute(r) => dump.routes.push(r),
             RouteNetlinkMessage::NewNeighbour(n) => dump.neighbours.push(n),
@@ -104,17 +111,17 @@ pub(crate) fn dump(nl: &Netlink) -> Result<Dump> {
     Ok(dump)
 }
 
-/// The messages of the dumps `asked` into `messages`, or the first failure
+/// The messages of the dumps `named` into `messages`, or the first failure
 /// (named by its dump).
-fn answered(
+fn answered<'a>(
     nl: &Netlink,
-    asked: &[(&str, RouteNetlinkMessage)],
+    named: impl Iterator<Item = &'a str>,
     answers: std::io::Result<Vec<std::result::Result<Vec<RouteNetlinkMessage>, Errno>>>,
     messages: &mut Vec<RouteNetlinkMessage>,
 ) -> Result<()> {
     let answers = answers
         .map_err(|e| nl.err("dump the netns", "", crate::kernel::errno::kernel_error(&e)))?;
-    for ((what, _), answer) in asked.iter().zip(answers) {
+    for (what, answer) in named.zip(answers) {
         messages.extend(answer.map_err(|e| nl.err(what, "", e))?);
     }
     Ok(())

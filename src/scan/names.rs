@@ -1,6 +1,24 @@
-//! iproute2's names for the kernel's numbers (scopes, protocols, route types, neighbour states).
+//! iproute2's names for the kernel's numbers (link operational states, scopes,
+//! protocols, route types, neighbour states).
 
 use rtnetlink::packet_route::neighbour::NeighbourState;
+
+/// The name of a link's `IFLA_OPERSTATE` (RFC 2863 `IF_OPER_*`, as
+/// iproute2 shows it); "UNKNOWN" when the kernel sent none, the number when
+/// it is one this table does not know.
+pub fn oper_state_name(state: Option<u8>) -> String {
+    let name = match state.unwrap_or(0) {
+        0 => "UNKNOWN",
+        1 => "NOTPRESENT",
+        2 => "DOWN",
+        3 => "LOWERLAYERDOWN",
+        4 => "TESTING",
+        5 => "DORMANT",
+        6 => "UP",
+        n => return n.to_string(),
+    };
+    name.into()
+}
 
 /// iproute2's names for `rtm_scope` / `ifa_scope`.
 pub fn scope_name(scope: u8) -> String {

@@ -1,28 +1,28 @@
-//! Pure translation of rtnetlink dump messages into the description model.
+//! Pure translation of dump messages into the description model.
 //!
-//! No I/O here: `scan::dump` collects the messages, this module decides what
-//! they mean, so it is covered by plain unit tests.
+//! No I/O here: `scan::dump` collects the messages (links as read by
+//! `kernel::wire::link`, the one parser of link messages; addresses,
+//! routes, neighbours and rules as rtnetlink's typed messages), this module
+//! decides what they mean, so it is covered by plain unit tests.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::IpAddr;
 
 use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
-use rtnetlink::packet_route::link::{
-    InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkLayerType, LinkMessage,
-};
 use rtnetlink::packet_route::neighbour::NeighbourMessage;
 use rtnetlink::packet_route::route::RouteMessage;
 use rtnetlink::packet_route::rule::RuleMessage;
 
-use super::names::scope_name;
+use super::names::{oper_state_name, scope_name};
 use super::routes::{neighbour, route, route_order, rule, RT_TABLE_MAIN};
-use crate::kernel::mac::MacAddr;
+use crate::kernel::wire::link::{LinkState, ARPHRD_ETHER, ARPHRD_LOOPBACK};
 use crate::model::{Address, Family, Interface, LinkKind, Neighbour, Route, Rule};
 
 /// Everything one scan read from the kernel, one dump per object type.
 #[derive(Debug, Default, Clone)]
 pub struct Dump {
-    pub links: Vec<LinkMessage>,
+    /// Links in the order the kernel dumped them.
+    pub links: Vec<LinkState>,
     pub addresses: Vec<AddressMessage>,
     pub routes: Vec<RouteMessage>,
     pub neighbours: Vec<NeighbourMessage>,
@@ -103,39 +103,16 @@ pub fn parse(dump: &Dump) -> Parsed {
     }
 }
 
-fn link_to_interface(msg: &LinkMessage) -> Interface {
-    let mut name = String::new();
-    let mut mac = None;
-    let mut mtu = 0;
-    let mut oper_state = "UNKNOWN".to_string();
-    let mut info_kind = None;
-    for attr in &msg.attributes {
-        match attr {
-            LinkAttribute::IfName(n) => name = n.clone(),
-            LinkAttribute::Address(a) if a.len() == 6 => {
-                mac = MacAddr::from_bytes(a).map(|m| m.to_string())
-            }
-            LinkAttribute::Mtu(m) => mtu = *m,
-            LinkAttribute::OperState(s) => oper_state = s.to_string(),
-            LinkAttribute::LinkInfo(infos) => {
-                info_kind = infos.iter().find_map(|i| match i {
-                    LinkInfo::Kind(k) => Some(k.clone()),
-                    _ => None,
-                })
-            }
-            _ => {}
-        }
-    }
-    let ether = msg.header.link_layer_type == LinkLayerType::Ether;
-    let loopback = msg.header.link_layer_type == LinkLayerType::Loopback
-        || msg.header.flags.contains(LinkFlags::Loopback);
-    let kind = classify(info_kind.as_ref(), ether, loopback);
-    let kind_raw = info_kind.map(|k| k.to_string());
+fn link_to_interface(link: &LinkState) -> Interface {
+    let mac = link.mac.map(|m| m.to_string());
+    let ether = link.link_type == ARPHRD_ETHER;
+    let loopback = link.link_type == ARPHRD_LOOPBACK || link.loopback;
+    let kind = classify(link.kind.as_deref(), ether, loopback);
     let ineligible_reason = if !kind.eligible() {
         Some(format!("{} links cannot back a VM NIC", kind.as_str()))
     } else if !ether || mac.is_none() {
         Some("not an Ethernet link with a MAC address".to_string())
-    } else if !msg.header.flags.contains(LinkFlags::Up) {
+    } else if !link.up {
         // A CNI plugin brings every interface it configures up; one that is
         // down carries nothing, so the guest gets no NIC for it.
         Some("administratively down: bring it up to attach it".to_string())
@@ -143,18 +120,18 @@ fn link_to_interface(msg: &LinkMessage) -> Interface {
         None
     };
     Interface {
-        name,
-        ifindex: msg.header.index,
+        name: link.name.clone(),
+        ifindex: link.ifindex,
         kind,
-        kind_raw,
+        kind_raw: link.kind.clone(),
         guest_mac: if ineligible_reason.is_none() {
             mac.clone()
         } else {
             None
         },
         mac,
-        mtu,
-        oper_state,
+        mtu: link.mtu,
+        oper_state: oper_state_name(link.oper_state),
         controller: None,
         eligible: ineligible_reason.is_none(),
         ineligible_reason,
@@ -167,18 +144,19 @@ fn link_to_interface(msg: &LinkMessage) -> Interface {
     }
 }
 
-/// Map the kernel's kind to podtap's. No kind attribute means loopback or a physical NIC.
-pub fn classify(kind: Option<&InfoKind>, ether: bool, loopback: bool) -> LinkKind {
+/// Map the kernel's kind (`IFLA_INFO_KIND`) to podtap's. No kind attribute
+/// means loopback or a physical NIC.
+pub fn classify(kind: Option<&str>, ether: bool, loopback: bool) -> LinkKind {
     match kind {
-        Some(InfoKind::Veth) => LinkKind::Veth,
-        Some(InfoKind::MacVlan) => LinkKind::Macvlan,
-        Some(InfoKind::MacVtap) => LinkKind::Macvtap,
-        Some(InfoKind::IpVlan) => LinkKind::Ipvlan,
-        Some(InfoKind::Vlan) => LinkKind::Vlan,
-        Some(InfoKind::Bridge) => LinkKind::Bridge,
+        Some("veth") => LinkKind::Veth,
+        Some("macvlan") => LinkKind::Macvlan,
+        Some("macvtap") => LinkKind::Macvtap,
+        Some("ipvlan") => LinkKind::Ipvlan,
+        Some("vlan") => LinkKind::Vlan,
+        Some("bridge") => LinkKind::Bridge,
         // A TAP reports kind "tun" with an Ethernet link layer; a TUN has none.
-        Some(InfoKind::Tun) if ether => LinkKind::Tap,
-        Some(InfoKind::Tun) => LinkKind::Tun,
+        Some("tun") if ether => LinkKind::Tap,
+        Some("tun") => LinkKind::Tun,
         Some(_) => LinkKind::Other,
         None if loopback => LinkKind::Loopback,
         None if ether => LinkKind::Physical,
@@ -187,21 +165,19 @@ pub fn classify(kind: Option<&InfoKind>, ether: bool, loopback: bool) -> LinkKin
 }
 
 /// The sandbox id in the podtap marker (`podtap:<id> ...`) of link `idx`, if it has one.
-fn podtap_owner(links: &[LinkMessage], idx: u32) -> Option<String> {
-    let link = links.iter().find(|l| l.header.index == idx)?;
-    link.attributes.iter().find_map(|a| match a {
-        LinkAttribute::IfAlias(alias) => alias
-            .split(' ')
-            .next()?
-            .strip_prefix("podtap:")
-            .map(str::to_string),
-        _ => None,
-    })
+fn podtap_owner(links: &[LinkState], idx: u32) -> Option<String> {
+    let link = links.iter().find(|l| l.ifindex == idx)?;
+    link.alias
+        .as_deref()?
+        .split(' ')
+        .next()?
+        .strip_prefix("podtap:")
+        .map(str::to_string)
 }
 
 /// podtap's own links (its macvtaps; TAPs and bridges are never eligible)
 /// are not pod interfaces.
-fn mark_podtap_links(interfaces: &mut [Interface], links: &[LinkMessage]) {
+fn mark_podtap_links(interfaces: &mut [Interface], links: &[LinkState]) {
     for iface in interfaces.iter_mut().filter(|i| i.eligible) {
         if let Some(id) = podtap_owner(links, iface.ifindex) {
             iface.eligible = false;
@@ -214,19 +190,12 @@ fn mark_podtap_links(interfaces: &mut [Interface], links: &[LinkMessage]) {
 /// Bridge ports are the bridge's, not the pod's: name the controller and mark them ineligible.
 fn resolve_controllers(
     interfaces: &mut [Interface],
-    links: &[LinkMessage],
+    links: &[LinkState],
     names: &BTreeMap<u32, String>,
 ) {
-    for msg in links {
-        let controller = msg.attributes.iter().find_map(|a| match a {
-            LinkAttribute::Controller(c) => Some(*c),
-            _ => None,
-        });
-        let Some(idx) = controller else { continue };
-        if let Some(iface) = interfaces
-            .iter_mut()
-            .find(|i| i.ifindex == msg.header.index)
-        {
+    for link in links {
+        let Some(idx) = link.controller else { continue };
+        if let Some(iface) = interfaces.iter_mut().find(|i| i.ifindex == link.ifindex) {
             let cname = names
                 .get(&idx)
                 .cloned()
@@ -277,50 +246,22 @@ fn address(msg: &AddressMessage) -> Option<Address> {
 }
 
 /// Link groups in use.
-pub fn link_groups(links: &[LinkMessage]) -> BTreeSet<u32> {
+pub fn link_groups(links: &[LinkState]) -> BTreeSet<u32> {
     links
         .iter()
-        .flat_map(|l| l.attributes.iter())
-        .filter_map(|a| match a {
-            LinkAttribute::Group(g) => Some(*g),
-            _ => None,
-        })
+        .filter(|l| l.has_group)
+        .map(|l| l.group)
         .collect()
 }
 
 /// Links with a macvlan, macvtap, ipvlan or vlan of the same netns stacked on
 /// them (`IFLA_LINK` without `IFLA_LINK_NETNSID`).
-pub fn stacked_lowers(links: &[LinkMessage]) -> BTreeSet<u32> {
-    let stacked = |k: &InfoKind| {
-        matches!(
-            k,
-            InfoKind::MacVlan
-                | InfoKind::MacVtap
-                | InfoKind::IpVlan
-                | InfoKind::IpVtap
-                | InfoKind::Vlan
-        )
-    };
+pub fn stacked_lowers(links: &[LinkState]) -> BTreeSet<u32> {
+    let stacked = |k: &str| matches!(k, "macvlan" | "macvtap" | "ipvlan" | "ipvtap" | "vlan");
     links
         .iter()
-        .filter(|l| {
-            l.attributes.iter().any(|a| match a {
-                LinkAttribute::LinkInfo(infos) => infos
-                    .iter()
-                    .any(|i| matches!(i, LinkInfo::Kind(k) if stacked(k))),
-                _ => false,
-            })
-        })
-        .filter(|l| {
-            !l.attributes
-                .iter()
-                .any(|a| matches!(a, LinkAttribute::LinkNetNsId(_)))
-        })
-        .filter_map(|l| {
-            l.attributes.iter().find_map(|a| match a {
-                LinkAttribute::Link(parent) => Some(*parent),
-                _ => None,
-            })
-        })
+        .filter(|l| l.kind.as_deref().is_some_and(stacked))
+        .filter(|l| l.link_netnsid.is_none())
+        .filter_map(|l| l.lower)
         .collect()
 }

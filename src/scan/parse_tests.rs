@@ -1,11 +1,9 @@
-//! Unit tests: netlink messages → model, model → JSON.
+//! Unit tests: dump messages (links as `kernel::wire::link` reads them) →
+//! model, model → JSON.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
-use rtnetlink::packet_route::link::{
-    InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkLayerType, LinkMessage, State,
-};
 use rtnetlink::packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
 };
@@ -16,39 +14,26 @@ use rtnetlink::packet_route::route::{
 use rtnetlink::packet_route::AddressFamily;
 
 use super::parse::{parse, Dump};
+use crate::kernel::mac::MacAddr;
+use crate::kernel::wire::link::{LinkState, ARPHRD_ETHER, ARPHRD_LOOPBACK};
 use crate::model::{Family, LinkKind};
 
-fn link(index: u32, name: &str, kind: Option<InfoKind>, ether: bool) -> LinkMessage {
-    let mut m = LinkMessage::default();
-    m.header.index = index;
-    m.header.link_layer_type = if ether {
-        LinkLayerType::Ether
-    } else {
-        LinkLayerType::Loopback
-    };
-    m.header.flags = if ether {
-        LinkFlags::Up
-    } else {
-        LinkFlags::Loopback | LinkFlags::Up
-    };
-    m.attributes.push(LinkAttribute::IfName(name.into()));
-    m.attributes.push(LinkAttribute::Mtu(1500));
-    m.attributes.push(LinkAttribute::OperState(State::Up));
-    if ether {
-        m.attributes.push(LinkAttribute::Address(vec![
-            0x0e,
-            0,
-            0,
-            0,
-            0,
-            u8::try_from(index).unwrap_or(0xff),
-        ]));
+/// A link as `kernel::wire::link` reads it from a dump: up, MTU 1500,
+/// operationally up, with a MAC when it is Ethernet (else a loopback).
+fn link(index: u32, name: &str, kind: Option<&str>, ether: bool) -> LinkState {
+    LinkState {
+        ifindex: index,
+        link_type: if ether { ARPHRD_ETHER } else { ARPHRD_LOOPBACK },
+        up: true,
+        loopback: !ether,
+        name: name.into(),
+        mtu: 1500,
+        // IF_OPER_UP
+        oper_state: Some(6),
+        mac: ether.then(|| MacAddr([0x0e, 0, 0, 0, 0, u8::try_from(index).unwrap_or(0xff)])),
+        kind: kind.map(str::to_string),
+        ..LinkState::default()
     }
-    if let Some(k) = kind {
-        m.attributes
-            .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(k)]));
-    }
-    m
 }
 
 fn addr(index: u32, ip: IpAddr, len: u8, flags: AddressFlags) -> AddressMessage {
@@ -168,11 +153,11 @@ fn sample() -> Dump {
     let ll: IpAddr = "fe80::1".parse().unwrap();
     Dump {
         links: vec![
-            link(3, "net1", Some(InfoKind::MacVlan), true),
+            link(3, "net1", Some("macvlan"), true),
             link(1, "lo", None, false),
-            link(2, "eth0", Some(InfoKind::Veth), true),
-            link(4, "tap0", Some(InfoKind::Tun), true),
-            link(5, "nk0", Some(InfoKind::Other("netkit".into())), true),
+            link(2, "eth0", Some("veth"), true),
+            link(4, "tap0", Some("tun"), true),
+            link(5, "nk0", Some("netkit"), true),
         ],
         addresses: vec![
             addr(2, v4, 24, AddressFlags::Permanent),
@@ -315,21 +300,19 @@ fn model_serialises_with_contract_names_and_round_trips() {
 
 #[test]
 fn stacked_links_mark_their_lower_and_groups_are_collected() {
-    let mut mv = link(5, "mv0", Some(InfoKind::MacVlan), true);
-    mv.attributes.push(LinkAttribute::Link(2));
-    mv.attributes.push(LinkAttribute::Group(7));
+    let mut mv = link(5, "mv0", Some("macvlan"), true);
+    mv.lower = Some(2);
+    (mv.group, mv.has_group) = (7, true);
     // A macvlan whose parent is in another netns names no lower here.
-    let mut remote = link(6, "mv1", Some(InfoKind::MacVlan), true);
-    remote.attributes.push(LinkAttribute::Link(2));
-    remote.attributes.push(LinkAttribute::LinkNetNsId(0));
+    let mut remote = link(6, "mv1", Some("macvlan"), true);
+    remote.lower = Some(2);
+    remote.link_netnsid = Some(0);
     let mut lower = remote.clone();
-    lower.header.index = 7;
-    lower
-        .attributes
-        .retain(|a| !matches!(a, LinkAttribute::Link(_) | LinkAttribute::LinkNetNsId(_)));
+    lower.ifindex = 7;
+    (lower.lower, lower.link_netnsid) = (None, None);
     // A veth peer in the same netns is not a stacked link.
-    let mut veth = link(3, "v1", Some(InfoKind::Veth), true);
-    veth.attributes.push(LinkAttribute::Link(4));
+    let mut veth = link(3, "v1", Some("veth"), true);
+    veth.lower = Some(4);
     let links = [mv, remote, lower, veth];
     assert_eq!(
         super::parse::stacked_lowers(&links)
@@ -347,10 +330,10 @@ fn stacked_links_mark_their_lower_and_groups_are_collected() {
 
 #[test]
 fn an_administratively_down_interface_is_not_attached() {
-    let mut down = link(3, "net9", Some(InfoKind::Veth), true);
-    down.header.flags = LinkFlags::empty();
+    let mut down = link(3, "net9", Some("veth"), true);
+    down.up = false;
     let dump = Dump {
-        links: vec![link(2, "eth0", Some(InfoKind::Veth), true), down],
+        links: vec![link(2, "eth0", Some("veth"), true), down],
         ..Dump::default()
     };
     let parsed = parse(&dump);
@@ -384,7 +367,7 @@ fn the_kernels_default_rules_are_left_out_and_rule_tables_kept() {
         r
     };
     let dump = Dump {
-        links: vec![link(2, "eth0", Some(InfoKind::Veth), true)],
+        links: vec![link(2, "eth0", Some("veth"), true)],
         rules: vec![
             rule(0, 255, None),
             rule(32766, 254, None),
@@ -398,4 +381,39 @@ fn the_kernels_default_rules_are_left_out_and_rule_tables_kept() {
     assert_eq!(parsed.rules[0].from.as_deref(), Some("198.18.0.0/24"));
     assert_eq!(parsed.rules[0].table, Some(100));
     assert_eq!(parsed.rules[0].action, "table");
+}
+
+#[test]
+fn kinds_operstates_ports_and_markers_read_from_the_link_view() {
+    use super::names::oper_state_name;
+    use super::parse::classify;
+    assert_eq!(classify(Some("tun"), true, false), LinkKind::Tap);
+    assert_eq!(classify(Some("tun"), false, false), LinkKind::Tun);
+    assert_eq!(classify(None, false, true), LinkKind::Loopback);
+    assert_eq!(classify(None, true, false), LinkKind::Physical);
+    assert_eq!(
+        [None, Some(2), Some(6), Some(9)].map(oper_state_name),
+        ["UNKNOWN", "DOWN", "UP", "9"]
+    );
+    // A port of podtap's bridge, and podtap's own macvtap.
+    let mut bridge = link(4, "br0", Some("bridge"), true);
+    bridge.alias = Some("podtap:pod-1 bridge".into());
+    let mut port = link(2, "eth0", Some("veth"), true);
+    port.controller = Some(4);
+    let mut mvt = link(5, "mvt0", Some("macvtap"), true);
+    mvt.alias = Some("podtap:pod-1 nic 0".into());
+    let p = parse(&Dump {
+        links: vec![bridge, port, mvt],
+        ..Dump::default()
+    });
+    let eth0 = &p.interfaces[0];
+    assert_eq!(eth0.controller.as_deref(), Some("br0"));
+    assert_eq!(
+        eth0.ineligible_reason.as_deref(),
+        Some("enslaved to br0, the bridge of podtap sandbox pod-1 (detach it first)")
+    );
+    assert_eq!(
+        p.interfaces[2].ineligible_reason.as_deref(),
+        Some("podtap's own link for sandbox pod-1")
+    );
 }

@@ -1,7 +1,14 @@
 use super::*;
-use rtnetlink::packet_core::NetlinkMessage;
-use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkInfo};
+use rtnetlink::packet_core::{Emitable, NetlinkMessage};
+use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
 use rtnetlink::packet_route::RouteNetlinkMessage;
+
+/// What the raw reader makes of a typed message's bytes (its payload).
+fn link_state(msg: &LinkMessage) -> LinkState {
+    let mut body = vec![0u8; msg.buffer_len()];
+    msg.emit(&mut body);
+    parse(&body).unwrap_or_default()
+}
 
 fn message(index: u32, up: bool, attributes: Vec<LinkAttribute>) -> LinkMessage {
     let mut msg = LinkMessage::default();
@@ -44,14 +51,19 @@ fn the_raw_reader_agrees_with_the_typed_parse() {
     // What both read, spelled out: the typed parse goes through the raw one.
     let expected = LinkState {
         ifindex: 7,
+        link_type: 0,
         name: "tap_eth0".into(),
         kind: Some("tun".into()),
         group: 1_885_613_138,
+        has_group: true,
         controller: Some(4),
         lower: Some(2),
+        link_netnsid: None,
         mac: MacAddr::from_bytes(&[2, 0xaa, 0xbb, 0xcc, 0xdd, 0xee]),
         mtu: 9000,
         up: true,
+        loopback: false,
+        oper_state: None,
         txqlen: Some(1000),
         alias: Some("podtap:pod-1".into()),
         tun: None,
@@ -115,4 +127,43 @@ fn a_dumped_link_loses_only_its_af_spec() {
     assert_eq!(without_af_spec(&frame[..20]), None);
     // The last attribute cut short: the message is left to its parser.
     assert_eq!(without_af_spec(&frame[..frame.len() - 6]), None);
+}
+
+#[test]
+fn header_flags_operstate_and_peer_netns_are_read() {
+    use rtnetlink::packet_route::link::{LinkLayerType, State};
+    let mut msg = message(
+        1,
+        true,
+        vec![
+            LinkAttribute::IfName("lo".into()),
+            LinkAttribute::OperState(State::Up),
+            LinkAttribute::Link(2),
+            LinkAttribute::LinkNetNsId(3),
+        ],
+    );
+    msg.header.link_layer_type = LinkLayerType::Loopback;
+    msg.header.flags = LinkFlags::Up | LinkFlags::Loopback;
+    let s = parse(&wire(msg.clone())).expect("a link");
+    assert_eq!(
+        (s.link_type, s.up, s.loopback, s.oper_state),
+        (ARPHRD_LOOPBACK, true, true, Some(6))
+    );
+    assert_eq!(
+        (s.lower, s.link_netnsid, s.has_group),
+        (Some(2), Some(3), false)
+    );
+
+    // A whole message of a dump: only an RTM_NEWLINK is a link.
+    let mut nl = NetlinkMessage::from(RouteNetlinkMessage::NewLink(msg.clone()));
+    nl.finalize();
+    let mut frame = vec![0u8; nl.buffer_len()];
+    nl.serialize(&mut frame);
+    assert_eq!(parse_new(&frame), Some(s));
+    let mut nl = NetlinkMessage::from(RouteNetlinkMessage::DelLink(msg));
+    nl.finalize();
+    let mut frame = vec![0u8; nl.buffer_len()];
+    nl.serialize(&mut frame);
+    assert_eq!(parse_new(&frame), None);
+    assert_eq!(parse_new(&frame[..4]), None);
 }
