@@ -95,19 +95,7 @@ fn status_line<'a>(out: &'a str, key: &str) -> &'a str {
 }
 
 fn attached(state: &StateDir, pod: &Pod, id: &str) {
-    json_ok(&podtap_state(
-        BIN,
-        &state.0,
-        &[
-            "attach",
-            "--netns",
-            &pod.pod.path_str(),
-            "--id",
-            id,
-            "--queues",
-            "2",
-        ],
-    ));
+    json_ok(&attach(BIN, &state.0, pod, id, &["--queues", "2"]));
 }
 
 #[test]

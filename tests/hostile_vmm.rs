@@ -12,8 +12,8 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use podtap_testkit::*;
 
@@ -99,79 +99,22 @@ fn serve(mut conn: UnixStream, how: Hostile, stop: &AtomicBool, sent: &AtomicU64
     }
 }
 
-/// `podtap watch` with its events on a channel and its pid at hand.
-struct Watcher {
-    child: Child,
-    events: mpsc::Receiver<Value>,
+/// Watch's peak resident set (VmHWM), in KiB.
+fn peak_rss_kib(watch: &Watch) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", watch.pid()))
+        .expect("watch is still running");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status")
 }
 
-impl Watcher {
-    fn start(state: &Path, id: &str, extra: &[&str]) -> Watcher {
-        let mut child = podtap_cmd(BIN, state)
-            .args(["watch", "--id", id])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start podtap watch");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, events) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in
-                std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok)
-            {
-                eprintln!("watch: {line}");
-                let event: Value = serde_json::from_str(&line).expect("a JSON object per line");
-                if tx.send(event).is_err() {
-                    break;
-                }
-            }
-        });
-        Watcher { child, events }
-    }
-
-    /// The next event named `kind` within `secs` (others are skipped).
-    fn next(&self, kind: &str, secs: u64) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        loop {
-            let left = deadline
-                .checked_duration_since(Instant::now())
-                .unwrap_or_else(|| panic!("no {kind:?} event in {secs} s"));
-            let event = self
-                .events
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("no {kind:?} event in {secs} s"));
-            if event["event"] == kind {
-                return event;
-            }
-        }
-    }
-
-    /// The process's peak resident set (VmHWM), in KiB.
-    fn peak_rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .expect("watch is still running");
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmHWM in /proc/PID/status")
-    }
-
-    /// SIGTERM; watch must still be alive to answer it with `stopped`, exit 0.
-    fn stop(mut self) {
-        sh(&format!("kill -TERM {}", self.child.id()));
-        self.next("stopped", 20);
-        let status = self.child.wait().expect("wait for watch");
-        assert_eq!(status.code(), Some(0));
-    }
-}
-
-impl Drop for Watcher {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// SIGTERM; watch must still be alive to answer it with `stopped`, exit 0.
+fn stop(watch: Watch) {
+    watch.signal("TERM");
+    watch.next_of("stopped", 20);
+    assert_eq!(watch.exit_code(), Some(0));
 }
 
 /// Attach a pod (tc), serve `how` on a socket, run watch against it with
@@ -193,11 +136,11 @@ fn hostile_case(test: &str, flag: &str, how: Hostile, wait_secs: u64, expect: &s
         &["attach", "--netns", &pod.pod.path_str(), "--id", &id],
     ));
     let sock_arg = sock.display().to_string();
-    let watch = Watcher::start(&state.0, &id, &[flag, &sock_arg]);
-    let error = watch.next("error", wait_secs);
+    let watch = Watch::start(BIN, &state.0, &id, &[flag, &sock_arg]);
+    let error = watch.next_of("error", wait_secs);
     let text = error["error"].as_str().expect("error text");
     assert!(text.contains(expect), "{test}: {error}");
-    let peak = watch.peak_rss_kib();
+    let peak = peak_rss_kib(&watch);
     eprintln!(
         "{test}: peak RSS {peak} KiB; the server sent {} bytes",
         server.sent.load(Ordering::SeqCst)
@@ -206,9 +149,9 @@ fn hostile_case(test: &str, flag: &str, how: Hostile, wait_secs: u64, expect: &s
     // A hostile VMM is an error event, not the end: watch goes on. The
     // server goes first, so a retry in progress ends at once and cannot
     // hold the SIGTERM for a whole deadline.
-    watch.next("ready", wait_secs);
+    watch.next_of("ready", wait_secs);
     drop(server);
-    watch.stop();
+    stop(watch);
     let out = podtap_state(BIN, &state.0, &["detach", "--id", &id]);
     assert!(out.status.success(), "detach: {}", stderr(&out));
 }
@@ -379,16 +322,16 @@ fn a_socket_bound_by_another_uid_gets_no_tap_fds() {
     let sock_arg = sock.display().to_string();
 
     // Without --vmm-uid, nobody is refused the late NIC's TAP fd.
-    let watch = Watcher::start(&state.0, &id, &["--cloud-hypervisor-api", &sock_arg]);
-    watch.next("ready", 20);
+    let watch = Watch::start(BIN, &state.0, &id, &["--cloud-hypervisor-api", &sock_arg]);
+    watch.next_of("ready", 20);
     add_late(&pod, "net1", pod.net);
-    let error = watch.next("error", 20);
+    let error = watch.next_of("error", 20);
     let text = error["error"].as_str().expect("error text");
     assert!(
         text.contains("runs as uid 65534") && text.contains("no TAP fds sent"),
         "{error}"
     );
-    watch.stop();
+    stop(watch);
     let requests = logged(&log);
     assert!(!requests.is_empty(), "the stand-in was asked nothing");
     assert!(
@@ -404,12 +347,13 @@ fn a_socket_bound_by_another_uid_gets_no_tap_fds() {
     );
 
     // Named with --vmm-uid, the same server gets the NIC and its fd.
-    let watch = Watcher::start(
+    let watch = Watch::start(
+        BIN,
         &state.0,
         &id,
         &["--cloud-hypervisor-api", &sock_arg, "--vmm-uid", "65534"],
     );
-    let plugged = watch.next("ready", 20);
+    let plugged = watch.next_of("ready", 20);
     assert_eq!(plugged["id"], id.as_str());
     assert!(poll(
         Duration::from_secs(20),
@@ -420,7 +364,7 @@ fn a_socket_bound_by_another_uid_gets_no_tap_fds() {
             .contains("vm.add-net")
             && r["fds"] == 1)
     ));
-    watch.stop();
+    stop(watch);
     drop(standin);
     let out = podtap_state(BIN, &state.0, &["detach", "--id", &id]);
     assert!(out.status.success(), "detach: {}", stderr(&out));

@@ -236,20 +236,13 @@ fn clear_churn(ns: &Netns) {
 fn attach_detach(state: &StateDir, pod: &Pod, n: u32, round: u32) {
     let id = format!("churn{}x{round}", pod.net);
     let names: Vec<String> = (0..n).map(|i| format!("eth{i}")).collect();
-    let out = podtap_state(
+    let interfaces = names.join(",");
+    let out = attach(
         BIN,
         &state.0,
-        &[
-            "attach",
-            "--netns",
-            &pod.pod.path_str(),
-            "--id",
-            &id,
-            "--mode",
-            "tc",
-            "--interfaces",
-            &names.join(","),
-        ],
+        pod,
+        &id,
+        &["--mode", "tc", "--interfaces", &interfaces],
     );
     let desc = json_ok(&out);
     let attached = desc["interfaces"]

@@ -12,19 +12,7 @@ use podtap_testkit::*;
 const BIN: &str = env!("CARGO_BIN_EXE_podtap");
 
 fn attach_macvtap(state: &StateDir, pod: &Pod, id: &str) -> std::process::Output {
-    podtap_state(
-        BIN,
-        &state.0,
-        &[
-            "attach",
-            "--netns",
-            &pod.pod.path_str(),
-            "--id",
-            id,
-            "--mode",
-            "macvtap",
-        ],
-    )
+    attach(BIN, &state.0, pod, id, &["--mode", "macvtap"])
 }
 
 /// The node `tap.device` of the pod's eth0.

@@ -63,6 +63,29 @@ impl Watch {
         }
     }
 
+    /// The next event named `kind` within `secs`; any other event, `error`
+    /// included, is skipped (for tests that expect errors on the way).
+    pub fn next_of(&self, kind: &str, secs: u64) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let left = deadline
+                .checked_duration_since(Instant::now())
+                .unwrap_or_else(|| panic!("no {kind:?} event in {secs} s"));
+            let event = self
+                .events
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no {kind:?} event in {secs} s"));
+            if event["event"] == kind {
+                return event;
+            }
+        }
+    }
+
+    /// The watch process's pid (to read its `/proc/PID/status`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Events that come within `wait`, without blocking longer.
     pub fn drain(&self, wait: Duration) -> Vec<Value> {
         let mut out = Vec::new();
