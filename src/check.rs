@@ -25,6 +25,11 @@ fn check_locked(id: &SandboxId, state: &StateDir) -> Result<()> {
             .flat_map(|n| n.problems.all())
             .collect(),
     };
+    verdict(id, problems)
+}
+
+/// Ok, or a failed check (exit 12) naming every problem.
+pub(crate) fn verdict(id: &SandboxId, problems: Vec<String>) -> Result<()> {
     if problems.is_empty() {
         Ok(())
     } else {

@@ -94,12 +94,10 @@ pub fn unchained(conflist: &Value) -> Value {
     out
 }
 
-/// The network configuration the runtime uses: the first `.conflist`,
-/// `.conf` or `.json` file of `dir` in lexical order (podtap's own backups
-/// are not candidates).
-pub fn primary_conf(dir: &Path) -> Result<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| Error::io("read CNI conf dir", dir, e))?
+/// The network configuration files of CNI conf dir `dir` (`.conflist`,
+/// `.conf`, `.json`), in the lexical order runtimes read them in.
+pub fn conf_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .flatten()
         .map(|e| e.path())
         .filter(|p| {
@@ -109,6 +107,14 @@ pub fn primary_conf(dir: &Path) -> Result<PathBuf> {
         })
         .collect();
     files.sort();
+    Ok(files)
+}
+
+/// The network configuration the runtime uses: the first `.conflist`,
+/// `.conf` or `.json` file of `dir` in lexical order (podtap's own backups
+/// are not candidates).
+pub fn primary_conf(dir: &Path) -> Result<PathBuf> {
+    let files = conf_files(dir).map_err(|e| Error::io("read CNI conf dir", dir, e))?;
     files.into_iter().next().ok_or_else(|| {
         Error::Invalid(format!(
             "CNI conf dir {}: no network configuration to chain podtap into",

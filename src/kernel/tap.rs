@@ -220,13 +220,7 @@ pub fn name_of(fd: std::os::fd::RawFd) -> io::Result<String> {
     let mut req = empty_ifreq();
     // SAFETY: TUNGETIFF writes a `struct ifreq` we own.
     check(unsafe { libc::ioctl(fd, libc::TUNGETIFF, &mut req) })?;
-    let bytes: Vec<u8> = req
-        .ifr_name
-        .iter()
-        .map(|c| c.to_ne_bytes()[0])
-        .take_while(|b| *b != 0)
-        .collect();
-    String::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    name_in(&req)
 }
 
 /// The name of the link at `ifindex` in the calling thread's netns (SIOCGIFNAME).
@@ -240,6 +234,11 @@ fn name_at(ifindex: u32) -> io::Result<String> {
     req.ifr_ifru.ifru_ifindex = libc::c_int::try_from(ifindex).unwrap_or(0);
     // SAFETY: SIOCGIFNAME reads the index and writes the name of a `struct ifreq` we own.
     check(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFNAME, &mut req) })?;
+    name_in(&req)
+}
+
+/// The interface name an `ifreq` holds (NUL-terminated, at most IFNAMSIZ).
+fn name_in(req: &libc::ifreq) -> io::Result<String> {
     let bytes: Vec<u8> = req
         .ifr_name
         .iter()

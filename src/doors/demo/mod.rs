@@ -114,14 +114,7 @@ fn restored(before: &Description, pod: &Path) -> Result<bool> {
 
 /// The demo's result: ok, or a failed check naming every problem.
 fn outcome(id: &SandboxId, problems: Vec<String>) -> Result<()> {
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::CheckFailed {
-            id: id.to_string(),
-            problems: problems.join("; "),
-        })
-    }
+    crate::check::verdict(id, problems)
 }
 
 /// Scan once the pod's links have carrier and no address is tentative any

@@ -47,25 +47,16 @@ impl Watch {
 
     /// The next event named `kind` within `secs`; no `error` event may come first.
     pub fn next_within(&self, kind: &str, secs: u64) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        loop {
-            let left = deadline
-                .checked_duration_since(Instant::now())
-                .unwrap_or_else(|| panic!("no {kind:?} event in {secs} s"));
-            let event = self
-                .events
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("no {kind:?} event in {secs} s"));
-            assert_ne!(event["event"], "error", "{event}");
-            if event["event"] == kind {
-                return event;
-            }
-        }
+        self.wait_for(kind, secs, false)
     }
 
     /// The next event named `kind` within `secs`; any other event, `error`
     /// included, is skipped (for tests that expect errors on the way).
     pub fn next_of(&self, kind: &str, secs: u64) -> Value {
+        self.wait_for(kind, secs, true)
+    }
+
+    fn wait_for(&self, kind: &str, secs: u64, errors_allowed: bool) -> Value {
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
             let left = deadline
@@ -75,6 +66,9 @@ impl Watch {
                 .events
                 .recv_timeout(left)
                 .unwrap_or_else(|_| panic!("no {kind:?} event in {secs} s"));
+            if !errors_allowed {
+                assert_ne!(event["event"], "error", "{event}");
+            }
             if event["event"] == kind {
                 return event;
             }

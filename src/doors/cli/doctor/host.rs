@@ -3,7 +3,7 @@
 //! judging is in [`super::checks`].
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
@@ -119,17 +119,8 @@ pub fn cni_bin(dir: &Path) -> Probe {
 /// chained in it; the first one (the one the runtime uses) decides.
 pub fn cni_conf(dir: &Path) -> Probe {
     let primary = crate::doors::cni_install::primary_conf(dir).map_err(|e| e.to_string())?;
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.extension()
-                .and_then(|e| e.to_str())
-                .is_some_and(|e| matches!(e, "conflist" | "conf" | "json"))
-        })
-        .collect();
-    files.sort();
+    let files = crate::doors::cni_install::conf_files(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut seen = Vec::new();
     let mut primary_chained = false;
     for file in files.iter().take(32) {
