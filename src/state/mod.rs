@@ -19,6 +19,8 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
 use serde::de::{DeserializeOwned, IgnoredAny};
 
 pub use crate::id::{SandboxId, MAX_ID_LEN};
@@ -135,28 +137,32 @@ impl StateDir {
             return Ok(None);
         }
         let path = self.file(id);
-        let corrupt = |why: String| Error::CorruptState {
-            path: path.clone(),
-            id: id.to_string(),
-            why,
+        parse(id, &path, entry::read(&path))
+    }
+
+    /// [`StateDir::load`] of each of `ids`, in order, one at a time as the
+    /// iterator is advanced: the directory checked and opened once, each
+    /// file opened relative to it and read once (for `list`, which reads them all).
+    pub fn load_each<'a>(
+        &'a self,
+        ids: &'a [SandboxId],
+    ) -> Result<impl Iterator<Item = Result<Option<Checkpoint>>> + 'a> {
+        let dir = match self.check()? {
+            false => None,
+            true => Some(
+                nix::fcntl::open(
+                    &self.dir,
+                    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(|e| Error::io("open state dir", &self.dir, e.into()))?,
+            ),
         };
-        let text = match entry::read(&path) {
-            Ok(t) => t,
-            Err(EntryError::Missing) => return Ok(None),
-            Err(EntryError::NotRegular(what)) => {
-                return Err(corrupt(format!("{what}, not a regular file")))
-            }
-            Err(EntryError::Untrusted(why)) => return Err(entry::untrusted_error(&path, why)),
-            Err(EntryError::Io(e)) => return Err(Error::io("read checkpoint", &path, e)),
-        };
-        let cp: Checkpoint<D> = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
-        if cp.version != VERSION {
-            return Err(corrupt(format!("unknown version {}", cp.version)));
-        }
-        if cp.id != *id {
-            return Err(corrupt(format!("it records id {:?}", cp.id.as_str())));
-        }
-        Ok(Some(cp))
+        Ok(ids.iter().map(move |id| {
+            let Some(dir) = &dir else { return Ok(None) };
+            let name = format!("{id}.json");
+            parse(id, &self.dir.join(&name), entry::read_at(dir, &name))
+        }))
     }
 
     /// The description a finished attach recorded for `id`.
@@ -225,6 +231,36 @@ impl StateDir {
     }
 }
 
+/// The checkpoint of `id` from what reading its file at `path` gave.
+fn parse<D: DeserializeOwned>(
+    id: &SandboxId,
+    path: &Path,
+    read: std::result::Result<String, EntryError>,
+) -> Result<Option<Checkpoint<D>>> {
+    let corrupt = |why: String| Error::CorruptState {
+        path: path.into(),
+        id: id.to_string(),
+        why,
+    };
+    let text = match read {
+        Ok(t) => t,
+        Err(EntryError::Missing) => return Ok(None),
+        Err(EntryError::NotRegular(what)) => {
+            return Err(corrupt(format!("{what}, not a regular file")))
+        }
+        Err(EntryError::Untrusted(why)) => return Err(entry::untrusted_error(path, why)),
+        Err(EntryError::Io(e)) => return Err(Error::io("read checkpoint", path, e)),
+    };
+    let cp: Checkpoint<D> = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
+    if cp.version != VERSION {
+        return Err(corrupt(format!("unknown version {}", cp.version)));
+    }
+    if cp.id != *id {
+        return Err(corrupt(format!("it records id {:?}", cp.id.as_str())));
+    }
+    Ok(Some(cp))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,6 +322,35 @@ mod tests {
         fs::write(sd.file(&s1), &text[..cut]).unwrap();
         let err = sd.load_for_teardown(&s1).unwrap_err();
         assert_eq!(err.exit_code(), crate::error::exit::CORRUPT_STATE);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn each_reads_as_load_reads() {
+        let dir = std::env::temp_dir().join(format!("podtap-cp5-{}", std::process::id()));
+        let sd = StateDir::new(&dir);
+        let ids = [id("a"), id("b"), id("c"), id("d")];
+        let none = sd.load_each(&ids).unwrap().collect::<Vec<_>>();
+        assert!(none.iter().all(|r| matches!(r, Ok(None))), "no dir yet");
+        sd.ensure().unwrap();
+        let cp = serde_json::to_vec(&checkpoint::tests::sample("a")).unwrap();
+        fs::write(sd.file(&ids[0]), &cp).unwrap();
+        fs::write(sd.file(&ids[1]), b"{\"version\": 1, \"id\": ").unwrap();
+        std::os::unix::fs::symlink(sd.file(&ids[0]), sd.file(&ids[2])).unwrap();
+        let each: Vec<String> = sd
+            .load_each(&ids)
+            .unwrap()
+            .map(|r| format!("{:?}", r.map(|c| c.map(|c| c.netns.inode))))
+            .collect();
+        let one: Vec<String> = ids
+            .iter()
+            .map(|i| format!("{:?}", sd.load(i).map(|c| c.map(|c| c.netns.inode))))
+            .collect();
+        assert_eq!(each, one);
+        assert!(
+            each[0].contains("Some(10)") && each[3] == "Ok(None)",
+            "{each:?}"
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -7,7 +7,7 @@ use serde::Serialize;
 use crate::doors::cni::registry::{Entry, Registry};
 use crate::doors::output::emit_text;
 use crate::error::{Error, Result};
-use crate::state::{SandboxId, StateDir};
+use crate::state::{Checkpoint, SandboxId, StateDir};
 
 /// One line of the listing.
 #[derive(Debug, Serialize)]
@@ -35,11 +35,22 @@ struct Row {
 
 pub fn list(state: &StateDir, json: bool) -> Result<()> {
     let registry = Registry::new(state.path());
-    let ids: BTreeSet<SandboxId> = state.ids()?.into_iter().chain(registry.ids()?).collect();
-    let rows: Vec<Row> = ids
-        .into_iter()
-        .map(|id| row(state, &registry, id))
+    let registered: BTreeSet<SandboxId> = registry.ids()?.into_iter().collect();
+    let ids = state.ids()?;
+    let cni = |id: &SandboxId| registered.contains(id).then(|| registry.get(id)).flatten();
+    // Each checkpoint read once, through one fd of the state dir, and
+    // dropped once its row is made.
+    let mut rows: Vec<Row> = ids
+        .iter()
+        .zip(state.load_each(&ids)?)
+        .map(|(id, cp)| row(id.clone(), cp, cni(id)))
         .collect();
+    // CNI registry entries without a checkpoint: orphans.
+    let listed: BTreeSet<&SandboxId> = ids.iter().collect();
+    for id in registered.iter().filter(|id| !listed.contains(id)) {
+        rows.push(row(id.clone(), Ok(None), cni(id)));
+    }
+    rows.sort_by(|a, b| a.id.cmp(&b.id));
     if json {
         let text =
             serde_json::to_string_pretty(&rows).map_err(|e| Error::Invalid(e.to_string()))?;
@@ -63,8 +74,7 @@ pub fn list(state: &StateDir, json: bool) -> Result<()> {
     emit_text(&out, None)
 }
 
-fn row(state: &StateDir, registry: &Registry, id: SandboxId) -> Row {
-    let cni = registry.get(&id);
+fn row(id: SandboxId, cp: Result<Option<Checkpoint>>, cni: Option<Entry>) -> Row {
     let mut row = Row {
         id,
         phase: String::new(),
@@ -76,7 +86,7 @@ fn row(state: &StateDir, registry: &Registry, id: SandboxId) -> Row {
         cni,
         error: None,
     };
-    match state.load(&row.id) {
+    match cp {
         Ok(Some(cp)) => {
             row.phase = serde_plain(&cp.phase());
             row.netns = Some(cp.netns.path);
