@@ -11,6 +11,9 @@
 #   --pods N   pods in the concurrency test (default 100).
 #   --no-tcp   skip the iperf3 TCP test (it runs only when iperf3 is installed).
 #
+# Then benches/scale.py (node scale: 1/100/500 attachments; --smoke: 1/5/10)
+# appends its own section.
+#
 # Uses target/<host triple>/release/podtap (built with `cargo build --release`; the
 # triple is in the path because .cargo/config.toml links statically) unless
 # PODTAP_BIN names a binary, and examples/bench_lib (the library-call
@@ -33,7 +36,7 @@ while [ $# -gt 0 ]; do
     --out=*) out=${1#*=} ;;
     --pods) pods=$2; shift ;;
     --no-tcp) tcp=0 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -82,7 +85,7 @@ cleanup() {
     for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$prefix-" || true); do
         ip netns delete "$ns" 2>/dev/null || true
     done
-    rm -rf "$state"
+    rm -rf "$state" "$state-scale" "$state-scale-rss.txt"
     if [ "${BENCH_KEEP_WORK:-0}" = 1 ]; then
         echo "run.sh: work dir kept: $work" >&2
     else
@@ -129,5 +132,13 @@ python3 "$here/bench.py" "${args[@]}" &
 py=$!
 rc=0
 wait "$py" || rc=$?
+py=""
+
+# Node scale (issue 31 item 6): N attachments on the node, its own script and section.
+scale=(--bin "$bin" --prefix "$prefix-scale" --state-dir "$state-scale" --standin "$work/standin")
+[ "$smoke" = 1 ] && scale+=(--smoke) || scale+=(--reps "$reps")
+python3 "$here/scale.py" "${scale[@]}" ${out:+--out "$out"} &
+py=$!
+wait "$py" || rc=1
 py=""
 exit "$rc"
