@@ -87,7 +87,7 @@ fn inspect_locked(id: &SandboxId, state: &StateDir) -> Result<Inspection> {
         Err(e) => return Err(e),
     };
     block_on(async {
-        let nl = Netlink::connect(&ns)?;
+        let nl = Netlink::connect_bare(&ns)?;
         if !cp.is_netns(ns.identity(), nl.cookie) {
             let why = format!(
                 "netns {} is now a different namespace (new netns cookie)",

@@ -173,7 +173,7 @@ fn detach_locked(id: &SandboxId, state: &StateDir, netns: Option<&Path>) -> Resu
     match teardown::open_recorded(&cp, &state.file(id), &hints)? {
         Ok(ns) => {
             // The netns thread opens its sockets while this one starts the runtime.
-            let opening = ns.open_netlink()?;
+            let opening = ns.open_netlink_bare()?;
             let warnings = block_on(async {
                 let nl = Netlink::connect_opening(&ns, opening)?;
                 if !cp.is_netns(ns.identity(), nl.cookie) {
@@ -278,7 +278,7 @@ fn salvage_netns(file: &Path) -> (Option<PathBuf>, Option<(u64, u64)>, Option<u6
 /// Without a checkpoint: undo what podtap's markers for `id` show in `ns`.
 fn cleanup_by_markers(id: &SandboxId, ns: &NetNs) -> Result<DetachReport> {
     let warnings = block_on(async {
-        let nl = Netlink::connect(ns)?;
+        let nl = Netlink::connect_bare(ns)?;
         teardown::undo_by_markers(&nl, id).await?.into_result()
     })?;
     Ok(DetachReport {

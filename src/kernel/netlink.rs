@@ -32,7 +32,8 @@ pub struct Netlink {
     pub side: Arc<Batch>,
     /// A thread inside the netns, for work that must run there.
     pub worker: NetnsWorker,
-    /// Whether IPv6 is enabled in the netns (`conf/all/disable_ipv6` is 0).
+    /// Whether IPv6 is enabled in the netns (`conf/all/disable_ipv6` is 0;
+    /// false, not probed, after [`Netlink::connect_bare`]).
     pub ipv6_enabled: bool,
     /// The netns cookie (see [`super::netns::NetnsLink::cookie`]).
     pub cookie: Option<u64>,
@@ -43,6 +44,12 @@ impl Netlink {
     /// Open a connection inside `ns`. Must be called from within a tokio runtime.
     pub fn connect(ns: &NetNs) -> Result<Self> {
         Self::connect_opening(ns, ns.open_netlink()?)
+    }
+
+    /// [`Netlink::connect`] without learning whether IPv6 is on
+    /// (`ipv6_enabled` is false): for check and detach ([`NetNs::open_netlink_bare`]).
+    pub fn connect_bare(ns: &NetNs) -> Result<Self> {
+        Self::connect_opening(ns, ns.open_netlink_bare()?)
     }
 
     /// [`Netlink::connect`] with sockets whose opening started earlier
