@@ -9,8 +9,9 @@ default route; the other ends sit in one hub netns of the bench's own), all
 attached (tc mode) with the podtap CLI into one state dir, growing N through
 the levels. At each level it times, in every repetition, one after the other:
 `attach` of one more pod (netns made once, not counted in N), `check --id` of
-an attached pod, `list`, `list --json`, and `detach` of the extra pod; then it
-waits until detach's forked child is gone. Prints a Markdown section (tables
+the first and of the last pod attached, `list`, `list --json`, `detach` of the
+extra pod, `detach` of the first pod and `attach` of it again; after each
+detach it waits until detach's forked child is gone. Prints a Markdown section (tables
 and a Method paragraph) on stdout, or appends it to --out.
 
 --smoke: levels 1,5,10 and 3 repetitions (shows the harness works, not speed).
@@ -212,6 +213,10 @@ class Scale:
             self.list_json_bytes = len(s[3])
             self.record("detach", n, self.timed([self.bin, "detach", "--id", xid]))
             self.settle()
+            # The pod attached first: its netns's /proc/sys/net entries are the oldest.
+            self.record("detach first", n, self.timed([self.bin, "detach", "--id", first]))
+            self.settle()
+            self.record("attach first", n, self.timed(self.attach_cmd(first, first)))
         for c in ("list", "list --json"):
             self.rss[(c, n)] = max(self.peak_rss([self.bin] + c.split()) for _ in range(3))
         files = [os.path.join(self.a.state_dir, f) for f in os.listdir(self.a.state_dir)]
@@ -257,8 +262,11 @@ class Scale:
     # ---- report ----------------------------------------------------------
     def report(self, seconds):
         a, ns = self.a, self.a.levels
-        cmds = ["attach", "detach", "check", "check last", "list", "list --json"]
+        cmds = ["attach", "detach", "detach first", "attach first", "check", "check last",
+                "list", "list --json"]
         label = {"attach": "`attach` (one more pod, 1 if, tc)", "detach": "`detach` (that pod)",
+                 "detach first": "`detach` (the first pod attached)",
+                 "attach first": "`attach` (that pod again)",
                  "check": "`check --id` (the first pod attached)",
                  "check last": "`check --id` (the last pod attached)", "list": "`list`",
                  "list --json": "`list --json`"}
@@ -304,8 +312,10 @@ class Scale:
             "(fixtures built with `ip -batch` and 4 parallel attaches, not timed). At each level, "
             f"{a.reps} repetitions of, in this order: `attach` of one more pod (its netns made "
             "once, outside N), `check --id` of the first pod and of the last one attached, `list`, "
-            "`list --json`, `detach` of the extra pod; then the bench waits until no podtap process is left (detach's forked "
-            "deleter) before the next. Each time is one process, fork to reap (`os.wait4`), with "
+            "`list --json`, `detach` of the extra pod, `detach` of the first pod attached and "
+            "`attach` of it again (the pod whose netns's `/proc/sys/net` entries are the oldest "
+            "on the node); after each `detach` the bench waits until no podtap "
+            "process is left (detach's forked deleter). Each time is one process, fork to reap (`os.wait4`), with "
             "the CPU time of the process and of the children it waited for from the same call; "
             "the tables give the median and p90 (nearest rank) of the wall times and the "
             "median CPU time. Peak RSS: the most of 3 untimed runs under `/usr/bin/time -f %M` "
