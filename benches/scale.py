@@ -362,13 +362,16 @@ def main():
     def on_term(signum, frame):
         raise SystemExit(128 + signum)  # runs the finally clause: cleanup
     signal.signal(signal.SIGTERM, on_term)
+    # Also when started in the background (which ignores SIGINT): Ctrl-C cleans up.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     s = Scale(a)
     t0 = time.time()
     try:
         s.run()
     except KeyboardInterrupt:
-        problems.append("interrupted")
-        raise
+        s.cleanup()
+        log("interrupted; removed what it made")
+        sys.exit(130)
     except Exception as e:  # a harness error is a failure too
         problems.append(f"harness error: {type(e).__name__}: {e}")
         log(problems[-1])
