@@ -71,7 +71,7 @@ host_before=$(host_state)
 
 inner=""
 cleanup() {
-    local rc=$? pid f d
+    local rc=$? pid f
     trap - EXIT INT TERM
     if [ -n "$inner" ] && kill -0 "$inner" 2>/dev/null; then
         kill -TERM "$inner" 2>/dev/null || true
@@ -86,9 +86,7 @@ cleanup() {
     for pid in $(grep -ls -- "$work" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3); do
         [ "$pid" != $$ ] && kill -9 "$pid" 2>/dev/null || true
     done
-    for d in /sys/fs/cgroup/*/podtap-cri-"$prefix"-cri; do
-        [ -d "$d" ] && rmdir "$d" 2>/dev/null || true
-    done
+    cri_cgroups_rm /podtap-cri-"$prefix"-cri
     ip netns delete "$node" 2>/dev/null || true
     rm -rf "$work"
     exit "$rc"

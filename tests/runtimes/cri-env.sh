@@ -169,7 +169,22 @@ cri_cleanup() {
     for f in $(find "$W"/run -name init.pid -o -name shim.pid 2>/dev/null); do
         kill -9 "$(cat "$f")" 2>/dev/null || true
     done
-    for d in /sys/fs/cgroup/*"/podtap-cri-${W##*/}"; do
-        [ -d "$d" ] && rmdir "$d" 2>/dev/null || true
+    cri_cgroups_rm "/podtap-cri-${W##*/}"
+}
+
+# Remove the cgroup PARENT and every cgroup under it (a pod's own is left when
+# its shim was killed before `runc delete`), deepest first, after killing what
+# still runs in them (only this run's pods live there: a `runc init` caught
+# half-way has no pid file to find it by).
+cri_cgroups_rm() {
+    local d
+    for _ in 1 2 3 4 5; do
+        for d in /sys/fs/cgroup/*"$1"; do
+            [ -d "$d" ] || continue
+            find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u | xargs -r kill -9 2>/dev/null
+            find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+        done
+        ls -d /sys/fs/cgroup/*"$1" >/dev/null 2>&1 || return 0
+        sleep 0.2
     done
 }
