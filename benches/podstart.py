@@ -90,7 +90,8 @@ class TimingLog:
             f.seek(self.pos)
             for line in f:
                 name, cmd, _id, t0, t1, cpu, code = line.split()
-                out.append({"plugin": name, "cmd": cmd, "during": during, "end_ns": int(t1),
+                out.append({"plugin": name, "cmd": cmd, "during": during,
+                            "start_ns": int(t0), "end_ns": int(t1),
                             "ms": (int(t1) - int(t0)) / 1e6, "cpu_ms": int(cpu) / 1e3,
                             "status": int(code)})
             self.pos = f.tell()
@@ -113,7 +114,30 @@ def attach_total_ms(files):
 
 
 def new_samples():
-    return {c: {"run": [], "stop": [], "remove": [], "attach_ms": [], "plugins": []} for c in CHAINS}
+    return {c: {"run": [], "stop": [], "remove": [], "attach_ms": [], "plugins": [], "phases": {}}
+            for c in CHAINS}
+
+
+def phases(sc, call, t_start, t_end, plugins):
+    """Split one call of a timed chain at its plugin runs (ms): before the first ADD
+    or DEL plugin, the plugins of each command (first start to last end, the
+    runtime's work between them included), between the commands, after the last
+    (other commands, such as podman's VERSION probes, are not split out)."""
+    plugins = [p for p in plugins if p["cmd"] in ("ADD", "DEL")]
+    if not plugins:
+        return
+    groups = {}
+    for p in plugins:
+        g = groups.setdefault(p["cmd"], [p["start_ns"], p["end_ns"]])
+        g[0], g[1] = min(g[0], p["start_ns"]), max(g[1], p["end_ns"])
+    order = sorted(groups.items(), key=lambda kv: kv[1][0])
+    seg = sc["phases"].setdefault(call, {})
+    last, prev = t_start, None
+    for cmd, (a, b) in order:
+        seg.setdefault(f"before {cmd}" if prev is None else f"{prev} to {cmd}", []).append((a - last) / 1e6)
+        seg.setdefault(f"{cmd} plugins", []).append((b - a) / 1e6)
+        last, prev = b, cmd
+    seg.setdefault(f"after {prev}", []).append((t_end - last) / 1e6)
 
 
 def record(s, chain, key, ms, kept):
@@ -160,7 +184,7 @@ def cri_bench(a):
         pod = rt.RunPodSandbox(pb.RunPodSandboxRequest(config=config, runtime_handler=c)).pod_sandbox_id
         t1 = time.perf_counter_ns()
         record(s, c, "run", (t1 - t0) / 1e6, kept)
-        plugins = tl.read("RunPodSandbox")
+        run_p = tl.read("RunPodSandbox")
         files = checkpoints(a.work, c)
         if "podtap" in c:
             if len(files) != 1:
@@ -169,14 +193,17 @@ def cri_bench(a):
         t2 = time.perf_counter_ns()
         rt.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=pod))
         t3 = time.perf_counter_ns()
-        plugins += tl.read("StopPodSandbox")
+        stop_p = tl.read("StopPodSandbox")
         rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=pod))
         t4 = time.perf_counter_ns()
-        plugins += tl.read("RemovePodSandbox")
+        remove_p = tl.read("RemovePodSandbox")
         record(s, c, "stop", (t3 - t2) / 1e6, kept)
         record(s, c, "remove", (t4 - t3) / 1e6, kept)
         if kept:
-            s[c]["plugins"] += plugins
+            s[c]["plugins"] += run_p + stop_p + remove_p
+            phases(s[c], "RunPodSandbox", t0, t1, run_p)
+            phases(s[c], "StopPodSandbox", t2, t3, stop_p)
+            phases(s[c], "RemovePodSandbox", t3, t4, remove_p)
         if checkpoints(a.work, c):
             failures.append(f"round {i} {c}: checkpoint left after StopPodSandbox")
     wait_quiet(a.work, podtap)
@@ -211,6 +238,7 @@ def podman_bench(a):
             late += sum(p["end_ns"] > t1 for p in plugins)
             if kept:
                 s[c]["plugins"] += plugins
+                phases(s[c], "podman run --rm", t0, t1, plugins)
             if checkpoints(a.work, c):
                 failures.append(f"round {i} {c}: checkpoint left after podman run --rm")
     finally:
@@ -270,6 +298,22 @@ def plugin_rows(s, runs):
     return out
 
 
+def phase_rows(s):
+    """p50 of each part of each call, diagnostic chains side by side."""
+    out = ["| part of the call (diagnostic chains), p50 ms | plain chain | podtap chain | difference |",
+           "|---|---:|---:|---:|"]
+    a, b = s["plain-timed"]["phases"], s["podtap-timed"]["phases"]
+    for call, segs in b.items():
+        for seg, xs in segs.items():
+            ys = a.get(call, {}).get(seg)
+            pa = pct(ys, 0.5) if ys else None
+            pb = pct(xs, 0.5)
+            left = f"{pa:.1f}" if pa is not None else "-"
+            diff = f"{pb - pa:+.1f}" if pa is not None else "-"
+            out.append(f"| {call}: {seg} | {left} | {pb:.1f} | {diff} |")
+    return out
+
+
 def cri_report(d):
     s = d["samples"]
     out = [f"#### containerd {d['version']} CRI: ms per call, {d['pods']} pods per chain", "", CALLS]
@@ -280,7 +324,7 @@ def cri_report(d):
     out += [row("podtap attach in-process (`attachment.timings_us.total`), podtap chain",
                 s["podtap"]["attach_ms"]), "", PLUGINS]
     out += plugin_rows(s, (("ADD", "RunPodSandbox"), ("DEL", "StopPodSandbox"), ("DEL", "RemovePodSandbox")))
-    return out + [""]
+    return out + [""] + phase_rows(s) + [""]
 
 
 def podman_report(d):
@@ -290,8 +334,8 @@ def podman_report(d):
     for c in CHAINS:
         out.append(row(f"podman run --rm, {LABEL[c]}", s[c]["run"]))
     out += [added_row("podman run --rm: added by podtap (ADD + DEL)", s, "run"), "", PLUGINS]
-    out += plugin_rows(s, (("ADD", "podman run"), ("DEL", "podman run")))
-    return out + [""]
+    out += plugin_rows(s, (("ADD", "podman run"), ("DEL", "podman run"), ("VERSION", "podman run")))
+    return out + [""] + phase_rows(s) + [""]
 
 
 def report(a):
@@ -312,25 +356,29 @@ def report(a):
 METHOD = """**Method.** `benches/podstart.sh` runs one private containerd (CRI plugin, runc,
 overlayfs; `tests/runtimes/cri-env.sh`) and then one private podman (CNI backend, runc;
 `tests/runtimes/podman-env.sh`), each in a node netns and a private mount namespace of
-the run's own. Three CNI chains, all with Debian's containernetworking-plugins, each on
-its own bridge and subnet: *plain* (bridge + host-local), *podtap* (the same + podtap
-in tc mode, as `podtap cni-install` chains it) and *timed* (the podtap chain with every
-plugin run through `benches/podstart-wrap.c`, which adds a fork per plugin and logs each
-plugin's wall time from fork to reap and its CPU time: a diagnostic, not compared).
-containerd serves them as three runtime handlers with their own `cni_conf_dir`; podman
-as three networks. Pods (busybox sandbox image, `sleep`) and containers (`--rootfs`
-busybox, `sh -c :`) are started one at a time, the chains interleaved: every round runs
-each chain once, the order rotated every round, so drift hits all alike; each start
-waits until no podtap process (a detach's forked child) and no shim of the previous pod
-is left. CRI: the driver times each gRPC call in-process (`perf_counter_ns` around
+the run's own. Four CNI chains, all with Debian's containernetworking-plugins, each on
+its own bridge and subnet: *plain* (bridge + host-local) and *podtap* (the same + podtap
+in tc mode, as `podtap cni-install` chains it), the two compared; and the same two with
+every plugin run through `benches/podstart-wrap.c`, which adds a fork per plugin and logs
+each plugin's wall time (fork to reap, CLOCK_MONOTONIC) and CPU time (user + sys, wait4):
+a diagnostic of where the time goes, never compared with the untimed chains; its
+plugin timestamps split each call into the time before the first plugin, the plugins
+of each command, the runtime's work between and after them. containerd serves the
+chains as four runtime handlers with their own `cni_conf_dir`, podman as four networks.
+Pods (busybox sandbox image, `sleep`) and containers (`--rootfs` busybox, `sh -c :`)
+are started one at a time, the chains interleaved: every round runs each chain once,
+the order rotated every round, so drift hits all alike; each start waits until no
+podtap process (a detach's forked child) and no shim of the previous pod is left.
+CRI: the driver times each gRPC call in-process (`perf_counter_ns` around
 RunPodSandbox, then StopPodSandbox and RemovePodSandbox as rows of their own); podman:
-the whole `podman run --rm` process, fork to reap (ADD at start, DEL at removal). After
-the warm-up rounds (untimed), p50 and p99 are linearly interpolated percentiles (p99 of
-50 samples is close to the maximum), mean the arithmetic mean; "added by podtap" is the
+the whole `podman run --rm` process, fork to reap (ADD at start, DEL at removal; a
+plugin run that ended after its `podman run` returned would be reported). After the
+warm-up rounds (untimed), p50 and p99 are linearly interpolated percentiles (p99 of 50
+samples is close to the maximum), mean the arithmetic mean; "added by podtap" is the
 podtap chain's statistic minus the plain chain's, and the paired median is the median
-of the per-round differences. After each pod and at the end the run checks that no
-checkpoint, pod, container, netns, TAP or veth is left, and podstart.sh that the host's
-podman and libcni state is unchanged."""
+of the per-round differences (more robust to load bursts than a difference of p50s).
+After each pod and at the end the run checks that no checkpoint, pod, container, netns,
+TAP or veth is left, and podstart.sh that the host's podman and libcni state is unchanged."""
 
 
 def main():
