@@ -107,27 +107,29 @@ bg() {
 ip netns add "$node"
 ip -n "$node" link set lo up
 gcc -O2 -Wall -o "$work"/podstart-wrap "$here"/podstart-wrap.c
-# The diagnostic chain's plugins: NAME-timed next to NAME in a CNI bin dir.
+# The diagnostic chains' plugins: NAME-timed and NAME-waited next to NAME in a CNI bin dir.
 timed_plugins() {
-    cp "$work"/podstart-wrap "$1"/bridge-timed
-    cp "$work"/podstart-wrap "$1"/podtap-timed
+    local n
+    for n in bridge-timed podtap-timed bridge-waited podtap-waited; do
+        cp "$work"/podstart-wrap "$1/$n"
+    done
 }
 PLUGIN='{"type":"podtap","mode":"tc","stateDir":"STATE","capabilities":{"io.kubernetes.cri.pod-annotations":true}}'
 plugin() { echo ",${PLUGIN/STATE/$1}"; }
 rc=0
 
-# ---- containerd CRI: four runtime handlers, one CNI conf dir each ----
+# ---- containerd CRI: five runtime handlers, one CNI conf dir each ----
 # (its basename names the pods' cgroup parent, /podtap-cri-<basename>: unique)
 W=$work/$prefix-cri
 cri_env "$W" "$bin"
 timed_plugins "$W"/bin
 subnet=210
-for h in plain podtap plain-timed podtap-timed; do
+for h in plain podtap plain-timed podtap-timed podtap-waited; do
     mkdir -p "$W/net-$h"
     p=""
     case $h in podtap*) p=$(plugin "$W/state-$h") ;; esac
     cri_conflist "$W/net-$h/10-$h.conflist" "ps-$h" "psbr$subnet" "198.18.$subnet.0/24" "$W"/ipam "$p"
-    case $h in *-timed) sed -i 's/"type":"\(bridge\|podtap\)"/"type":"\1-timed"/g' "$W/net-$h/10-$h.conflist" ;; esac
+    case $h in *-timed|*-waited) sed -i 's/"type":"\(bridge\|podtap\)"/"type":"\1-'"${h#*-}"'"/g' "$W/net-$h/10-$h.conflist" ;; esac
     cri_handler "$W" "$h" "$W/net-$h"
     subnet=$((subnet + 1))
 done
@@ -146,7 +148,7 @@ python3 "$here"/podstart.py cri --work "$W" --pods $pods --warmup $warmup --out 
 S
 bg cri_private "$W" "$node" "$W"/inner.sh || rc=1
 
-# ---- podman: four networks (podman_env's ptrt is the podtap chain) ----
+# ---- podman: five networks (podman_env's ptrt is the podtap chain) ----
 W=$work/podman
 podman_env "$W" "$bin" 198.18.214.0/24 "$(plugin "$W"/state-podtap)"
 timed_plugins "$W"/bin
@@ -154,7 +156,7 @@ python3 - "$W" <<'PY'
 import json, sys
 w = sys.argv[1]
 base = json.load(open(f"{w}/net.d/podtap.conflist"))
-for i, chain in enumerate(("plain", "plain-timed", "podtap-timed")):
+for i, chain in enumerate(("plain", "plain-timed", "podtap-timed", "podtap-waited")):
     c = json.loads(json.dumps(base))
     c["name"] = f"ptps-{chain}"
     c["plugins"][0]["bridge"] = f"ptpsbr{i}"
@@ -163,9 +165,9 @@ for i, chain in enumerate(("plain", "plain-timed", "podtap-timed")):
         del c["plugins"][1:]
     else:
         c["plugins"][1]["stateDir"] = f"{w}/state-{chain}"
-    if chain.endswith("-timed"):
+    if "-" in chain:
         for p in c["plugins"]:
-            p["type"] += "-timed"
+            p["type"] += "-" + chain.split("-", 1)[1]
     json.dump(c, open(f"{w}/net.d/{c['name']}.conflist", "w"))
 PY
 cat >"$W"/inner.sh <<S
