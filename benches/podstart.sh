@@ -33,6 +33,9 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+case $pods in
+''|*[!0-9]*|0) echo "podstart.sh: --pods needs a positive number, not '$pods'" >&2; exit 2 ;;
+esac
 if [ "$(id -u)" -ne 0 ]; then
     echo "podstart.sh: needs root (network and mount namespaces, containerd)" >&2
     exit 2
