@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # podtap benchmarks (issue 6): one run, contenders interleaved per repetition.
 #
-#   bash benches/run.sh [--smoke] [--reps N] [--out FILE] [--pods N] [--no-tcp]
+#   bash benches/run.sh [--smoke] [--reps N] [--out FILE] [--pods N] [--no-tcp] [--no-podstart]
 #
 #   --smoke    2 reps, 1 and 8 interfaces, 10 concurrent pods, short data path: proves
-#              the harness works (CI), says nothing about speed. Under 60 s.
+#              the harness works (CI), says nothing about speed. Under 60 s (podstart.sh: 20-30 s more).
 #   --reps N   repetitions per contender (default 20).
 #   --out FILE write the Markdown results there (default: stdout); raw samples go
 #              to FILE.json.
 #   --pods N   pods in the concurrency test (default 100).
 #   --no-tcp   skip the iperf3 TCP test (it runs only when iperf3 is installed).
+#   --no-podstart  skip benches/podstart.sh (pod start under containerd CRI and podman;
+#              its section is appended to the Markdown; it skips itself without them).
 #
 # Then benches/scale.py (node scale: 1/100/500 attachments; --smoke: 1/5/10)
 # appends its own section.
@@ -26,7 +28,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(dirname "$here")
 orig_args="$*"
-reps=20 smoke=0 out="" pods=100 tcp=1
+reps=20 smoke=0 out="" pods=100 tcp=1 podstart=1
 while [ $# -gt 0 ]; do
     case $1 in
     --smoke) smoke=1 ;;
@@ -36,7 +38,8 @@ while [ $# -gt 0 ]; do
     --out=*) out=${1#*=} ;;
     --pods) pods=$2; shift ;;
     --no-tcp) tcp=0 ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --no-podstart) podstart=0 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -141,4 +144,14 @@ python3 "$here/scale.py" "${scale[@]}" ${out:+--out "$out"} &
 py=$!
 wait "$py" || rc=1
 py=""
+
+# Pod start under a real runtime (issue 31, item 5): its own script, its section appended.
+if [ "$podstart" = 1 ]; then
+    ps_args=(--bin "$bin")
+    [ "$smoke" = 1 ] && ps_args+=(--smoke)
+    bash "$here/podstart.sh" "${ps_args[@]}" >>"${out:-/dev/stdout}" &
+    py=$!
+    wait "$py" || rc=1
+    py=""
+fi
 exit "$rc"
