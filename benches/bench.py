@@ -564,7 +564,10 @@ class Bench:
         for r in range(rounds):
             k = r % len(variants)
             order = variants[k:] + variants[:k]
-            for size in (60, 1514):
+            # (sink, frame size): the echo round trip at two sizes, then one way at
+            # 64 B into a sink that never reads (the generator's CPU per frame is then
+            # the forward path alone: send, veth, the wiring, the TAP's full queue)
+            for sink, size in (("echo", 60), ("echo", 1514), ("hold", 60)):
                 for v in order:
                     cid = f"{self.prefix}-dp"
                     dst = pod_mac
@@ -582,9 +585,9 @@ class Bench:
                         dst = iface.get("guest_mac", pod_mac)
                         # a macvtap is opened through its device node, as `podtap exec` does
                         tap = iface["tap"].get("device") or iface["tap"]["name"]
-                        echo = [standin, "echo", "tap", tap, str(secs + 1.5)]
+                        echo = [standin, sink, "tap", tap, str(secs + 1.5)]
                     else:
-                        echo = [standin, "echo", "pkt", "eth0", str(secs + 1.5)]
+                        echo = [standin, sink, "pkt", "eth0", str(secs + 1.5)]
                     e = subprocess.Popen(["ip", "netns", "exec", pod] + echo, stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                     ready = e.stdout.readline()
@@ -604,12 +607,12 @@ class Bench:
                             self.fail(f"datapath detach {v}", rr.returncode, rr.stderr)
                     self.check_clean(pod, base, f"datapath {v}")
                     if g.returncode != 0 or e.returncode != 0 or not ready:
-                        self.fail(f"datapath {v} size {size}", g.returncode or e.returncode,
+                        self.fail(f"datapath {v} {sink} size {size}", g.returncode or e.returncode,
                                   g.stderr + eerr)
                         continue
                     gj = json.loads(g.stdout.strip().splitlines()[-1])
                     ej = json.loads(eout.strip().splitlines()[-1])
-                    res.setdefault((v, size), []).append(dict(
+                    res.setdefault((v, size if sink == "echo" else "oneway"), []).append(dict(
                         sent_pps=gj["tx"] / gj["elapsed_s"],
                         rx_pps=ej["rx"] / gj["elapsed_s"],
                         echo_pps=gj["echoed"] / gj["elapsed_s"],
@@ -1008,6 +1011,27 @@ class Bench:
                       if b["gen_ns_per_frame"]]
                 L.append(f"| {DP_VARIANTS[v]} | {med(er):.2f} ({min(er):.2f}–{max(er):.2f}) | "
                          f"{med(cr):.2f} ({min(cr):.2f}–{max(cr):.2f}) |")
+            ow = {v: dp.get((v, "oneway"), []) for v in DP_VARIANTS}
+            if any(ow.values()):
+                L.append("\n### 6c. One way: the forward path's CPU per frame (64 B, sink never reads)\n")
+                L.append("Generator → veth → [wiring] → a TAP (bare veth: a packet socket) held open and never "
+                         "read, so frames are dropped at its full queue after the whole wiring: the generator's "
+                         "CPU time per frame sent is the forward path alone, softirq included. Median (min–max) "
+                         "over rounds; *vs u32 + mirred* is the median of the ratios within each round.\n")
+                L.append("| wiring | generator CPU ns / frame sent | vs u32 + mirred | offered (kpps) |")
+                L.append("|---|---|---|---|")
+                u32 = ow.get("tc", [])
+                for v, xs in ow.items():
+                    if not xs:
+                        L.append(f"| {DP_VARIANTS[v]} | failed | | |")
+                        continue
+                    ns = [x["gen_ns_per_frame"] for x in xs]
+                    rel = "–"
+                    if len(xs) == len(u32):
+                        rr = [a["gen_ns_per_frame"] / b["gen_ns_per_frame"] for a, b in zip(xs, u32)]
+                        rel = f"{med(rr):.3f} ({min(rr):.2f}–{max(rr):.2f})"
+                    L.append(f"| {DP_VARIANTS[v]} | {med(ns):.0f} ({min(ns):.0f}–{max(ns):.0f}) | {rel} | "
+                             f"{med([x['sent_pps'] for x in xs]) / 1e3:.0f} |")
         tcp = self.extra.get("tcp")
         if tcp:
             n = max(len(v) for v in tcp.values())

@@ -15,6 +15,10 @@
 //                                     packet socket) and a packet socket on IFNAME, both
 //                                     with a virtio-net header, so GSO/TSO frames pass
 //                                     through whole (for the TCP test)
+//   standin hold tap NAME SECONDS
+//   standin hold pkt IFNAME SECONDS   open the TAP (or packet socket) as echo does and
+//                                     never read it: frames sent to it go through the
+//                                     whole wiring and are dropped at its full queue
 //   standin rss CMD ARGS...            run CMD, print its peak RSS (KiB) on stderr
 //                                     (fallback when /usr/bin/time is missing)
 //   standin gen IFNAME SECONDS SIZE DSTMAC
@@ -275,10 +279,24 @@ static int rss(int argc, char **argv) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
+// Open like echo, read nothing: the one-way test's sink.
+static int hold(int argc, char **argv) {
+    if (argc < 5) return 2;
+    int fd = !strcmp(argv[2], "tap") ? open_tap(argv[3], 0) : open_pkt(argv[3], ETH_P_BENCH, 0);
+    printf("{\"ready\":true}\n");
+    fflush(stdout);
+    struct pollfd p = {.fd = 0, .events = POLLIN};
+    poll(&p, 1, (int)(atof(argv[4]) * 1000));  // SECONDS, or EOF on stdin
+    close(fd);
+    printf("{\"rx\":0,\"tx\":0,\"cpu_s\":%.6f}\n", cpu_s());
+    return 0;
+}
+
 int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) return 2;
     if (!strcmp(argv[1], "echo")) return echo(argc, argv);
+    if (!strcmp(argv[1], "hold")) return hold(argc, argv);
     if (!strcmp(argv[1], "fwd")) return fwd(argc, argv);
     if (!strcmp(argv[1], "gen")) return gen(argc, argv);
     if (!strcmp(argv[1], "rss")) return rss(argc, argv);
