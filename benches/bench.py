@@ -27,6 +27,16 @@ BATCH = os.path.join(HERE, "iproute2-batch.sh")
 SCRIPT_GROUP = 4242          # link group the shell contenders use
 FLOOR_GROUP = 4343           # link group of the TAPs the kernel-floor deletion removes
 SCRIPT_PRIO = 49152          # tc prio of the shell contenders' filters
+# data-path variants, in the order of the report, with their labels
+DP_VARIANTS = {
+    "veth": "bare veth (packet socket)",
+    "tc": "tc: u32 + mirred (podtap)",
+    "tc-clsbpf": "tc: cls_bpf bpf_redirect, direct action",
+    "tc-tcx": "tc: tcx bpf_redirect, no qdisc",
+    "tc-tcx-peer": "tc: tcx, TAP side bpf_redirect_peer",
+    "bridge": "bridge (podtap)",
+    "macvtap": "macvtap (podtap)",
+}
 
 last_cpu_ms = 0.0            # CPU time of the last timed() process tree
 problems = []                # failures and leftovers: any entry makes the exit status 1
@@ -549,28 +559,35 @@ class Bench:
                check=False)
         base = self.snapshot_clean(pod)
         pod_mac = json.loads(sh(["ip", "-n", pod, "-j", "link", "show", "eth0"]).stdout)[0]["address"]
-        variants = ["veth", "tc", "bridge", "macvtap"]
+        variants = list(DP_VARIANTS)
         res = {}
         for r in range(rounds):
             k = r % len(variants)
             order = variants[k:] + variants[:k]
-            for size in (60, 1514):
+            # (sink, frame size): the echo round trip at two sizes, then one way at
+            # 64 B into a sink that never reads (the generator's CPU per frame is then
+            # the forward path alone: send, veth, the wiring, the TAP's full queue)
+            for sink, size in (("echo", 60), ("echo", 1514), ("hold", 60)):
                 for v in order:
                     cid = f"{self.prefix}-dp"
                     dst = pod_mac
                     if v != "veth":
                         rr = sh([self.bin, "attach", "--netns", f"/var/run/netns/{pod}", "--id", cid,
-                                 "--mode", v], check=False)
+                                 "--mode", v.split("-")[0]], check=False)
                         if rr.returncode != 0:
                             self.fail(f"datapath attach {v}", rr.returncode, rr.stderr)
                             continue
                         iface = [i for i in json.loads(rr.stdout)["interfaces"] if i.get("tap")][0]
+                        if v.startswith("tc-") and not self.bpf_rewire(v, pod, iface):
+                            sh([self.bin, "detach", "--id", cid], check=False)
+                            self.check_clean(pod, base, f"datapath {v}")
+                            continue
                         dst = iface.get("guest_mac", pod_mac)
                         # a macvtap is opened through its device node, as `podtap exec` does
                         tap = iface["tap"].get("device") or iface["tap"]["name"]
-                        echo = [standin, "echo", "tap", tap, str(secs + 1.5)]
+                        echo = [standin, sink, "tap", tap, str(secs + 1.5)]
                     else:
-                        echo = [standin, "echo", "pkt", "eth0", str(secs + 1.5)]
+                        echo = [standin, sink, "pkt", "eth0", str(secs + 1.5)]
                     e = subprocess.Popen(["ip", "netns", "exec", pod] + echo, stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                     ready = e.stdout.readline()
@@ -578,25 +595,64 @@ class Bench:
                     g = sh(["ip", "netns", "exec", peer, standin, "gen", "v0", str(secs), str(size), dst],
                            check=False)
                     eout, eerr = e.communicate()
+                    if v in ("tc-tcx", "tc-tcx-peer"):
+                        sh(["ip", "netns", "exec", pod, self.a.bpfredir, "tcx-detach", iface["name"]],
+                           check=False)
+                    elif v == "tc-clsbpf":  # podtap leaves a filter it did not make alone
+                        sh(["tc", "-n", pod, "filter", "del", "dev", iface["name"], "ingress"],
+                           check=False)
                     if v != "veth":
                         rr = sh([self.bin, "detach", "--id", cid], check=False)
                         if rr.returncode != 0:
                             self.fail(f"datapath detach {v}", rr.returncode, rr.stderr)
                     self.check_clean(pod, base, f"datapath {v}")
                     if g.returncode != 0 or e.returncode != 0 or not ready:
-                        self.fail(f"datapath {v} size {size}", g.returncode or e.returncode,
+                        self.fail(f"datapath {v} {sink} size {size}", g.returncode or e.returncode,
                                   g.stderr + eerr)
                         continue
                     gj = json.loads(g.stdout.strip().splitlines()[-1])
                     ej = json.loads(eout.strip().splitlines()[-1])
-                    res.setdefault((v, size), []).append(dict(
+                    res.setdefault((v, size if sink == "echo" else "oneway"), []).append(dict(
                         sent_pps=gj["tx"] / gj["elapsed_s"],
                         rx_pps=ej["rx"] / gj["elapsed_s"],
-                        echo_pps=gj["echoed"] / gj["elapsed_s"]))
+                        echo_pps=gj["echoed"] / gj["elapsed_s"],
+                        gen_ns_per_frame=gj["cpu_s"] * 1e9 / max(gj["tx"], 1),
+                        echo_ns_per_frame=ej["cpu_s"] * 1e9 / max(ej["tx"], 1)))
         self.extra["datapath"] = res
         self.extra["datapath_secs"] = (rounds, secs)
         log(f"datapath: { {k: [round(x['rx_pps']) for x in v] for k, v in res.items()} }")
         return pod
+
+    def bpf_rewire(self, v, pod, iface):
+        """Replace podtap's two u32 + mirred filters with the four-instruction
+        bpf_redirect program of benches/bpfredir.c: as a cls_bpf filter in
+        direct-action mode on the same ingress qdiscs (tc-clsbpf), or on tcx
+        ingress with the qdiscs deleted (tc-tcx; tc-tcx-peer: the TAP's program
+        calls bpf_redirect_peer instead, into the pod veth's peer's ingress in
+        the other netns). podtap's detach then deletes
+        the TAP (and its hook) and finds the pod veth's qdisc already gone."""
+        veth, tap = iface["name"], iface["tap"]["name"]
+        bpfdir = os.path.join(self.a.workdir, "bpffs")
+        os.makedirs(bpfdir, exist_ok=True)
+        steps = []
+        for dev, to in ((veth, tap), (tap, veth)):
+            steps.append(f"tc filter del dev {dev} ingress")
+            if v == "tc-clsbpf":
+                # a bpffs mounted in this command's own mount namespace (ip netns
+                # exec makes one): the pin vanishes with it, the filter keeps the program
+                steps.append(f"{self.a.bpfredir} pin {bpfdir}/{dev} {to}")
+                steps.append(f"tc filter add dev {dev} ingress pref 1 bpf object-pinned {bpfdir}/{dev} da")
+            else:
+                steps.append(f"tc qdisc del dev {dev} ingress")
+                how = "tcx-peer" if v == "tc-tcx-peer" and dev == tap else "tcx-attach"
+                steps.append(f"{self.a.bpfredir} {how} {dev} {to}")
+        if v == "tc-clsbpf":
+            steps.insert(0, f"mount -t bpf bpf {bpfdir}")
+        r = sh(["ip", "netns", "exec", pod, "sh", "-ec", " && ".join(steps)], check=False)
+        if r.returncode != 0:
+            self.fail(f"datapath {v} rewire", r.returncode, r.stderr)
+            return False
+        return True
 
     def tcp(self, secs, rounds):
         """TCP through the wiring: iperf3 client in the peer netns, server in a
@@ -671,6 +727,9 @@ class Bench:
     # ---------- main loop ----------
     def run(self):
         a = self.a
+        if a.datapath_only:
+            self.datapath(a.dp_rounds, a.dp_secs)
+            return
         sizes = [1, 8] if a.smoke else [1, 8, 64]
         pods = {n: self.make_pod(f"n{n}", n) for n in sizes}
         bases = {n: self.snapshot_clean(pods[n]) for n in sizes}
@@ -919,21 +978,60 @@ class Bench:
             L.append(f"\n### 6. Data path: frames/s through the wiring ({rounds} round(s) × {secs} s per variant, median)\n")
             L.append("Generator in the peer netns → veth → [wiring] → stand-in (reads, swaps MACs, writes back) → "
                      "[wiring] → veth → generator. *delivered* = frames the stand-in read; *echoed* = frames back at the generator.\n")
-            L.append("| frame | wiring | offered (kpps) | delivered (kpps) | echoed (kpps) | delivered vs bare veth | echoed vs bare veth |")
-            L.append("|---|---|---|---|---|---|---|")
+            L.append("| frame | wiring | offered (kpps) | delivered (kpps) | echoed (kpps) | delivered vs bare veth | echoed vs bare veth | generator CPU ns / frame sent | stand-in CPU ns / frame echoed |")
+            L.append("|---|---|---|---|---|---|---|---|---|")
             label = {60: "64 B (60 + FCS)", 1514: "1500 B payload (1514 + FCS)"}
             for size in (60, 1514):
                 b = dp.get(("veth", size))
-                for v in ("veth", "tc", "bridge", "macvtap"):
+                for v in DP_VARIANTS:
                     xs = dp.get((v, size))
                     if not xs:
-                        L.append(f"| {label[size]} | {v} | failed | | | | |")
+                        L.append(f"| {label[size]} | {v} | failed | | | | | | |")
                         continue
                     s, r, e = (med([x[f] for x in xs]) for f in ("sent_pps", "rx_pps", "echo_pps"))
                     rb = med([x["rx_pps"] for x in b]) if b else float("nan")
                     eb = med([x["echo_pps"] for x in b]) if b else float("nan")
-                    L.append(f"| {label[size]} | {'bare veth (packet socket)' if v == 'veth' else v} | {s / 1e3:.0f} | {r / 1e3:.0f} | {e / 1e3:.0f} | "
-                             f"{r / rb:.2f} | {e / eb:.2f} |")
+                    L.append(f"| {label[size]} | {DP_VARIANTS[v]} | {s / 1e3:.0f} | {r / 1e3:.0f} | {e / 1e3:.0f} | "
+                             f"{r / rb:.2f} | {e / eb:.2f} | "
+                             f"{med([x['gen_ns_per_frame'] for x in xs]):.0f} | {med([x['echo_ns_per_frame'] for x in xs]):.0f} |")
+            L.append("\nThe tc redirects against podtap's u32 + mirred, round by round: the ratio within "
+                     "each round (a round runs every variant back to back), median over the rounds "
+                     "(min–max), 64 B frames.\n")
+            L.append("| wiring | echoed frames/s vs u32 + mirred | generator CPU / frame vs u32 + mirred |")
+            L.append("|---|---|---|")
+            u32 = dp.get(("tc", 60), [])
+            for v in (k for k in DP_VARIANTS if k.startswith("tc-")):
+                xs = dp.get((v, 60), [])
+                # rounds are paired by index only when both variants ran in every round
+                if not xs or len(xs) != len(u32):
+                    L.append(f"| {DP_VARIANTS[v]} | not paired | |")
+                    continue
+                er = [a["echo_pps"] / b["echo_pps"] for a, b in zip(xs, u32) if b["echo_pps"]]
+                cr = [a["gen_ns_per_frame"] / b["gen_ns_per_frame"] for a, b in zip(xs, u32)
+                      if b["gen_ns_per_frame"]]
+                L.append(f"| {DP_VARIANTS[v]} | {med(er):.2f} ({min(er):.2f}–{max(er):.2f}) | "
+                         f"{med(cr):.2f} ({min(cr):.2f}–{max(cr):.2f}) |")
+            ow = {v: dp.get((v, "oneway"), []) for v in DP_VARIANTS}
+            if any(ow.values()):
+                L.append("\n### 6c. One way: the forward path's CPU per frame (64 B, sink never reads)\n")
+                L.append("Generator → veth → [wiring] → a TAP (bare veth: a packet socket) held open and never "
+                         "read, so frames are dropped at its full queue after the whole wiring: the generator's "
+                         "CPU time per frame sent is the forward path alone, softirq included. Median (min–max) "
+                         "over rounds; *vs u32 + mirred* is the median of the ratios within each round.\n")
+                L.append("| wiring | generator CPU ns / frame sent | vs u32 + mirred | offered (kpps) |")
+                L.append("|---|---|---|---|")
+                u32 = ow.get("tc", [])
+                for v, xs in ow.items():
+                    if not xs:
+                        L.append(f"| {DP_VARIANTS[v]} | failed | | |")
+                        continue
+                    ns = [x["gen_ns_per_frame"] for x in xs]
+                    rel = "–"
+                    if len(xs) == len(u32):
+                        rr = [a["gen_ns_per_frame"] / b["gen_ns_per_frame"] for a, b in zip(xs, u32)]
+                        rel = f"{med(rr):.3f} ({min(rr):.2f}–{max(rr):.2f})"
+                    L.append(f"| {DP_VARIANTS[v]} | {med(ns):.0f} ({min(ns):.0f}–{max(ns):.0f}) | {rel} | "
+                             f"{med([x['sent_pps'] for x in xs]) / 1e3:.0f} |")
         tcp = self.extra.get("tcp")
         if tcp:
             n = max(len(v) for v in tcp.values())
@@ -973,6 +1071,8 @@ def main():
     ap.add_argument("--standin", required=True)
     ap.add_argument("--floor", required=True)
     ap.add_argument("--lib", required=True, help="examples/bench_lib binary")
+    ap.add_argument("--bpfredir", required=True, help="benches/bpfredir.c, compiled")
+    ap.add_argument("--datapath-only", action="store_true", help="only the data-path test")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--pods", type=int, default=100)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # podtap benchmarks (issue 6): one run, contenders interleaved per repetition.
 #
-#   bash benches/run.sh [--smoke] [--reps N] [--out FILE] [--pods N] [--no-tcp] [--no-podstart]
+#   bash benches/run.sh [--smoke] [--reps N] [--out FILE] [--pods N] [--no-tcp]
+#                       [--no-podstart] [--datapath-only] [--dp-rounds N]
 #
 #   --smoke    2 reps, 1 and 8 interfaces, 10 concurrent pods, short data path: proves
 #              the harness works (CI), says nothing about speed. Under 60 s (podstart.sh: 20-30 s more).
@@ -12,9 +13,11 @@
 #   --no-tcp   skip the iperf3 TCP test (it runs only when iperf3 is installed).
 #   --no-podstart  skip benches/podstart.sh (pod start under containerd CRI and podman;
 #              its section is appended to the Markdown; it skips itself without them).
+#   --datapath-only  only the data-path test (section 6; with --dp-rounds N rounds,
+#              default 5): every wiring, the tc BPF redirects included.
 #
 # Then benches/scale.py (node scale: 1/100/500 attachments; --smoke: 1/5/10)
-# appends its own section.
+# appends its own section (not with --datapath-only).
 #
 # Uses target/<host triple>/release/podtap (built with `cargo build --release`; the
 # triple is in the path because .cargo/config.toml links statically) unless
@@ -28,7 +31,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(dirname "$here")
 orig_args="$*"
-reps=20 smoke=0 out="" pods=100 tcp=1 podstart=1
+reps=20 smoke=0 out="" pods=100 tcp=1 podstart=1 dponly=0 dprounds=""
 while [ $# -gt 0 ]; do
     case $1 in
     --smoke) smoke=1 ;;
@@ -39,7 +42,9 @@ while [ $# -gt 0 ]; do
     --pods) pods=$2; shift ;;
     --no-tcp) tcp=0 ;;
     --no-podstart) podstart=0 ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --datapath-only) dponly=1 ;;
+    --dp-rounds) dprounds=$2; shift ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -102,15 +107,22 @@ trap 'exit 130' INT TERM
 mkdir -p -m 0700 "$state"
 gcc -O2 -pthread -Wall -o "$work/standin" "$here/standin.c"
 gcc -O2 -Wall -Wno-stringop-overflow -o "$work/floor" "$here/floor.c"
+gcc -O2 -Wall -o "$work/bpfredir" "$here/bpfredir.c"
 
 args=(--bin "$bin" --prefix "$prefix" --state-dir "$state" --workdir "$work"
-      --standin "$work/standin" --floor "$work/floor" --lib "$libbench" --reps "$reps" --pods "$pods")
+      --standin "$work/standin" --floor "$work/floor" --lib "$libbench" --bpfredir "$work/bpfredir" --reps "$reps" --pods "$pods")
 if [ "$smoke" = 1 ]; then
     args+=(--smoke --reps 2 --pods 10 --dp-rounds 1 --dp-secs 0.5)
     tcp=0
 fi
 if [ "$tcp" = 1 ] && command -v iperf3 >/dev/null; then
     args+=(--tcp)
+fi
+if [ "$dponly" = 1 ]; then
+    args+=(--datapath-only)
+fi
+if [ -n "$dprounds" ]; then
+    args+=(--dp-rounds "$dprounds")
 fi
 if [ -n "$out" ]; then
     args+=(--out "$out" --raw "${out%.md}.json")
@@ -136,6 +148,9 @@ py=$!
 rc=0
 wait "$py" || rc=$?
 py=""
+if [ "$dponly" = 1 ]; then
+    exit "$rc"
+fi
 
 # Node scale (issue 31 item 6): N attachments on the node, its own script and section.
 scale=(--bin "$bin" --prefix "$prefix-scale" --state-dir "$state-scale" --standin "$work/standin")

@@ -15,13 +15,18 @@
 //                                     packet socket) and a packet socket on IFNAME, both
 //                                     with a virtio-net header, so GSO/TSO frames pass
 //                                     through whole (for the TCP test)
+//   standin hold tap NAME SECONDS
+//   standin hold pkt IFNAME SECONDS   open the TAP (or packet socket) as echo does and
+//                                     never read it: frames sent to it go through the
+//                                     whole wiring and are dropped at its full queue
 //   standin rss CMD ARGS...            run CMD, print its peak RSS (KiB) on stderr
 //                                     (fallback when /usr/bin/time is missing)
 //   standin gen IFNAME SECONDS SIZE DSTMAC
 //                                     blast SIZE-byte Ethernet frames (ethertype 0x88b5)
 //                                     out of IFNAME, count the ones echoed back
 //
-// Every mode prints one line of JSON on stdout.  The echo loop is the same code
+// Every mode prints one line of JSON on stdout (echo and gen: with cpu_s, the
+// process's CPU time).  The echo loop is the same code
 // for the TAP fd and the packet socket, so that only the wiring differs.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -57,6 +62,14 @@ static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* this process's CPU time, user + system, all threads: with tick accounting the
+ * softirq work done in its context (the wiring, for frames it sends) counts too */
+static double cpu_s(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 static void die(const char *what) {
@@ -138,8 +151,8 @@ static int echo(int argc, char **argv) {
         memcpy(eth + 6, mac, 6);
         if (write(fd, buf, n) == n) tx++;
     }
-    printf("{\"rx\":%lu,\"tx\":%lu,\"bytes\":%lu,\"active_s\":%.6f}\n", rx, tx, bytes,
-           last > first ? last - first : 0.0);
+    printf("{\"rx\":%lu,\"tx\":%lu,\"bytes\":%lu,\"active_s\":%.6f,\"cpu_s\":%.6f}\n", rx, tx,
+           bytes, last > first ? last - first : 0.0, cpu_s());
     return 0;
 }
 
@@ -244,8 +257,8 @@ static int gen(int argc, char **argv) {
     usleep(200000);  // let in-flight echoes arrive
     g_stop = 1;
     pthread_join(t, NULL);
-    printf("{\"tx\":%lu,\"send_errors\":%lu,\"echoed\":%lu,\"elapsed_s\":%.6f}\n", tx, drops,
-           (unsigned long)g_rx, elapsed);
+    printf("{\"tx\":%lu,\"send_errors\":%lu,\"echoed\":%lu,\"elapsed_s\":%.6f,\"cpu_s\":%.6f}\n", tx,
+           drops, (unsigned long)g_rx, elapsed, cpu_s());
     return 0;
 }
 
@@ -266,10 +279,24 @@ static int rss(int argc, char **argv) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
+// Open like echo, read nothing: the one-way test's sink.
+static int hold(int argc, char **argv) {
+    if (argc < 5) return 2;
+    int fd = !strcmp(argv[2], "tap") ? open_tap(argv[3], 0) : open_pkt(argv[3], ETH_P_BENCH, 0);
+    printf("{\"ready\":true}\n");
+    fflush(stdout);
+    struct pollfd p = {.fd = 0, .events = POLLIN};
+    poll(&p, 1, (int)(atof(argv[4]) * 1000));  // SECONDS, or EOF on stdin
+    close(fd);
+    printf("{\"rx\":0,\"tx\":0,\"cpu_s\":%.6f}\n", cpu_s());
+    return 0;
+}
+
 int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) return 2;
     if (!strcmp(argv[1], "echo")) return echo(argc, argv);
+    if (!strcmp(argv[1], "hold")) return hold(argc, argv);
     if (!strcmp(argv[1], "fwd")) return fwd(argc, argv);
     if (!strcmp(argv[1], "gen")) return gen(argc, argv);
     if (!strcmp(argv[1], "rss")) return rss(argc, argv);
