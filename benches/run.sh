@@ -11,6 +11,9 @@
 #   --pods N   pods in the concurrency test (default 100).
 #   --no-tcp   skip the iperf3 TCP test (it runs only when iperf3 is installed).
 #
+# Then benches/routes.py (routing size: 1 000 / 10 000 / 100 000 routes; --smoke: 1 000)
+# appends its own section.
+#
 # Uses target/<host triple>/release/podtap (built with `cargo build --release`; the
 # triple is in the path because .cargo/config.toml links statically) unless
 # PODTAP_BIN names a binary, and examples/bench_lib (the library-call
@@ -33,7 +36,7 @@ while [ $# -gt 0 ]; do
     --out=*) out=${1#*=} ;;
     --pods) pods=$2; shift ;;
     --no-tcp) tcp=0 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -82,7 +85,7 @@ cleanup() {
     for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$prefix-" || true); do
         ip netns delete "$ns" 2>/dev/null || true
     done
-    rm -rf "$state"
+    rm -rf "$state" "$state-rt"
     if [ "${BENCH_KEEP_WORK:-0}" = 1 ]; then
         echo "run.sh: work dir kept: $work" >&2
     else
@@ -130,4 +133,14 @@ py=$!
 rc=0
 wait "$py" || rc=$?
 py=""
+
+# Routing size (issue 31 item 3): benches/routes.py, its Markdown after bench.py's.
+rargs=(--bin "$bin" --floor "$work/floor" --prefix "$prefix-rt" --state-dir "$state-rt")
+[ "$smoke" = 1 ] && rargs+=(--smoke)
+[ -n "$out" ] && rargs+=(--out "$out")
+python3 "$here/routes.py" "${rargs[@]}" &
+py=$!
+wait "$py" || rc=1
+py=""
+rm -rf "$state-rt"
 exit "$rc"
