@@ -5,7 +5,8 @@ use std::path::Path;
 use crate::error::{exit, Error, Result};
 use crate::model::{Description, Dns, Wiring};
 use crate::plan::{AttachOptions, TapOwner};
-use crate::state::SandboxId;
+use crate::render::Format;
+use crate::state::{SandboxId, StateDir};
 
 use super::args::{AttachArgs, CniInstallArgs, DetachArgs, ExecArgs, RenderArgs, WatchArgs};
 use super::Command;
@@ -99,7 +100,7 @@ fn list(state: &StateArgs, json: bool) -> Result<i32> {
 
 fn render(args: RenderArgs) -> Result<i32> {
     let desc = match (args.id, args.description) {
-        (Some(id), _) => args.state.dir().description(&id.parse()?)?,
+        (Some(id), _) => recorded(&args.state.dir(), &id.parse()?, args.format)?,
         (None, Some(path)) => read_description(&path)?,
         (None, None) => return Err(Error::Invalid("render needs --id or --description".into())),
     };
@@ -109,6 +110,21 @@ fn render(args: RenderArgs) -> Result<i32> {
     }
     emit_text(&text, None)?;
     Ok(exit::OK)
+}
+
+/// The description attach recorded for `id`. The checkpoint leaves out
+/// the routes, neighbours and rules: a format that reads them gets them from
+/// the recorded netns as they are now (proven by identity and cookie).
+fn recorded(state: &StateDir, id: &SandboxId, format: Format) -> Result<Description> {
+    let mut desc = state.description(id)?;
+    if format.reads_tables() {
+        let ns = state.prove_netns(id)?;
+        let tables = crate::scan::scan_ns(&ns)?
+            .take_tables()
+            .without_links(&desc.own_links());
+        desc.set_tables(tables);
+    }
+    Ok(desc)
 }
 
 fn exec(args: ExecArgs) -> Result<i32> {
