@@ -74,17 +74,17 @@ pub fn parse(dump: &Dump) -> Parsed {
         .filter_map(|r| route(r, &names))
         .filter(|r| tables.contains(&r.table))
         .collect();
-    routes.sort_by_key(route_order);
+    routes.sort_by(route_order);
 
-    let gateways: HashSet<(String, String)> = routes
+    let gateways: HashSet<(&str, &str)> = routes
         .iter()
         .flat_map(|r| {
-            let direct = r.gateway.clone().zip(r.interface.clone());
+            let direct = r.gateway.as_deref().zip(r.interface.as_deref());
             let legs = r
                 .nexthops
                 .iter()
-                .filter_map(|h| h.gateway.clone().map(|g| (g, h.interface.clone())));
-            direct.into_iter().chain(legs).collect::<Vec<_>>()
+                .filter_map(|h| h.gateway.as_deref().map(|g| (g, h.interface.as_str())));
+            direct.into_iter().chain(legs)
         })
         .collect();
     let mut neighbours: Vec<Neighbour> = dump
