@@ -74,7 +74,7 @@ pub fn parse(dump: &Dump) -> Parsed {
         .filter_map(|r| route(r, &names))
         .filter(|r| tables.contains(&r.table))
         .collect();
-    routes.sort_by(route_order);
+    sort_routes(&mut routes);
 
     let gateways: HashSet<(&str, &str)> = routes
         .iter()
@@ -101,6 +101,15 @@ pub fn parse(dump: &Dump) -> Parsed {
         neighbours,
         rules,
     }
+}
+
+/// Sort `routes` by [`route_order`], stably. A route is a few hundred bytes:
+/// the sort moves indexes, and each route moves once.
+pub(super) fn sort_routes(routes: &mut Vec<Route>) {
+    let mut order: Vec<usize> = (0..routes.len()).collect();
+    order.sort_by(|a, b| route_order(&routes[*a], &routes[*b]));
+    let mut slots: Vec<Option<Route>> = std::mem::take(routes).into_iter().map(Some).collect();
+    routes.extend(order.iter().filter_map(|i| slots[*i].take()));
 }
 
 fn link_to_interface(link: &LinkState) -> Interface {
