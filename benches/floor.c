@@ -18,6 +18,12 @@
 //                               pod links released, bridges out of the group; a child
 //                               deletes the TAPs by group, then the bridges one request
 //                               each; we return once every TAP's RTM_DELLINK was seen
+//
+//   floor dump NETNS            the floor of a scan: the dumps `podtap scan` makes (links,
+//                               addresses, neighbours, routes of every family and table,
+//                               IPv4 and IPv6 rules), one after another on one socket,
+//                               every byte read and dropped, nothing parsed; prints the
+//                               bytes read
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -374,6 +380,39 @@ static void probe(void) {
     printf("]}\n");
 }
 
+// floor dump NETNS: each dump request sent, its datagrams read (64 KiB buffer; the
+// kernel fills at most 32 KiB per datagram) until NLMSG_DONE, nothing parsed past the
+// header; prints {"bytes":..,"messages":..}.
+static void dump_all(void) {
+    static char buf[65536];
+    struct { int type; int family; size_t len; } asks[] = {
+        { RTM_GETLINK, AF_UNSPEC, sizeof(struct ifinfomsg) },
+        { RTM_GETADDR, AF_UNSPEC, sizeof(struct ifaddrmsg) },
+        { RTM_GETNEIGH, AF_UNSPEC, sizeof(struct ndmsg) },
+        { RTM_GETROUTE, AF_UNSPEC, sizeof(struct rtmsg) },
+        { RTM_GETRULE, AF_INET, sizeof(struct rtmsg) },
+        { RTM_GETRULE, AF_INET6, sizeof(struct rtmsg) },
+    };
+    long bytes = 0, msgs = 0;
+    for (size_t k = 0; k < sizeof asks / sizeof asks[0]; k++) {
+        struct req r = { .h = { .nlmsg_len = NLMSG_LENGTH(asks[k].len), .nlmsg_type = asks[k].type,
+                                .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = ++seq } };
+        *(unsigned char *)NLMSG_DATA(&r.h) = (unsigned char)asks[k].family;
+        if (send(nl, &r, r.h.nlmsg_len, 0) < 0) die("send dump");
+        for (int done = 0; !done;) {
+            ssize_t n = recv(nl, buf, sizeof buf, 0);
+            if (n < 0) { if (errno == EINTR) continue; die("recv dump"); }
+            bytes += n;
+            for (struct nlmsghdr *h = (void *)buf; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
+                msgs++;
+                if (h->nlmsg_type == NLMSG_DONE) done = 1;
+                if (h->nlmsg_type == NLMSG_ERROR) { errno = -((struct nlmsgerr *)NLMSG_DATA(h))->error; die("dump"); }
+            }
+        }
+    }
+    printf("{\"bytes\":%ld,\"messages\":%ld}\n", bytes, msgs);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) { fprintf(stderr, "usage: floor attach-tc NETNS N | detach NETNS | detach-early NETNS\n"); return 2; }
     enter(argv[2]);
@@ -384,6 +423,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "probe")) probe();
     else if (!strcmp(argv[1], "attach-bridge") && argc == 4) attach_bridge(atoi(argv[3]));
     else if (!strcmp(argv[1], "detach-bridge-early")) detach_bridge_early();
+    else if (!strcmp(argv[1], "dump")) dump_all();
     else { fprintf(stderr, "floor: unknown subcommand %s\n", argv[1]); return 2; }
     return 0;
 }

@@ -19,6 +19,9 @@
 # Then benches/scale.py (node scale: 1/100/500 attachments; --smoke: 1/5/10)
 # appends its own section (not with --datapath-only).
 #
+# Then benches/routes.py (routing size: 1 000 / 10 000 / 100 000 routes; --smoke: 1 000)
+# appends its own section.
+#
 # Uses target/<host triple>/release/podtap (built with `cargo build --release`; the
 # triple is in the path because .cargo/config.toml links statically) unless
 # PODTAP_BIN names a binary, and examples/bench_lib (the library-call
@@ -44,7 +47,7 @@ while [ $# -gt 0 ]; do
     --no-podstart) podstart=0 ;;
     --datapath-only) dponly=1 ;;
     --dp-rounds) dprounds=$2; shift ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -93,7 +96,7 @@ cleanup() {
     for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$prefix-" || true); do
         ip netns delete "$ns" 2>/dev/null || true
     done
-    rm -rf "$state" "$state-scale" "$state-scale-rss.txt"
+    rm -rf "$state" "$state-scale" "$state-scale-rss.txt" "$state-rt"
     if [ "${BENCH_KEEP_WORK:-0}" = 1 ]; then
         echo "run.sh: work dir kept: $work" >&2
     else
@@ -151,6 +154,16 @@ py=""
 if [ "$dponly" = 1 ]; then
     exit "$rc"
 fi
+
+# Routing size (issue 31 item 3): benches/routes.py, its Markdown after bench.py's.
+rargs=(--bin "$bin" --floor "$work/floor" --prefix "$prefix-rt" --state-dir "$state-rt")
+[ "$smoke" = 1 ] && rargs+=(--smoke)
+[ -n "$out" ] && rargs+=(--out "$out")
+python3 "$here/routes.py" "${rargs[@]}" &
+py=$!
+wait "$py" || rc=1
+py=""
+rm -rf "$state-rt"
 
 # Node scale (issue 31 item 6): N attachments on the node, its own script and section.
 scale=(--bin "$bin" --prefix "$prefix-scale" --state-dir "$state-scale" --standin "$work/standin")

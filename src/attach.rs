@@ -42,7 +42,8 @@ pub use crate::plan::{AttachOptions, TapOwner, MAX_QUEUES};
 /// description. The host's own netns is refused.
 ///
 /// Idempotent: a second attach of the same id and netns returns the recorded
-/// description. An attach that crashed half-way is undone first. Blocks the
+/// description, with the netns's routes, neighbours and rules as they are
+/// then (the checkpoint does not record them). An attach that crashed half-way is undone first. Blocks the
 /// calling thread; it must not be called from inside a tokio runtime.
 pub fn attach(
     netns: &Path,
@@ -118,8 +119,10 @@ fn attach_locked(
                 });
             }
             if let Stage::Complete(Some(description)) = cp.stage {
+                // The checkpoint records the description without its tables:
+                // they are read again, as they are now.
                 return Ok(Attached {
-                    description,
+                    description: apply::recorded(ns, &nl, description)?,
                     fresh: false,
                 });
             }

@@ -57,9 +57,10 @@ pub fn attached(
     desc
 }
 
-/// The description `prev` (what attach, or an earlier revision, printed)
-/// brought up to date with a `fresh` scan of the same netns, for the NICs
-/// `plan` holds now (`podtap watch`).
+/// The description `prev` (what attach, or an earlier revision, recorded:
+/// without its tables, whose digest was `prev_digest`) brought up to date
+/// with a `fresh` scan of the same netns, for the NICs `plan` holds now
+/// (`podtap watch`). Returns it without its tables, and their digest.
 ///
 /// podtap's own links (in `created`) and their routes and neighbours stay
 /// out, as in the first description. An interface attached before keeps
@@ -67,34 +68,23 @@ pub fn attached(
 /// eligibility: in bridge mode the kernel now shows the bridged MAC and the
 /// bridge as its controller) and takes the fresh name, state, MTU and
 /// addresses. Everything else is taken from the scan. The revision goes up
-/// by one when anything differs.
+/// by one when anything differs, the tables included (a neighbour's state,
+/// which changes all the time, does not count).
 pub fn revised(
     prev: &Description,
+    prev_digest: Option<u64>,
     mut fresh: Description,
     plan: &Plan,
     created: &[Created],
-) -> Description {
+) -> (Description, u64) {
     let ours: Vec<String> = fresh
         .interfaces
         .iter()
         .filter(|i| created.iter().any(|c| c.ifindex == i.ifindex))
         .map(|i| i.name.clone())
         .collect();
-    fresh
-        .routes
-        .retain(|r| r.interface.as_ref().is_none_or(|name| !ours.contains(name)));
-    fresh.neighbours.retain(|n| !ours.contains(&n.interface));
-    // A neighbour's state (reachable, stale, delay) changes all the time:
-    // one that is still there keeps the entry it had.
-    for n in &mut fresh.neighbours {
-        if let Some(was) = prev
-            .neighbours
-            .iter()
-            .find(|p| p.ip == n.ip && p.mac == n.mac && p.interface == n.interface)
-        {
-            *n = was.clone();
-        }
-    }
+    let ours: Vec<&str> = ours.iter().map(String::as_str).collect();
+    let digest = fresh.take_tables().without_links(&ours).digest();
     fresh
         .interfaces
         .retain(|i| !created.iter().any(|c| c.ifindex == i.ifindex));
@@ -127,12 +117,12 @@ pub fn revised(
     if let Some(a) = next.attachment.as_mut() {
         a.revision = revision;
     }
-    if &next != prev {
+    if &next != prev || prev_digest != Some(digest) {
         if let Some(a) = next.attachment.as_mut() {
             a.revision = revision + 1;
         }
     }
-    next
+    (next, digest)
 }
 
 #[cfg(test)]
@@ -141,8 +131,9 @@ mod tests {
     use crate::plan::AttachOptions;
     use crate::render::fixture;
 
-    /// A scan before attach, the plan for eth0, its TAP (ifindex 90) and what attach printed.
-    fn attached_pod() -> (Description, Plan, Vec<Created>, Description) {
+    /// A scan before attach, the plan for eth0, its TAP (ifindex 90) and what
+    /// attach recorded (the description without its tables, and their digest).
+    fn attached_pod() -> (Description, Plan, Vec<Created>, (Description, u64)) {
         let mut scanned = fixture::pod();
         for i in &mut scanned.interfaces {
             i.tap = None;
@@ -161,8 +152,9 @@ mod tests {
             kind: crate::state::CreatedKind::Tap,
             mac: None,
         }];
-        let prev = attached(scanned.clone(), &plan, &created, Timings::default(), None);
-        (scanned, plan, created, prev)
+        let mut prev = attached(scanned.clone(), &plan, &created, Timings::default(), None);
+        let digest = prev.take_tables().digest();
+        (scanned, plan, created, (prev, digest))
     }
 
     /// A scan after attach: the TAP is there, with a neighbour entry of its own.
@@ -180,20 +172,30 @@ mod tests {
 
     #[test]
     fn an_unchanged_netns_keeps_the_description_and_its_revision() {
-        let (scanned, plan, created, prev) = attached_pod();
-        let next = revised(
-            &prev,
-            rescanned(&scanned, &created[0].name),
-            &plan,
-            &created,
-        );
+        let (scanned, plan, created, (prev, digest)) = attached_pod();
+        let mut fresh = rescanned(&scanned, &created[0].name);
+        // A neighbour's state changes all the time: not a revision.
+        fresh.neighbours[0].state = "stale".into();
+        let (next, now) = revised(&prev, Some(digest), fresh, &plan, &created);
         assert_eq!(next, prev, "podtap's own TAP and its neighbour stay out");
+        assert_eq!(now, digest);
         assert_eq!(next.attachment.unwrap().revision, 0);
     }
 
     #[test]
+    fn a_route_change_is_a_revision() {
+        let (scanned, plan, created, (prev, digest)) = attached_pod();
+        let mut fresh = rescanned(&scanned, &created[0].name);
+        fresh.routes.pop();
+        let (next, now) = revised(&prev, Some(digest), fresh, &plan, &created);
+        assert_ne!(now, digest);
+        assert!(next.routes.is_empty(), "returned without its tables");
+        assert_eq!(next.attachment.unwrap().revision, 1);
+    }
+
+    #[test]
     fn an_attached_interface_keeps_its_mac_and_takes_fresh_addresses() {
-        let (scanned, plan, created, prev) = attached_pod();
+        let (scanned, plan, created, (prev, digest)) = attached_pod();
         let mut fresh = rescanned(&scanned, &created[0].name);
         // What bridge mode makes the kernel show, plus a new address.
         let eth0 = fixture::interface_mut(&mut fresh, "eth0");
@@ -201,7 +203,7 @@ mod tests {
         eth0.controller = Some("br_eth0".into());
         eth0.eligible = false;
         eth0.addresses.push("10.244.1.6/24".into());
-        let next = revised(&prev, fresh, &plan, &created);
+        let (next, digest) = revised(&prev, Some(digest), fresh, &plan, &created);
         let was = prev.interface("eth0").unwrap();
         let now = next.interface("eth0").unwrap();
         assert_eq!(now.mac, was.mac);
@@ -217,7 +219,8 @@ mod tests {
             .addresses
             .push("10.244.1.6/24".into());
         assert_eq!(
-            revised(&next, again, &plan, &created)
+            revised(&next, Some(digest), again, &plan, &created)
+                .0
                 .attachment
                 .unwrap()
                 .revision,

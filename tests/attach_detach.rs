@@ -311,3 +311,72 @@ fn detach_returns_with_everything_unlisted_and_an_immediate_reattach_works() {
         assert_eq!(snapshot(&pod.pod), before, "{mode}: after ten rounds");
     }
 }
+
+/// The checkpoint (version 2) leaves out the routes, neighbours and rules; a
+/// repeated attach and `render --id` read them again. A version-1 checkpoint
+/// (the whole description, as podtap wrote it before) is still checked,
+/// rendered, attached again and torn down: a node upgrade with pods running.
+#[test]
+fn a_checkpoint_without_tables_and_a_version_1_one_both_serve_and_tear_down() {
+    if !ready("a_checkpoint_without_tables_and_a_version_1_one_both_serve_and_tear_down") {
+        return;
+    }
+    let pod = pod();
+    for i in 0..50 {
+        pod.pod.ip(&format!("route add blackhole 198.19.{i}.0/24"));
+    }
+    let state = StateDir::new();
+    let id = podtap_testkit::unique("v1");
+    let before = snapshot(&pod.pod);
+    let first = attach(BIN, &state.0, &pod, &id, &[]);
+    let desc = json_ok(&first);
+    assert!(desc["routes"].as_array().unwrap().len() > 50);
+    let file = state.0.join(format!("{id}.json"));
+    let cp: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(cp["version"], 2);
+    assert_eq!(cp["description"]["routes"], serde_json::json!([]));
+    assert!(cp["tables_digest"].is_u64(), "{cp}");
+    assert_eq!(cp["description"]["interfaces"], desc["interfaces"]);
+
+    let printed = std::env::temp_dir().join(format!("{id}.desc.json"));
+    std::fs::write(&printed, &first.stdout).unwrap();
+    let render = |args: &[&str]| stdout_ok(podtap_state(BIN, &state.0, args));
+    let from_file = render(&[
+        "render",
+        "cloud-init",
+        "--description",
+        printed.to_str().unwrap(),
+    ]);
+    for version in [2, 1] {
+        if version == 1 {
+            let mut old = cp.clone();
+            old["version"] = 1.into();
+            old["description"] = desc.clone();
+            old.as_object_mut().unwrap().remove("tables_digest");
+            std::fs::write(&file, old.to_string()).unwrap();
+        }
+        let again = attach(BIN, &state.0, &pod, &id, &[]);
+        assert_eq!(
+            again.stdout, first.stdout,
+            "version {version}: the same bytes"
+        );
+        assert_eq!(render(&["render", "cloud-init", "--id", &id]), from_file);
+        let c = check(BIN, &state, &id);
+        assert_eq!(code(&c), 0, "version {version}: check: {}", stderr(&c));
+    }
+    let d = detach(BIN, &state, &id);
+    assert_eq!(code(&d), 0, "detach: {}", stderr(&d));
+    settle_taps(&pod.pod);
+    assert_eq!(
+        snapshot(&pod.pod),
+        before,
+        "detach restores the prior state"
+    );
+    assert!(!file.exists(), "checkpoint removed");
+    let _ = std::fs::remove_file(&printed);
+}
+
+fn stdout_ok(o: std::process::Output) -> String {
+    assert!(o.status.success(), "podtap failed: {}", stderr(&o));
+    String::from_utf8(o.stdout).unwrap()
+}

@@ -123,10 +123,12 @@ pub async fn reconcile(
 
     leave_out(&mut survey.desc, &undone);
     if let Stage::Complete(Some(prev)) = &cp.stage {
-        let next = describe::revised(prev, survey.desc, &cp.plan, &cp.created);
-        if next != *prev {
+        let (next, digest) =
+            describe::revised(prev, cp.tables_digest, survey.desc, &cp.plan, &cp.created);
+        if next != *prev || cp.tables_digest != Some(digest) {
             let differ = differing(prev, &next);
             cp.stage = Stage::Complete(Some(next));
+            cp.tables_digest = Some(digest);
             state.save(cp)?;
             if !changes
                 .iter()
@@ -323,6 +325,7 @@ mod tests {
             netns: desc.netns.clone(),
             netns_cookie: None,
             stage: Stage::Complete(Some(desc.clone())),
+            tables_digest: None,
             plan,
             created: vec![],
             only: None,

@@ -50,6 +50,7 @@ pub async fn fresh(
         netns: desc.netns.clone(),
         netns_cookie: nl.cookie,
         stage: Stage::Intent,
+        tables_digest: None,
         plan: plan.clone(),
         created: Vec::new(),
         only: opts.interfaces.clone(),
@@ -70,11 +71,15 @@ pub async fn fresh(
         return Err(rollback(nl, state, &plan, &created, e).await);
     }
 
-    // The description is recorded exactly as printed, so a repeated attach
-    // prints the same bytes; the final checkpoint write is therefore not timed.
+    // The description is recorded as printed but for its tables (routes,
+    // neighbours, rules: their digest stands for them), so the checkpoint's
+    // size does not grow with the pod's routing table; the final checkpoint
+    // write is not timed.
     timings.total = micros(start);
-    let described = describe::attached(desc, &plan, &created, timings, opts.dns.clone());
-    cp.stage = Stage::Complete(Some(described.clone()));
+    let mut described = describe::attached(desc, &plan, &created, timings, opts.dns.clone());
+    let recorded = described.without_tables();
+    cp.tables_digest = Some(tables_digest(&mut described));
+    cp.stage = Stage::Complete(Some(recorded));
     cp.created = created;
     if let Err(e) = state.save(&cp) {
         // The intent record (phase "applying") is still on disk if the rollback cannot finish.
@@ -82,6 +87,27 @@ pub async fn fresh(
     }
     tracing::info!(phase = "checkpoint", "attachment recorded (complete)");
     Ok(described)
+}
+
+/// The digest of `desc`'s tables, as the checkpoint records it.
+fn tables_digest(desc: &mut Description) -> u64 {
+    let tables = desc.take_tables();
+    let digest = tables.digest();
+    desc.set_tables(tables);
+    digest
+}
+
+/// The description a finished attach recorded (`recorded`, without its
+/// tables), with the tables of the netns `nl` talks to as they are now:
+/// what a repeated attach prints. podtap's own links stay out, as in the
+/// first description.
+pub(crate) fn recorded(ns: &NetNs, nl: &Netlink, mut recorded: Description) -> Result<Description> {
+    let dump = scan::dump(nl)?;
+    let tables = scan::from_dump(ns, nl.ipv6_enabled, &dump)
+        .take_tables()
+        .without_links(&recorded.own_links());
+    recorded.set_tables(tables);
+    Ok(recorded)
 }
 
 /// The scan and plan phases, for `PODTAP_LOG=debug` (one event per NIC).

@@ -69,10 +69,19 @@ pub fn emit(desc: &Description, output: Option<&Path>) -> Result<()> {
 
 /// The description as pretty JSON with a final newline.
 fn pretty(desc: &Description) -> Result<String> {
-    let mut text = serde_json::to_string_pretty(desc)
+    // Sized up front (a route takes about 250 bytes): a description of
+    // 100 000 routes is tens of MB, and a buffer grown by doubling copies it
+    // over and over.
+    let guess = 4096
+        + 2048 * desc.interfaces.len()
+        + 320 * desc.routes.len()
+        + 192 * (desc.neighbours.len() + desc.rules.len());
+    let mut text = Vec::with_capacity(guess);
+    serde_json::to_writer_pretty(&mut text, desc)
         .map_err(|e| Error::Invalid(format!("serialize: {e}")))?;
-    text.push('\n');
-    Ok(text)
+    text.push(b'\n');
+    // serde_json writes UTF-8 only.
+    String::from_utf8(text).map_err(|e| Error::Invalid(format!("serialize: {e}")))
 }
 
 pub fn emit_text(text: &str, output: Option<&Path>) -> Result<()> {

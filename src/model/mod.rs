@@ -6,6 +6,7 @@
 
 mod attached;
 pub(crate) mod ifname;
+mod tables;
 
 use serde::{Deserialize, Serialize};
 
@@ -192,7 +193,7 @@ pub enum Family {
 }
 
 /// A route from the main table.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Route {
     /// Address family of the destination.
     pub family: Family,
@@ -240,7 +241,7 @@ fn is_main_table(t: &u32) -> bool {
 }
 
 /// A policy routing rule (`ip rule`), other than the kernel's three defaults.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Rule {
     /// Address family.
     pub family: Family,
@@ -285,7 +286,7 @@ fn is_zero(v: &u8) -> bool {
 }
 
 /// One leg of a multipath route.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct NextHop {
     /// The leg's gateway; `None` for a leg without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -299,7 +300,7 @@ pub struct NextHop {
 }
 
 /// A neighbour entry the guest should be seeded with.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Neighbour {
     /// The neighbour's IP address.
     pub ip: String,

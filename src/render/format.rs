@@ -43,6 +43,15 @@ impl Format {
         Format::KataAgent,
     ];
 
+    /// Whether it reads the description's routes, neighbours or rules (the
+    /// guest's configuration), not only its NICs.
+    pub fn reads_tables(self) -> bool {
+        matches!(
+            self,
+            Format::CloudInit | Format::KernelCmdline | Format::GuestArgs | Format::KataAgent
+        )
+    }
+
     /// The name used on the command line.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -9,6 +9,8 @@ pub(crate) mod parse;
 #[cfg(test)]
 mod parse_tests;
 mod routes;
+#[cfg(test)]
+mod routes_tests;
 
 use std::path::Path;
 

@@ -8,8 +8,13 @@ use crate::kernel::netns_id::NetnsId;
 use crate::model::{Description, NetnsRef};
 use crate::plan::Plan;
 
-/// Checkpoint format version.
-pub const VERSION: u32 = 1;
+/// Checkpoint format version: 2 since the description is recorded without
+/// its routes, neighbours and rules (see [`Checkpoint`]).
+pub const VERSION: u32 = 2;
+
+/// The format before it: the description with every route, neighbour and
+/// rule (still read, and torn down, as a node upgrade finds them).
+pub const VERSION_1: u32 = 1;
 
 /// Where attach got to: the `phase` a checkpoint file records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,7 +33,8 @@ pub(crate) enum Stage<D> {
     /// (written as phase "applying", without a description).
     Intent,
     /// Every object exists; the description attach printed (and as `podtap
-    /// watch` revised it since). Written as phase "complete". podtap always
+    /// watch` revised it since), without its tables (routes, neighbours,
+    /// rules: `tables_digest` stands for them). Written as phase "complete". podtap always
     /// writes the description with this phase; a file without one still
     /// reads (as it always did), and then commands that need the description
     /// treat the attach as unfinished.
@@ -56,6 +62,10 @@ pub struct Checkpoint<D = Description> {
     pub(crate) netns_cookie: Option<u64>,
     /// Intent or complete, with the description once complete.
     pub(crate) stage: Stage<D>,
+    /// [`crate::model::Tables::digest`] of the description's tables, which
+    /// the checkpoint leaves out: `podtap watch` counts a revision when they
+    /// change. `None` in a version-1 file (which held the tables).
+    pub(crate) tables_digest: Option<u64>,
     /// What attach planned to build (recorded before the first kernel change).
     pub(crate) plan: Plan,
     /// ifindexes the kernel gave the TAPs and bridges, by planned name.
@@ -194,6 +204,7 @@ pub(crate) mod tests {
             },
             netns_cookie: Some(77),
             stage: Stage::Complete(None),
+            tables_digest: None,
             plan,
             created: vec![],
             only: None,

@@ -25,7 +25,7 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 
 pub use crate::id::{SandboxId, MAX_ID_LEN};
 pub(crate) use checkpoint::created_ifindex;
-pub use checkpoint::{Checkpoint, Phase, VERSION};
+pub use checkpoint::{Checkpoint, Phase, VERSION, VERSION_1};
 pub(crate) use checkpoint::{Created, CreatedKind, Stage};
 pub(crate) use lock::{Lock, LOCK_TIMEOUT};
 pub(crate) use write::{read_entry, write_atomic};
@@ -122,8 +122,12 @@ impl StateDir {
     }
 
     /// Read the checkpoint for `id`: `Ok(None)` if there is none.
+    ///
+    /// Its description has no tables (routes, neighbours, rules), whatever
+    /// the file's version: a version-1 file's are dropped here, and the
+    /// checkpoint is written back, if at all, as the current version.
     pub fn load(&self, id: &SandboxId) -> Result<Option<Checkpoint>> {
-        self.load_as(id)
+        Ok(self.load_as::<Description>(id)?.map(current))
     }
 
     /// [`StateDir::load`] for teardown: the description is read past, not
@@ -161,11 +165,12 @@ impl StateDir {
         Ok(ids.iter().map(move |id| {
             let Some(dir) = &dir else { return Ok(None) };
             let name = format!("{id}.json");
-            parse(id, &self.dir.join(&name), entry::read_at(dir, &name))
+            Ok(parse(id, &self.dir.join(&name), entry::read_at(dir, &name))?.map(current))
         }))
     }
 
-    /// The description a finished attach recorded for `id`.
+    /// The description a finished attach recorded for `id`, without its
+    /// tables (routes, neighbours, rules: read them live from the netns).
     pub fn description(&self, id: &SandboxId) -> Result<Description> {
         let cp = self.load(id)?.ok_or_else(|| Error::NotFound {
             id: id.to_string(),
@@ -232,6 +237,19 @@ impl StateDir {
 }
 
 /// The checkpoint of `id` from what reading its file at `path` gave.
+/// `cp` as the current version: a description without its tables (a
+/// version-1 file holds them: their digest is the one a version-2 file records).
+fn current(mut cp: Checkpoint) -> Checkpoint {
+    if let Stage::Complete(Some(desc)) = &mut cp.stage {
+        let tables = desc.take_tables();
+        if cp.tables_digest.is_none() {
+            cp.tables_digest = Some(tables.digest());
+        }
+    }
+    cp.version = VERSION;
+    cp
+}
+
 fn parse<D: DeserializeOwned>(
     id: &SandboxId,
     path: &Path,
@@ -252,7 +270,7 @@ fn parse<D: DeserializeOwned>(
         Err(EntryError::Io(e)) => return Err(Error::io("read checkpoint", path, e)),
     };
     let cp: Checkpoint<D> = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
-    if cp.version != VERSION {
+    if cp.version != VERSION && cp.version != VERSION_1 {
         return Err(corrupt(format!("unknown version {}", cp.version)));
     }
     if cp.id != *id {
@@ -322,6 +340,49 @@ mod tests {
         fs::write(sd.file(&s1), &text[..cut]).unwrap();
         let err = sd.load_for_teardown(&s1).unwrap_err();
         assert_eq!(err.exit_code(), crate::error::exit::CORRUPT_STATE);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A version-1 checkpoint as podtap wrote it before version 2 (tc mode,
+    /// one NIC, a policy rule and its table, a permanent neighbour).
+    const V1_SAMPLE: &str = include_str!("testdata/checkpoint-v1.json");
+
+    #[test]
+    fn a_version_1_file_reads_for_teardown_and_as_version_2() {
+        let dir = std::env::temp_dir().join(format!("podtap-cp5-{}", std::process::id()));
+        let sd = StateDir::new(&dir);
+        sd.ensure().unwrap();
+        let pod = id("pod-v1");
+        fs::write(sd.file(&pod), V1_SAMPLE).unwrap();
+        let old: serde_json::Value = serde_json::from_str(V1_SAMPLE).unwrap();
+        assert_eq!(old["version"], 1);
+        let routes = old["description"]["routes"].as_array().unwrap().len();
+        assert!(routes > 0 && !old["description"]["rules"].as_array().unwrap().is_empty());
+
+        let cp = sd.load_for_teardown(&pod).unwrap().unwrap();
+        assert_eq!(
+            (cp.version, cp.plan.nics.len(), cp.created.len()),
+            (1, 1, 1)
+        );
+        assert_eq!(cp.plan.nics[0].tap.name, "tap_eth0");
+
+        let cp = sd.load(&pod).unwrap().unwrap();
+        assert_eq!((cp.version, cp.phase()), (VERSION, Phase::Complete));
+        let desc = cp.description().unwrap();
+        assert!(desc.routes.is_empty() && desc.neighbours.is_empty() && desc.rules.is_empty());
+        assert_eq!(desc.attached().count(), 1);
+        // The digest of the tables it held: what attach records now.
+        let mut full: Description = serde_json::from_value(old["description"].clone()).unwrap();
+        assert_eq!(cp.tables_digest, Some(full.take_tables().digest()));
+
+        // Written back (by watch), it is a version-2 file without the tables.
+        sd.save(&cp).unwrap();
+        let new: serde_json::Value =
+            serde_json::from_slice(&fs::read(sd.file(&pod)).unwrap()).unwrap();
+        assert_eq!(new["version"], VERSION);
+        assert_eq!(new["description"]["routes"], serde_json::json!([]));
+        assert_eq!(new["plan"], old["plan"]);
+        assert_eq!(new["created"], old["created"]);
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -28,6 +28,8 @@ struct Raw<D> {
     #[serde(default)]
     description: Option<D>,
     #[serde(default)]
+    tables_digest: Option<u64>,
+    #[serde(default)]
     only: Option<Vec<String>>,
     #[serde(default)]
     late: Vec<String>,
@@ -51,6 +53,8 @@ struct RawRef<'a, D> {
     #[serde(skip_serializing_if = "Option::is_none")]
     description: Option<&'a D>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    tables_digest: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     only: Option<&'a Vec<String>>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     late: &'a [String],
@@ -71,6 +75,7 @@ impl<D: Serialize> Serialize for Checkpoint<D> {
             plan: &self.plan,
             created: &self.created,
             description: self.description(),
+            tables_digest: self.tables_digest,
             only: self.only.as_ref(),
             late: &self.late,
             adopted: &self.adopted,
@@ -95,6 +100,7 @@ impl<'de, D: Deserialize<'de>> Deserialize<'de> for Checkpoint<D> {
             netns: raw.netns,
             netns_cookie: raw.netns_cookie,
             stage,
+            tables_digest: raw.tables_digest,
             plan: raw.plan,
             created: raw.created,
             only: raw.only,
