@@ -7,7 +7,7 @@
 #              the harness works (CI), says nothing about speed. Under 60 s.
 #   --reps N   repetitions per contender (default 20).
 #   --out FILE write the Markdown results there (default: stdout); raw samples go
-#              to FILE.json.
+#              to FILE.json, the per-phase section (benches/phases.py) to FILE.phases.md.
 #   --pods N   pods in the concurrency test (default 100).
 #   --no-tcp   skip the iperf3 TCP test (it runs only when iperf3 is installed).
 #
@@ -82,7 +82,7 @@ cleanup() {
     for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$prefix-" || true); do
         ip netns delete "$ns" 2>/dev/null || true
     done
-    rm -rf "$state"
+    rm -rf "$state" "$state-phases"
     if [ "${BENCH_KEEP_WORK:-0}" = 1 ]; then
         echo "run.sh: work dir kept: $work" >&2
     else
@@ -129,5 +129,16 @@ python3 "$here/bench.py" "${args[@]}" &
 py=$!
 rc=0
 wait "$py" || rc=$?
+py=""
+
+# Attach and detach per phase next to floor.c (issue 31, item 1): benches/phases.py,
+# its Markdown on stdout or into FILE.phases.md beside --out's.
+phase_args=(--bin "$bin" --floor "$work/floor" --prefix "$prefix-ph" --state-dir "$state-phases"
+            --workdir "$work" --reps "$reps")
+[ "$smoke" = 1 ] && phase_args+=(--smoke)
+[ -n "$out" ] && phase_args+=(--out "${out%.md}.phases.md")
+python3 "$here/phases.py" "${phase_args[@]}" &
+py=$!
+wait "$py" || rc=1
 py=""
 exit "$rc"

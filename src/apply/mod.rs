@@ -37,7 +37,9 @@ pub async fn fresh(
     let Survey {
         desc, inventory, ..
     } = survey(ns, nl).await?;
+    crate::phases::mark("scan");
     let plan = plan::plan(&desc, &inventory, opts, id)?;
+    crate::phases::mark("plan");
     timings.scan = micros(start);
     log_plan(&desc, &plan, timings.scan);
 
@@ -59,6 +61,7 @@ pub async fn fresh(
     };
     state.save(&cp)?;
     timings.checkpoint = micros(t);
+    crate::phases::mark("checkpoint_intent");
     tracing::debug!(
         phase = "checkpoint",
         us = timings.checkpoint,
@@ -74,12 +77,14 @@ pub async fn fresh(
     // prints the same bytes; the final checkpoint write is therefore not timed.
     timings.total = micros(start);
     let described = describe::attached(desc, &plan, &created, timings, opts.dns.clone());
+    crate::phases::mark("describe");
     cp.stage = Stage::Complete(Some(described.clone()));
     cp.created = created;
     if let Err(e) = state.save(&cp) {
         // The intent record (phase "applying") is still on disk if the rollback cannot finish.
         return Err(rollback(nl, state, &plan, &cp.created, e).await);
     }
+    crate::phases::mark("checkpoint_complete");
     tracing::info!(phase = "checkpoint", "attachment recorded (complete)");
     Ok(described)
 }
