@@ -69,17 +69,18 @@ def sh(args, input=None, check=True):
 
 
 def timed(args, env=None):
-    """Fork to reap: (ms, rc, stderr, t0_ns, t1_ns)."""
+    """Fork to reap: (ms, rc, stderr, t0_ns, t1_ns, cpu_ms), CPU time being user + system."""
     err = tempfile.TemporaryFile()
     t0 = time.perf_counter_ns()
     p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err,
                          stdin=subprocess.DEVNULL, env=env)
-    _, status, _ = os.wait4(p.pid, 0)
+    _, status, ru = os.wait4(p.pid, 0)
     t1 = time.perf_counter_ns()
     err.seek(0)
     text = err.read().decode(errors="replace")
     err.close()
-    return (t1 - t0) / 1e6, os.waitstatus_to_exitcode(status), text, t0, t1
+    cpu = (ru.ru_utime + ru.ru_stime) * 1e3
+    return (t1 - t0) / 1e6, os.waitstatus_to_exitcode(status), text, t0, t1, cpu
 
 
 def phases_of(stderr, t0, t1):
@@ -166,16 +167,18 @@ class Run:
             sh(["ip", "-n", ns, "link", "delete", name], check=False)
 
     def floor(self, n, ns, base):
-        ms, rc, err, _, _ = timed([self.a.floor, "attach-tc", ns, str(n)])
+        ms, rc, err, _, _, cpu = timed([self.a.floor, "attach-tc", ns, str(n)])
         if rc != 0:
             self.fail(f"floor.c attach-tc n={n}", rc, err)
         else:
             self.record(("floor", "attach", n), ms)
-            ms, rc, err, _, _ = timed([self.a.floor, "detach-early", ns])
+            self.record(("floor", "attach-cpu", n), cpu)
+            ms, rc, err, _, _, cpu = timed([self.a.floor, "detach-early", ns])
             if rc != 0:
                 self.fail(f"floor.c detach-early n={n}", rc, err)
             else:
                 self.record(("floor", "detach", n), ms)
+                self.record(("floor", "detach-cpu", n), cpu)
         self.settle()
         self.check_clean(ns, base, f"floor.c n={n}")
 
@@ -186,13 +189,14 @@ class Run:
         for cmd, args in (("attach", ["attach", "--netns", f"/run/netns/{ns}", "--id", sid]),
                           ("detach", ["detach", "--id", sid])):
             self.settle()
-            ms, rc, err, t0, t1 = timed([binary, *args], env)
+            ms, rc, err, t0, t1, cpu = timed([binary, *args], env)
             if rc != 0:
                 self.fail(f"{who} {cmd} n={n}", rc, err)
                 if cmd == "attach":
                     timed([binary, "detach", "--id", sid], env)
                 break
             self.record((who, cmd, n), ms)
+            self.record((who, f"{cmd}-cpu", n), cpu)
             if who == "podtap":
                 ph = phases_of(err, t0, t1)
                 if ph is None:
@@ -204,7 +208,7 @@ class Run:
 
     def start_costs(self):
         for who, argv in (("version", [self.a.bin, "--version"]), ("true", [self.a.true])):
-            ms, rc, err, _, _ = timed(argv)
+            ms, rc, err, _, _, _ = timed(argv)
             if rc != 0:
                 self.fail(who, rc, err)
             else:
@@ -245,6 +249,12 @@ class Run:
                 out.append(f"| {label} {cmd} / floor.c | " + " | ".join(
                     f"{med(s.get((who, cmd, n), [])) / med(s.get(('floor', cmd, n), [])):.2f}×"
                     for n in a.sizes) + " |")
+        out += ["", "CPU time of the same runs (user + system of the process and the children it "
+                "waited for, ms, median); on a shared machine it moves less than wall time:", "",
+                head, rule]
+        for label, (who, cmd) in rows:
+            out.append(f"| {label} | " + " | ".join(
+                f"{med(s.get((who, cmd + '-cpu', n), [])):.2f}" for n in a.sizes) + " |")
         out += ["", f"Process start and exit alone (fork to reap, ms, median): empty static C program "
                 f"{med(s.get(('true', 'start', 0), [])):.2f}; `podtap --version` "
                 f"{med(s.get(('version', 'start', 0), [])):.2f}.", ""]
