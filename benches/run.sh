@@ -8,7 +8,7 @@
 #              the harness works (CI), says nothing about speed. Under 60 s (podstart.sh: 20-30 s more).
 #   --reps N   repetitions per contender (default 20).
 #   --out FILE write the Markdown results there (default: stdout); raw samples go
-#              to FILE.json.
+#              to FILE.json, the per-phase section (benches/phases.py) to FILE.phases.md.
 #   --pods N   pods in the concurrency test (default 100).
 #   --no-tcp   skip the iperf3 TCP test (it runs only when iperf3 is installed).
 #   --no-podstart  skip benches/podstart.sh (pod start under containerd CRI and podman;
@@ -19,8 +19,9 @@
 # Then benches/scale.py (node scale: 1/100/500 attachments; --smoke: 1/5/10)
 # appends its own section (not with --datapath-only).
 #
-# Then benches/routes.py (routing size: 1 000 / 10 000 / 100 000 routes; --smoke: 1 000)
-# appends its own section.
+# Then benches/phases.py (attach and detach per phase next to floor.c) writes its own
+# section, and benches/routes.py (routing size: 1 000 / 10 000 / 100 000 routes;
+# --smoke: 1 000) appends its own (neither with --datapath-only).
 #
 # Uses target/<host triple>/release/podtap (built with `cargo build --release`; the
 # triple is in the path because .cargo/config.toml links statically) unless
@@ -96,7 +97,7 @@ cleanup() {
     for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$prefix-" || true); do
         ip netns delete "$ns" 2>/dev/null || true
     done
-    rm -rf "$state" "$state-scale" "$state-scale-rss.txt" "$state-rt"
+    rm -rf "$state" "$state-scale" "$state-scale-rss.txt" "$state-rt" "$state-phases"
     if [ "${BENCH_KEEP_WORK:-0}" = 1 ]; then
         echo "run.sh: work dir kept: $work" >&2
     else
@@ -154,6 +155,17 @@ py=""
 if [ "$dponly" = 1 ]; then
     exit "$rc"
 fi
+
+# Attach and detach per phase next to floor.c (issue 31, item 1): benches/phases.py,
+# its Markdown on stdout or into FILE.phases.md beside --out's.
+phase_args=(--bin "$bin" --floor "$work/floor" --prefix "$prefix-ph" --state-dir "$state-phases"
+            --workdir "$work" --reps "$reps")
+[ "$smoke" = 1 ] && phase_args+=(--smoke)
+[ -n "$out" ] && phase_args+=(--out "${out%.md}.phases.md")
+python3 "$here/phases.py" "${phase_args[@]}" &
+py=$!
+wait "$py" || rc=1
+py=""
 
 # Routing size (issue 31 item 3): benches/routes.py, its Markdown after bench.py's.
 rargs=(--bin "$bin" --floor "$work/floor" --prefix "$prefix-rt" --state-dir "$state-rt")

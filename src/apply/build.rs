@@ -70,6 +70,7 @@ pub(super) async fn build(
     quiet_bridged_links(nl, plan)?;
 
     timings.tap += micros(t);
+    crate::phases::mark("taps");
     log_phase("taps", plan, timings.tap);
 
     // The NICs without a bridge are wired in one batch (a few system calls
@@ -89,6 +90,7 @@ pub(super) async fn build(
     .await;
     bridged.into_iter().collect::<Result<Vec<()>>>()?;
     timings.wiring = micros(t);
+    crate::phases::mark("wiring");
     log_phase("wiring", plan, timings.wiring);
     Ok(())
 }
@@ -193,11 +195,19 @@ async fn hand_over_pod(nl: &Netlink, n: &NicPlan, bp: &BridgePlan, b: &Created) 
 /// Create the persistent TAPs on the netns thread and learn their ifindexes.
 /// Returns the ifindexes of those made, and the error that stopped it, if any.
 fn create_taps(nl: &Netlink, specs: &[TapSpec]) -> (Vec<(u32, MacAddr)>, Option<Error>) {
+    if specs.is_empty() {
+        return (Vec::new(), None);
+    }
     let specs = specs.to_vec();
     let outcome = nl.worker.run(move || {
         let mut made = Vec::with_capacity(specs.len());
+        // One socket for every TAP's name and index lookups.
+        let names = match tap::LinkNames::open() {
+            Ok(names) => names,
+            Err(e) => return Ok((made, specs.first().map(|s| (s.name.clone(), e)))),
+        };
         for spec in &specs {
-            match tap::create_persistent(spec) {
+            match tap::create_persistent(spec, &names) {
                 Ok(made_one) => made.push(made_one),
                 Err(e) => return Ok((made, Some((spec.name.clone(), e)))),
             }

@@ -37,7 +37,9 @@ pub async fn fresh(
     let Survey {
         desc, inventory, ..
     } = survey(ns, nl).await?;
+    crate::phases::mark("scan");
     let plan = plan::plan(&desc, &inventory, opts, id)?;
+    crate::phases::mark("plan");
     timings.scan = micros(start);
     log_plan(&desc, &plan, timings.scan);
 
@@ -60,6 +62,7 @@ pub async fn fresh(
     };
     state.save(&cp)?;
     timings.checkpoint = micros(t);
+    crate::phases::mark("checkpoint_intent");
     tracing::debug!(
         phase = "checkpoint",
         us = timings.checkpoint,
@@ -77,6 +80,7 @@ pub async fn fresh(
     // write is not timed.
     timings.total = micros(start);
     let mut described = describe::attached(desc, &plan, &created, timings, opts.dns.clone());
+    crate::phases::mark("describe");
     let recorded = described.without_tables();
     cp.tables_digest = Some(tables_digest(&mut described));
     cp.stage = Stage::Complete(Some(recorded));
@@ -85,6 +89,7 @@ pub async fn fresh(
         // The intent record (phase "applying") is still on disk if the rollback cannot finish.
         return Err(rollback(nl, state, &plan, &cp.created, e).await);
     }
+    crate::phases::mark("checkpoint_complete");
     tracing::info!(phase = "checkpoint", "attachment recorded (complete)");
     Ok(described)
 }

@@ -106,7 +106,7 @@ impl Batch {
     ) -> std::io::Result<Vec<Result<(), Errno>>> {
         let mut results = vec![Ok(()); requests.len()];
         let mut buf = Vec::new();
-        let mut reply = vec![0u8; 1 << 16];
+        let mut reply = Vec::with_capacity(1 << 16);
         let count = u32::try_from(requests.len()).unwrap_or(u32::MAX);
         let base = self.sent.fetch_add(count, Ordering::Relaxed);
         for (w, window) in requests.chunks(WINDOW).enumerate() {
@@ -126,14 +126,14 @@ impl Batch {
     }
 
     /// Wait (up to [`REPLY_TIMEOUT`]) for the next datagram from the kernel
-    /// and read it into `buf`; its length. A datagram longer than `buf` is
-    /// an error, never a message cut short.
-    fn receive(&self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = nlrecv::receive(&self.socket, buf, REPLY_TIMEOUT)?;
+    /// and read it into `buf` (its capacity, never zeroed); its length. A
+    /// datagram longer than `buf`'s capacity is an error, never a message cut short.
+    fn receive(&self, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+        let n = nlrecv::receive_spare(&self.socket, buf, REPLY_TIMEOUT)?;
         if n > buf.len() {
             return Err(std::io::Error::other(format!(
                 "a netlink reply of {n} bytes did not fit the {} byte buffer",
-                buf.len()
+                buf.capacity()
             )));
         }
         Ok(n)
@@ -143,7 +143,7 @@ impl Batch {
     fn replies(
         &self,
         last: u32,
-        buf: &mut [u8],
+        buf: &mut Vec<u8>,
         mut failed: impl FnMut(u32, Errno),
     ) -> std::io::Result<()> {
         loop {

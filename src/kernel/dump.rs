@@ -99,10 +99,10 @@ impl Batch {
         &self,
         requests: &[RouteNetlinkMessage],
     ) -> io::Result<Vec<Result<Vec<RouteNetlinkMessage>, Errno>>> {
-        let mut answer = Vec::new();
+        let (mut answer, mut reply) = (Vec::new(), Vec::new());
         let mut out = Vec::with_capacity(requests.len());
         for r in requests {
-            if let Err(e) = self.consistent(r, &mut answer)? {
+            if let Err(e) = self.consistent(r, &mut reply, &mut answer)? {
                 out.push(Err(e));
                 continue;
             }
@@ -120,8 +120,8 @@ impl Batch {
         request: RouteNetlinkMessage,
         mut each: impl FnMut(&[u8]),
     ) -> io::Result<Result<(), Errno>> {
-        let mut answer = Vec::new();
-        let done = self.consistent(&request, &mut answer)?;
+        let (mut answer, mut reply) = (Vec::new(), Vec::new());
+        let done = self.consistent(&request, &mut reply, &mut answer)?;
         if done.is_ok() {
             frames(&answer).for_each(|(_, _, frame)| each(frame));
         }
@@ -129,16 +129,19 @@ impl Batch {
     }
 
     /// The messages of one answer to `request` that no change interrupted,
-    /// in `answer`; asked up to [`ATTEMPTS`] times.
+    /// in `answer`; asked up to [`ATTEMPTS`] times. `reply` is the datagram
+    /// buffer, grown to the largest datagram read (kept from dump to dump:
+    /// a buffer made and zeroed at full size for every dump cost a process
+    /// a page fault per page of it, on each of its threads).
     fn consistent(
         &self,
         request: &RouteNetlinkMessage,
+        reply: &mut Vec<u8>,
         answer: &mut Vec<u8>,
     ) -> io::Result<Result<(), Errno>> {
-        let mut reply = vec![0u8; 1 << 16];
         for attempt in 1..=ATTEMPTS {
             answer.clear();
-            let (done, interrupted) = self.dump_once(request, &mut reply, answer)?;
+            let (done, interrupted) = self.dump_once(request, reply, answer)?;
             if !interrupted || done.is_err() {
                 return Ok(done);
             }

@@ -152,8 +152,8 @@ impl TapQueue {
     /// are unique in a netns, so a process renaming links there between the
     /// lookup and these reads makes one of them disagree (EAGAIN) rather than
     /// hand podtap another link's ifindex.
-    fn prove_ifindex(&self, name: &str, ifindex: u32) -> io::Result<()> {
-        let at_index = name_at(ifindex)?;
+    fn prove_ifindex(&self, names: &LinkNames, name: &str, ifindex: u32) -> io::Result<()> {
+        let at_index = names.name_at(ifindex)?;
         let ours = name_of(self.file.as_raw_fd())?;
         if at_index == name && ours == name {
             return Ok(());
@@ -181,12 +181,13 @@ pub struct TapSpec {
     pub group: Option<u32>,
 }
 
-/// Create a persistent TAP in the current thread's netns and return its
-/// ifindex and hardware address (the kernel picks a random one).
+/// Create a persistent TAP in the netns of `names` (the current thread's)
+/// and return its ifindex and hardware address (the kernel picks a random
+/// one). One `names` serves every TAP a thread makes.
 ///
 /// If a step after TUNSETIFF fails, the fd closes unpersisted and the kernel
 /// removes the half-made TAP by itself.
-pub fn create_persistent(spec: &TapSpec) -> io::Result<(u32, MacAddr)> {
+pub fn create_persistent(spec: &TapSpec, names: &LinkNames) -> io::Result<(u32, MacAddr)> {
     // Exclusive: never take over a TAP someone else made under this name.
     let queue = TapQueue::open_bits(&spec.name, spec.flags.bits() | IFF_TUN_EXCL)?;
     if let Some(uid) = spec.owner {
@@ -199,8 +200,8 @@ pub fn create_persistent(spec: &TapSpec) -> io::Result<(u32, MacAddr)> {
     // Learn the ifindex while the fd still owns the TAP: once persistent, a
     // TAP whose ifindex we failed to learn would be one nobody records.
     // The calling thread is inside the netns, so the name resolves there.
-    let ifindex = nix::net::if_::if_nametoindex(spec.name.as_str())?;
-    queue.prove_ifindex(&spec.name, ifindex)?;
+    let ifindex = names.index_of(&spec.name)?;
+    queue.prove_ifindex(names, &spec.name, ifindex)?;
     queue.set_persist(true)?;
     Ok((ifindex, mac))
 }
@@ -223,18 +224,42 @@ pub fn name_of(fd: std::os::fd::RawFd) -> io::Result<String> {
     name_in(&req)
 }
 
-/// The name of the link at `ifindex` in the calling thread's netns (SIOCGIFNAME).
-fn name_at(ifindex: u32) -> io::Result<String> {
-    // SAFETY: a plain datagram socket, closed when `sock` drops.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    check(fd)?;
-    // SAFETY: fd is a fresh socket that nothing else owns.
-    let sock = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    let mut req = empty_ifreq();
-    req.ifr_ifru.ifru_ifindex = libc::c_int::try_from(ifindex).unwrap_or(0);
-    // SAFETY: SIOCGIFNAME reads the index and writes the name of a `struct ifreq` we own.
-    check(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFNAME, &mut req) })?;
-    name_in(&req)
+/// A datagram socket for looking links up by name and by index
+/// (SIOCGIFINDEX, SIOCGIFNAME) in the netns it was opened in: one for
+/// every TAP a thread makes, instead of two sockets opened and closed per TAP.
+pub struct LinkNames(OwnedFd);
+
+impl LinkNames {
+    /// Open it in the calling thread's netns.
+    pub fn open() -> io::Result<Self> {
+        // SAFETY: a plain datagram socket, closed when the value drops.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        check(fd)?;
+        // SAFETY: fd is a fresh socket that nothing else owns.
+        Ok(Self(unsafe {
+            <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd)
+        }))
+    }
+
+    /// The ifindex of the link named `name` (SIOCGIFINDEX, as if_nametoindex).
+    pub fn index_of(&self, name: &str) -> io::Result<u32> {
+        let mut req = ifreq(name, 0)?;
+        // SAFETY: SIOCGIFINDEX reads the name and writes the index of a `struct ifreq` we own.
+        check(unsafe { libc::ioctl(self.0.as_raw_fd(), libc::SIOCGIFINDEX, &mut req) })?;
+        // SAFETY: SIOCGIFINDEX filled in ifru_ifindex.
+        let index = unsafe { req.ifr_ifru.ifru_ifindex };
+        u32::try_from(index)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "negative ifindex"))
+    }
+
+    /// The name of the link at `ifindex` (SIOCGIFNAME).
+    fn name_at(&self, ifindex: u32) -> io::Result<String> {
+        let mut req = empty_ifreq();
+        req.ifr_ifru.ifru_ifindex = libc::c_int::try_from(ifindex).unwrap_or(0);
+        // SAFETY: SIOCGIFNAME reads the index and writes the name of a `struct ifreq` we own.
+        check(unsafe { libc::ioctl(self.0.as_raw_fd(), libc::SIOCGIFNAME, &mut req) })?;
+        name_in(&req)
+    }
 }
 
 /// The interface name an `ifreq` holds (NUL-terminated, at most IFNAMSIZ).

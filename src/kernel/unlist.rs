@@ -153,7 +153,8 @@ fn run(
         answered: 0,
     };
     let deadline = Instant::now() + ANNOUNCE_TIMEOUT;
-    let mut buf = vec![0u8; 1 << 16];
+    // Read into the spare capacity: nothing zeroed, only written pages touched.
+    let mut buf = Vec::with_capacity(1 << 16);
     loop {
         if expect.is_empty() {
             // Every link is unlisted: the rest is the kernel's own cleanup.
@@ -172,7 +173,8 @@ fn run(
         // A flood (link churn, or a sender as fast as this reader) must not
         // hold the reading past the deadline: the outer loop then ends it.
         while Instant::now() <= deadline {
-            match watch.recv_from(&mut &mut buf[..], 0) {
+            buf.clear();
+            match watch.recv_from(&mut buf, 0) {
                 // Only the kernel's announcements: a process may send to this port too.
                 Ok((n, from)) if from.port_number() == 0 => {
                     unlisted(&buf[..n.min(buf.len())], &mut expect)

@@ -67,8 +67,11 @@ async fn undo_in(
         .collect();
     match execute::observe(nl, |l| tc_pods.contains(&l.ifindex)).await {
         Ok(now) => {
+            crate::phases::mark("observe");
             let undo = decide::undo_in(plan, created, &now, proof, scope);
-            execute::execute(nl, undo, false).await
+            let report = execute::execute(nl, undo, false).await;
+            crate::phases::mark("undo");
+            report
         }
         Err(e) => UndoReport {
             warnings: Vec::new(),
