@@ -5,12 +5,15 @@
 //! the directory) and never follow symlinks. The file holds the whole plan
 //! (so a crash at any instant leaves enough to undo by name, group and
 //! priority) and, once attach has finished, the kernel's ifindexes and the
-//! description it printed.
+//! description it printed. While a `podtap watch` runs, its netns's news
+//! directory `.news-<dev>-<inode>/` is there too (`news.rs`), and its lock
+//! `.watch-<id>.lock`; nothing but `<id>.json` is read as a checkpoint.
 
 mod checkpoint;
 mod entry;
 mod lock;
 mod netns_proof;
+mod news;
 mod wire;
 mod write;
 
@@ -26,6 +29,7 @@ pub(crate) use checkpoint::created_ifindex;
 pub use checkpoint::{Checkpoint, Phase, VERSION};
 pub(crate) use checkpoint::{Created, CreatedKind, Stage};
 pub(crate) use lock::{Lock, LOCK_TIMEOUT};
+pub(crate) use news::News;
 pub(crate) use write::{read_entry, write_atomic};
 
 use entry::EntryError;
@@ -175,7 +179,9 @@ impl StateDir {
     pub(crate) fn save(&self, cp: &Checkpoint) -> Result<()> {
         // Compact: a 32-interface pod's checkpoint is read and written on every call.
         let text = serde_json::to_vec(cp).map_err(|e| Error::serialize("checkpoint", e))?;
-        self.write(&cp.id, &text)
+        self.write(&cp.id, &text)?;
+        news::saved(&self.dir, (cp.netns.dev, cp.netns.inode), &cp.id);
+        Ok(())
     }
 
     /// Remove the checkpoint (and its lock file's name; the lock itself stays held until drop).
@@ -189,6 +195,22 @@ impl StateDir {
         Ok(())
     }
 
+    /// Remove the checkpoint `cp` (see [`Self::remove`]) and tell the watches
+    /// of its netns (`news.rs`): for a detach, which a watch must notice.
+    pub(crate) fn remove_recorded<D>(&self, cp: &Checkpoint<D>) -> Result<()> {
+        self.remove(&cp.id)?;
+        news::removed(&self.dir, (cp.netns.dev, cp.netns.inode), &cp.id);
+        Ok(())
+    }
+
+    /// Remove `id`'s checkpoint that could not be read, and tell every watch
+    /// (its netns is unknown).
+    pub(crate) fn remove_unread(&self, id: &SandboxId) -> Result<()> {
+        self.remove(id)?;
+        news::removed_anywhere(&self.dir, id);
+        Ok(())
+    }
+
     /// Move `id`'s checkpoint aside (`<id>.json.corrupt-<unix time>`) and return
     /// where it went. For doors that may not fail on a file they cannot read.
     pub(crate) fn quarantine(&self, id: &SandboxId) -> Result<PathBuf> {
@@ -198,6 +220,7 @@ impl StateDir {
             .unwrap_or(0);
         let to = self.dir.join(format!("{id}.json.corrupt-{secs}"));
         fs::rename(self.file(id), &to).map_err(|e| Error::io("move aside", self.file(id), e))?;
+        news::removed_anywhere(&self.dir, id);
         Ok(to)
     }
 

@@ -1,6 +1,7 @@
 //! What wakes a watch: SIGTERM/SIGINT (a signalfd), netlink announcements
-//! from the pod netns, and checkpoints that come and go in the state dir
-//! (inotify); and letting a burst of announcements settle.
+//! from the pod netns, and news of the checkpoints that record this netns
+//! (inotify on its news directory, `state::News`: a checkpoint of another
+//! netns wakes no watch); and letting a burst of announcements settle.
 
 use std::os::fd::AsFd;
 use std::path::PathBuf;
@@ -14,7 +15,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use crate::error::{Error, Result};
 use crate::kernel::netns::NetNs;
 use crate::kernel::subscribe::Subscription;
-use crate::state::{SandboxId, StateDir};
+use crate::state::{News, SandboxId, StateDir};
 
 /// How long a burst of netlink announcements may go quiet before a round.
 pub const SETTLE: Duration = Duration::from_millis(100);
@@ -63,54 +64,90 @@ impl Signals {
 pub(super) struct Woke {
     /// Netlink announcements arrived from the netns.
     pub(super) netns: bool,
+    /// The liveness fd (`gone.rs`) fired.
+    pub(super) alive: bool,
     /// A checkpoint in the state dir came, changed or went.
     pub(super) state: bool,
     /// The timeout passed.
     pub(super) timeout: bool,
 }
 
-/// The netns subscription and the state dir's inotify of one watch.
+/// The netns subscription and the news inotify of one watch.
 pub(super) struct Wakeups {
     subscription: Subscription,
     inotify: Inotify,
-    /// `<id>.json`: our own checkpoint's file name.
+    /// The news directory of the netns, held.
+    news: Option<News>,
+    /// The state dir and the netns's recorded (dev, inode), to hold it again.
+    state: StateDir,
+    identity: (u64, u64),
+    /// Our own id: the name of our own checkpoint's news.
     own: String,
     /// The netns, for errors.
     netns: String,
 }
 
+/// What a news directory's entries say: saves (the close after an open
+/// for writing) and removals; the directory itself going.
+const NEWS: AddWatchFlags = AddWatchFlags::IN_CLOSE_WRITE
+    .union(AddWatchFlags::IN_DELETE)
+    .union(AddWatchFlags::IN_MOVED_FROM)
+    .union(AddWatchFlags::IN_MOVED_TO)
+    .union(AddWatchFlags::IN_DELETE_SELF)
+    .union(AddWatchFlags::IN_MOVE_SELF)
+    .union(AddWatchFlags::IN_ONLYDIR);
+
 impl Wakeups {
-    /// Subscribe to `ns` and watch the state dir for `id`'s watch.
+    /// Subscribe to `ns` and hold its news directory for `id`'s watch.
     pub(super) fn open(ns: &NetNs, state: &StateDir, id: &SandboxId) -> Result<Self> {
         let subscription = Subscription::open(ns)?;
         let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
             .map_err(|e| Error::io("inotify for", state.path(), e.into()))?;
-        inotify
-            .add_watch(
-                state.path(),
-                AddWatchFlags::IN_DELETE
-                    | AddWatchFlags::IN_MOVED_FROM
-                    | AddWatchFlags::IN_MOVED_TO
-                    | AddWatchFlags::IN_CLOSE_WRITE
-                    | AddWatchFlags::IN_DELETE_SELF
-                    | AddWatchFlags::IN_MOVE_SELF,
-            )
-            .map_err(|e| Error::io("inotify watch", state.path(), e.into()))?;
-        Ok(Wakeups {
+        let mut wake = Wakeups {
             subscription,
             inotify,
-            own: format!("{id}.json"),
+            news: None,
+            state: state.clone(),
+            identity: ns.identity(),
+            own: id.to_string(),
             netns: ns.display(),
-        })
+        };
+        wake.arm()?;
+        Ok(wake)
     }
 
-    /// Wait for the netns, the state dir or a signal (up to `timeout`).
-    pub(super) fn wait(&self, signals: &Signals, timeout: Option<Duration>) -> Result<Woke> {
-        let mut fds = [
+    /// Hold the news directory (again) and watch it.
+    fn arm(&mut self) -> Result<()> {
+        self.news = None;
+        let news = News::hold(self.state.path(), self.identity)?;
+        self.inotify
+            .add_watch(news.path(), NEWS)
+            .map_err(|e| Error::io("inotify watch", news.path(), e.into()))?;
+        self.news = Some(news);
+        Ok(())
+    }
+
+    /// Let another watch of the netns have the news directory, or remove it.
+    pub(super) fn leave(self) {
+        if let Some(news) = self.news {
+            news.leave();
+        }
+    }
+
+    /// Wait for the netns, the news, `alive` (see `gone.rs`) or a signal
+    /// (up to `timeout`).
+    pub(super) fn wait(
+        &mut self,
+        signals: &Signals,
+        alive: Option<PollFd<'_>>,
+        timeout: Option<Duration>,
+    ) -> Result<Woke> {
+        let mut fds = vec![
             PollFd::new(self.subscription.as_fd(), PollFlags::POLLIN),
             PollFd::new(self.inotify.as_fd(), PollFlags::POLLIN),
             PollFd::new(signals.fd.as_fd(), PollFlags::POLLIN),
         ];
+        fds.extend(alive);
         let poll_timeout = match timeout {
             Some(t) => PollTimeout::try_from(t).unwrap_or(PollTimeout::MAX),
             None => PollTimeout::NONE,
@@ -121,40 +158,59 @@ impl Wakeups {
             Err(e) => return Err(Error::io("poll", PathBuf::from("watch"), e.into())),
         };
         let ready = |f: &PollFd<'_>| f.revents().is_some_and(|r| !r.is_empty());
-        let netns = ready(&fds[0])
+        let (netns_ready, news_ready) = (ready(&fds[0]), ready(&fds[1]));
+        let alive = fds.get(3).is_some_and(ready);
+        drop(fds);
+        let netns = netns_ready
             && self
                 .subscription
                 .drain()
                 .map_err(|e| Error::kernel(&self.netns, "read", "netlink announcements", e))?;
-        let state = ready(&fds[1]) && self.state_news();
+        let state = news_ready && self.state_news();
         Ok(Woke {
             netns,
+            alive,
             state,
             timeout: n == 0 && timeout.is_some(),
         })
     }
 
-    /// Another attachment's checkpoint came or went, or ours went; our
-    /// own saves are not news.
-    fn state_news(&self) -> bool {
-        self.inotify.read_events().is_ok_and(|events| {
-            events
-                .iter()
-                .any(|e| match e.name.as_ref().and_then(|n| n.to_str()) {
-                    Some(name) if name == self.own => e
-                        .mask
-                        .intersects(AddWatchFlags::IN_DELETE | AddWatchFlags::IN_MOVED_FROM),
-                    Some(name) => name.ends_with(".json"),
-                    None => true,
-                })
-        })
+    /// Another attachment's checkpoint of this netns was saved or went, or
+    /// ours went; our own saves are not news. The directory going (removed
+    /// by hand, the state dir with it) is news, and it is held again.
+    fn state_news(&mut self) -> bool {
+        let Ok(events) = self.inotify.read_events() else {
+            return false;
+        };
+        let mut news = false;
+        let mut lost = false;
+        for e in &events {
+            lost |= e.mask.intersects(
+                AddWatchFlags::IN_IGNORED
+                    | AddWatchFlags::IN_DELETE_SELF
+                    | AddWatchFlags::IN_MOVE_SELF,
+            );
+            news |= match e.name.as_ref().and_then(|n| n.to_str()) {
+                Some(name) if name == self.own => e
+                    .mask
+                    .intersects(AddWatchFlags::IN_DELETE | AddWatchFlags::IN_MOVED_FROM),
+                Some(_) => true,
+                None => true,
+            };
+        }
+        if lost {
+            if let Err(e) = self.arm() {
+                tracing::warn!("watch: news of the state dir lost: {e}");
+            }
+        }
+        news
     }
 
     /// Let a burst of announcements go quiet ([`SETTLE`], at most [`SETTLE_MAX`]).
-    pub(super) fn settle(&self, signals: &Signals) -> Result<()> {
+    pub(super) fn settle(&mut self, signals: &Signals) -> Result<()> {
         let until = Instant::now() + SETTLE_MAX;
         while Instant::now() < until {
-            let woke = self.wait(signals, Some(SETTLE))?;
+            let woke = self.wait(signals, None, Some(SETTLE))?;
             if !woke.netns && !woke.state {
                 break;
             }
