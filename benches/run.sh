@@ -16,7 +16,8 @@
 # PODTAP_BIN names a binary, and examples/bench_lib (the library-call
 # contender) unless PODTAP_LIB_BENCH names one. Needs root, ip/tc (iproute2), jq, gcc, python3.
 # Every object lives in netns named ptb<PID>-*; the root netns is never touched;
-# a trap removes everything on exit. Exit status: 0 when every contender
+# a trap removes everything on exit. Then benches/watch_rest.py (watches at rest:
+# 200 pods, 5 with --smoke) appends its section. Exit status: 0 when every contender
 # succeeded and left nothing behind, 1 otherwise. Timings are never asserted.
 set -euo pipefail
 
@@ -82,7 +83,7 @@ cleanup() {
     for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$prefix-" || true); do
         ip netns delete "$ns" 2>/dev/null || true
     done
-    rm -rf "$state"
+    rm -rf "$state" "/run/$prefix-watch"
     if [ "${BENCH_KEEP_WORK:-0}" = 1 ]; then
         echo "run.sh: work dir kept: $work" >&2
     else
@@ -129,5 +130,14 @@ python3 "$here/bench.py" "${args[@]}" &
 py=$!
 rc=0
 wait "$py" || rc=$?
+py=""
+
+# Watches at rest (issue 31 item 4): benches/watch_rest.py, its own netns and state dir.
+watch_args=(--bin "$bin" --prefix "$prefix-wr" --state-dir "/run/$prefix-watch")
+if [ "$smoke" = 1 ]; then watch_args+=(--smoke); fi
+if [ -n "$out" ]; then watch_args+=(--out "$out"); fi
+python3 "$here/watch_rest.py" "${watch_args[@]}" &
+py=$!
+wait "$py" || rc=1
 py=""
 exit "$rc"

@@ -29,7 +29,7 @@ pub(crate) use checkpoint::created_ifindex;
 pub use checkpoint::{Checkpoint, Phase, VERSION};
 pub(crate) use checkpoint::{Created, CreatedKind, Stage};
 pub(crate) use lock::{Lock, LOCK_TIMEOUT};
-pub(crate) use news::News;
+pub(crate) use news::{News, Told};
 pub(crate) use write::{read_entry, write_atomic};
 
 use entry::EntryError;

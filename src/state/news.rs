@@ -2,26 +2,31 @@
 //!
 //! A running `podtap watch` keeps a directory `.news-<dev>-<inode>` in the
 //! state dir, named by the (dev, inode) its checkpoint records for the netns,
-//! and inotify-watches that directory only. Every save of a checkpoint that
-//! records the netns opens (creating) `<id>` in it, and a detach unlinks
-//! `<id>`, each only if the directory exists: with no watch of the netns that
-//! costs one failed call, and a checkpoint of another netns wakes no watch.
-//! The entries are empty files whose names are the ids, so a watch tells its
-//! own saves from its siblings' as it did with the whole state dir.
+//! and in it a FIFO named by its own id, which it reads. Every save of a
+//! checkpoint that records the netns writes `s <id>\n` to each FIFO there,
+//! and a detach `r <id>\n`; with no watch of the netns there is no directory,
+//! and that costs one failed open. So a checkpoint of another netns wakes no
+//! watch, and a watch tells its own saves from its siblings' by the id.
+//!
+//! FIFOs, not inotify: inotify instances are limited per user
+//! (`fs.inotify.max_user_instances`, 128 by default), and a node runs a
+//! watch per pod. A line is one `write` of at most `PIPE_BUF` bytes, so
+//! lines never mix; a full FIFO (its watch is behind) drops the line, and the
+//! watch still wakes for the ones queued.
 //!
 //! (dev, inode), not the netns cookie: every checkpoint records it, old ones
 //! too; a live netns's inode is unique, and a reused one only lets a new
 //! netns find a directory a killed watch left (any wake is only a round).
 //!
 //! Each watch holds a shared flock on the directory; the last one to leave
-//! (and a detach that finds no watch holding it) removes it with its entries,
+//! (and a detach that finds no watch holding it) removes it with its FIFOs,
 //! so the state dir holds nothing once no watch runs. State readers only read
 //! `<id>.json`, so they never see it.
 
 use std::fs::{self, File, OpenOptions};
-use std::io;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -32,23 +37,25 @@ pub fn dir(state: &Path, (dev, inode): (u64, u64)) -> PathBuf {
     state.join(format!(".news-{dev}-{inode}"))
 }
 
+/// What a line of news says happened to a checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Told {
+    /// It was written.
+    Saved,
+    /// It went (detached, or moved aside).
+    Removed,
+}
+
 /// Tell the watches of netns `netns` that `id`'s checkpoint was written.
 pub(super) fn saved(state: &Path, netns: (u64, u64), id: &SandboxId) {
-    // One open: ENOENT when no watch keeps the directory. The close that
-    // follows is the IN_CLOSE_WRITE the watches wait for.
-    let _ = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(dir(state, netns).join(id.as_str()));
+    tell(&dir(state, netns), &format!("s {id}\n"));
 }
 
 /// Tell the watches of netns `netns` that `id`'s checkpoint went; remove the
 /// directory if no watch holds it (one a killed watch left).
 pub(super) fn removed(state: &Path, netns: (u64, u64), id: &SandboxId) {
     let path = dir(state, netns);
-    let _ = fs::remove_file(path.join(id.as_str()));
+    tell(&path, &format!("r {id}\n"));
     if let Ok(held) = open_dir(&path) {
         if lock(&held, libc::LOCK_EX | libc::LOCK_NB) && same(&held, &path) {
             purge(&path);
@@ -65,17 +72,7 @@ pub(super) fn removed_anywhere(state: &Path, id: &SandboxId) {
     };
     for entry in entries.flatten() {
         if entry.file_name().to_str().is_some_and(is_news) {
-            // Made and unlinked: the unlink is the news, for an own id too.
-            let file = entry.path().join(id.as_str());
-            let made = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-                .open(&file);
-            if made.is_ok() {
-                let _ = fs::remove_file(&file);
-            }
+            tell(&entry.path(), &format!("r {id}\n"));
         }
     }
 }
@@ -85,51 +82,128 @@ pub fn is_news(name: &str) -> bool {
     name.starts_with(".news-")
 }
 
-/// The news directory one watch holds (a shared flock, for its life).
+/// Write `line` to every FIFO in the news directory `path` that a watch
+/// reads (none: the directory is not there, one failed open).
+fn tell(path: &Path, line: &str) {
+    let Ok(entries) = fs::read_dir(path) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        // No reader (a killed watch's FIFO): ENXIO. Full: EAGAIN, dropped.
+        let Ok(mut fifo) = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(entry.path())
+        else {
+            continue;
+        };
+        if fifo.metadata().is_ok_and(|m| m.file_type().is_fifo()) {
+            let _ = fifo.write(line.as_bytes());
+        }
+    }
+}
+
+/// The news one watch reads: its FIFO in the netns's news directory, and a
+/// shared flock on that directory, for its life.
 #[derive(Debug)]
 pub struct News {
-    file: File,
+    dir: File,
     path: PathBuf,
+    fifo: File,
+    fifo_path: PathBuf,
+    /// A line split by a read, kept for the next.
+    partial: Vec<u8>,
 }
 
 impl News {
-    /// Make (if needed) and hold the news directory of the netns `netns`.
-    pub fn hold(state: &Path, netns: (u64, u64)) -> Result<Self> {
+    /// Make (if needed) and hold the news directory of the netns `netns`,
+    /// and make `id`'s FIFO in it (one watch per id: any FIFO of that name
+    /// is a killed watch's).
+    pub fn hold(state: &Path, netns: (u64, u64), id: &SandboxId) -> Result<Self> {
         let path = dir(state, netns);
-        let err = |e: io::Error| Error::io("hold the news directory", &path, e);
-        // A remover may empty and remove it between our mkdir and flock: then
-        // the directory we locked is not the one at the path; start again.
-        for _ in 0..100 {
-            match fs::DirBuilder::new().mode(0o700).create(&path) {
-                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(err(e)),
-                _ => {}
-            }
-            let file = match open_dir(&path) {
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                other => other.map_err(err)?,
-            };
-            if !lock(&file, libc::LOCK_SH) {
-                return Err(err(io::Error::last_os_error()));
-            }
-            if same(&file, &path) {
-                return Ok(News { file, path });
-            }
-        }
-        Err(err(io::Error::other("removed under us again and again")))
+        let dir = hold_dir(&path).map_err(|e| Error::io("hold the news directory", &path, e))?;
+        let fifo_path = path.join(id.as_str());
+        let err = |e: io::Error| Error::io("make the news FIFO", &fifo_path, e);
+        let _ = fs::remove_file(&fifo_path);
+        nix::unistd::mkfifo(&fifo_path, nix::sys::stat::Mode::from_bits_truncate(0o600))
+            .map_err(|e| err(e.into()))?;
+        // Read-write: it never reads end-of-file, and opens without a writer.
+        let fifo = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&fifo_path)
+            .map_err(err)?;
+        Ok(News {
+            dir,
+            path,
+            fifo,
+            fifo_path,
+            partial: Vec::new(),
+        })
     }
 
-    /// Where it is.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// What to poll (POLLIN) for news.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fifo.as_fd()
+    }
+
+    /// The news that came since the last call: (what, whose checkpoint).
+    pub fn read(&mut self) -> Vec<(Told, String)> {
+        let mut buf = [0u8; 8192];
+        loop {
+            match self.fifo.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => self.partial.extend_from_slice(&buf[..n]),
+            }
+        }
+        let end = self
+            .partial
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |i| i + 1);
+        let lines: Vec<u8> = self.partial.drain(..end).collect();
+        String::from_utf8_lossy(&lines)
+            .lines()
+            .filter_map(|l| match l.split_once(' ') {
+                Some(("s", id)) => Some((Told::Saved, id.to_string())),
+                Some(("r", id)) => Some((Told::Removed, id.to_string())),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Let go; the last watch of the netns removes the directory.
     pub fn leave(self) {
+        let _ = fs::remove_file(&self.fifo_path);
         // Converting to exclusive fails while another watch holds it shared.
-        if lock(&self.file, libc::LOCK_EX | libc::LOCK_NB) && same(&self.file, &self.path) {
+        if lock(&self.dir, libc::LOCK_EX | libc::LOCK_NB) && same(&self.dir, &self.path) {
             purge(&self.path);
         }
     }
+}
+
+/// Make (if needed), open and lock (shared) the news directory at `path`.
+fn hold_dir(path: &Path) -> io::Result<File> {
+    // A remover may empty and remove it between our mkdir and flock: then
+    // the directory we locked is not the one at the path; start again.
+    for _ in 0..100 {
+        match fs::DirBuilder::new().mode(0o700).create(path) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+        let file = match open_dir(path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            other => other?,
+        };
+        if !lock(&file, libc::LOCK_SH) {
+            return Err(io::Error::last_os_error());
+        }
+        if same(&file, path) {
+            return Ok(file);
+        }
+    }
+    Err(io::Error::other("removed under us again and again"))
 }
 
 fn open_dir(path: &Path) -> io::Result<File> {
@@ -151,7 +225,7 @@ fn same(file: &File, path: &Path) -> bool {
     }
 }
 
-/// Remove the directory and its entries (under its exclusive lock).
+/// Remove the directory and its FIFOs (under its exclusive lock).
 fn purge(path: &Path) {
     if let Ok(entries) = fs::read_dir(path) {
         for entry in entries.flatten() {
@@ -170,30 +244,32 @@ mod tests {
     }
 
     #[test]
-    fn news_goes_only_where_a_watch_holds_the_directory() {
+    fn news_goes_only_to_the_watches_of_its_netns() {
         let state = std::env::temp_dir().join(format!("podtap-news-{}", std::process::id()));
         fs::create_dir_all(&state).unwrap();
         saved(&state, (1, 2), &id("a"));
         assert!(!dir(&state, (1, 2)).exists(), "no watch: nothing made");
-        let one = News::hold(&state, (1, 2)).unwrap();
-        let two = News::hold(&state, (1, 2)).unwrap();
+        let mut one = News::hold(&state, (1, 2), &id("a")).unwrap();
+        let mut two = News::hold(&state, (1, 2), &id("b")).unwrap();
+        let mut other = News::hold(&state, (3, 4), &id("c")).unwrap();
         saved(&state, (1, 2), &id("a"));
-        saved(&state, (3, 4), &id("b"));
-        assert!(one.path().join("a").exists());
-        assert!(!dir(&state, (3, 4)).exists());
-        removed(&state, (1, 2), &id("a"));
-        assert!(!one.path().join("a").exists());
-        assert!(one.path().exists(), "held: a detach leaves it");
-        saved(&state, (1, 2), &id("c"));
+        removed(&state, (1, 2), &id("d"));
+        let told = vec![(Told::Saved, "a".into()), (Told::Removed, "d".into())];
+        assert_eq!(one.read(), told);
+        assert_eq!(two.read(), told, "every watch of the netns is told");
+        assert!(other.read().is_empty(), "another netns's watch is not");
+        assert!(one.read().is_empty(), "read once");
+        assert!(dir(&state, (1, 2)).exists(), "held: a detach leaves it");
         one.leave();
-        assert!(two.path().exists(), "another watch still holds it");
+        assert!(dir(&state, (1, 2)).exists(), "another watch still holds it");
         two.leave();
         assert!(!dir(&state, (1, 2)).exists(), "the last watch removes it");
+        removed_anywhere(&state, &id("e"));
+        assert_eq!(other.read(), vec![(Told::Removed, "e".into())]);
         // One a killed watch left goes with a detach in its netns.
-        let left = News::hold(&state, (5, 6)).unwrap();
-        drop(left);
-        removed(&state, (5, 6), &id("d"));
-        assert!(!dir(&state, (5, 6)).exists());
+        drop(other);
+        removed(&state, (3, 4), &id("c"));
+        assert!(!dir(&state, (3, 4)).exists());
         fs::remove_dir_all(&state).unwrap();
     }
 }

@@ -1,6 +1,6 @@
 //! What wakes a watch: SIGTERM/SIGINT (a signalfd), netlink announcements
 //! from the pod netns, and news of the checkpoints that record this netns
-//! (inotify on its news directory, `state::News`: a checkpoint of another
+//! (a FIFO in its news directory, `state::News`: a checkpoint of another
 //! netns wakes no watch); and letting a burst of announcements settle.
 
 use std::os::fd::AsFd;
@@ -8,14 +8,13 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 use crate::error::{Error, Result};
 use crate::kernel::netns::NetNs;
 use crate::kernel::subscribe::Subscription;
-use crate::state::{News, SandboxId, StateDir};
+use crate::state::{News, SandboxId, StateDir, Told};
 
 /// How long a burst of netlink announcements may go quiet before a round.
 pub const SETTLE: Duration = Duration::from_millis(100);
@@ -72,66 +71,32 @@ pub(super) struct Woke {
     pub(super) timeout: bool,
 }
 
-/// The netns subscription and the news inotify of one watch.
+/// The netns subscription and the news of one watch.
 pub(super) struct Wakeups {
     subscription: Subscription,
-    inotify: Inotify,
-    /// The news directory of the netns, held.
-    news: Option<News>,
-    /// The state dir and the netns's recorded (dev, inode), to hold it again.
-    state: StateDir,
-    identity: (u64, u64),
-    /// Our own id: the name of our own checkpoint's news.
+    news: News,
+    /// Our own id: the name in our own checkpoint's news.
     own: String,
     /// The netns, for errors.
     netns: String,
 }
 
-/// What a news directory's entries say: saves (the close after an open
-/// for writing) and removals; the directory itself going.
-const NEWS: AddWatchFlags = AddWatchFlags::IN_CLOSE_WRITE
-    .union(AddWatchFlags::IN_DELETE)
-    .union(AddWatchFlags::IN_MOVED_FROM)
-    .union(AddWatchFlags::IN_MOVED_TO)
-    .union(AddWatchFlags::IN_DELETE_SELF)
-    .union(AddWatchFlags::IN_MOVE_SELF)
-    .union(AddWatchFlags::IN_ONLYDIR);
-
 impl Wakeups {
     /// Subscribe to `ns` and hold its news directory for `id`'s watch.
     pub(super) fn open(ns: &NetNs, state: &StateDir, id: &SandboxId) -> Result<Self> {
         let subscription = Subscription::open(ns)?;
-        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
-            .map_err(|e| Error::io("inotify for", state.path(), e.into()))?;
-        let mut wake = Wakeups {
+        let news = News::hold(state.path(), ns.identity(), id)?;
+        Ok(Wakeups {
             subscription,
-            inotify,
-            news: None,
-            state: state.clone(),
-            identity: ns.identity(),
+            news,
             own: id.to_string(),
             netns: ns.display(),
-        };
-        wake.arm()?;
-        Ok(wake)
-    }
-
-    /// Hold the news directory (again) and watch it.
-    fn arm(&mut self) -> Result<()> {
-        self.news = None;
-        let news = News::hold(self.state.path(), self.identity)?;
-        self.inotify
-            .add_watch(news.path(), NEWS)
-            .map_err(|e| Error::io("inotify watch", news.path(), e.into()))?;
-        self.news = Some(news);
-        Ok(())
+        })
     }
 
     /// Let another watch of the netns have the news directory, or remove it.
     pub(super) fn leave(self) {
-        if let Some(news) = self.news {
-            news.leave();
-        }
+        self.news.leave();
     }
 
     /// Wait for the netns, the news, `alive` (see `gone.rs`) or a signal
@@ -144,7 +109,7 @@ impl Wakeups {
     ) -> Result<Woke> {
         let mut fds = vec![
             PollFd::new(self.subscription.as_fd(), PollFlags::POLLIN),
-            PollFd::new(self.inotify.as_fd(), PollFlags::POLLIN),
+            PollFd::new(self.news.fd(), PollFlags::POLLIN),
             PollFd::new(signals.fd.as_fd(), PollFlags::POLLIN),
         ];
         fds.extend(alive);
@@ -176,34 +141,12 @@ impl Wakeups {
     }
 
     /// Another attachment's checkpoint of this netns was saved or went, or
-    /// ours went; our own saves are not news. The directory going (removed
-    /// by hand, the state dir with it) is news, and it is held again.
+    /// ours went; our own saves are not news.
     fn state_news(&mut self) -> bool {
-        let Ok(events) = self.inotify.read_events() else {
-            return false;
-        };
-        let mut news = false;
-        let mut lost = false;
-        for e in &events {
-            lost |= e.mask.intersects(
-                AddWatchFlags::IN_IGNORED
-                    | AddWatchFlags::IN_DELETE_SELF
-                    | AddWatchFlags::IN_MOVE_SELF,
-            );
-            news |= match e.name.as_ref().and_then(|n| n.to_str()) {
-                Some(name) if name == self.own => e
-                    .mask
-                    .intersects(AddWatchFlags::IN_DELETE | AddWatchFlags::IN_MOVED_FROM),
-                Some(_) => true,
-                None => true,
-            };
-        }
-        if lost {
-            if let Err(e) = self.arm() {
-                tracing::warn!("watch: news of the state dir lost: {e}");
-            }
-        }
-        news
+        self.news
+            .read()
+            .iter()
+            .any(|(told, id)| *id != self.own || *told == Told::Removed)
     }
 
     /// Let a burst of announcements go quiet ([`SETTLE`], at most [`SETTLE_MAX`]).
