@@ -7,7 +7,9 @@
 
 N pods (default 200), each a netns with one veth (its peer in one shared peer
 netns), attached with the podtap CLI into one state dir, one `podtap watch`
-(no VMM) on each. Then, per binary (`--before` first when given):
+(no VMM) on each; the pods pinned by their bind mount only, then also by a
+process inside (`--holders`, default both). Then, per binary (`--before`
+first when given):
   1. CPU of all watchers together over --rest-secs (default 60) at rest;
   2. CPU of all watchers across one attach + detach of another pod, minus the
      same-length window at rest just before it, --reps times (default 10);
@@ -117,6 +119,7 @@ class Bench:
         self.netns = []
         self.state = a.state_dir
         self.watchers = []
+        self.pauses = []
         self.env = dict(os.environ, PODTAP_STATE_DIR=self.state)
         self.mounts = MountChanges()
         # A window: long enough for a round and its 100 ms settle to end in it.
@@ -148,6 +151,32 @@ class Bench:
                 if time.monotonic() > end:
                     raise RuntimeError(f"{ns}: IPv6 addresses still tentative")
                 time.sleep(0.1)
+
+    def start_pauses(self):
+        """A root process inside each pod netns, as a pod's pause process (or
+        its VMM) is."""
+        self.pauses = [subprocess.Popen(["ip", "netns", "exec", ns, "sleep", "100000"],
+                                        stdin=subprocess.DEVNULL)
+                       for ns in self.pods]
+        want = {ns: os.stat(f"/var/run/netns/{ns}").st_ino for ns in self.pods}
+        end = time.monotonic() + 30
+        for ns, p in zip(self.pods, self.pauses):
+            while True:
+                try:
+                    if os.stat(f"/proc/{p.pid}/ns/net").st_ino == want[ns]:
+                        break
+                except OSError:
+                    pass
+                if time.monotonic() > end:
+                    raise RuntimeError(f"{ns}: the pause process never got inside")
+                time.sleep(0.01)
+
+    def stop_pauses(self):
+        for p in self.pauses:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        self.pauses = []
 
     def podtap(self, bin, *args):
         return sh([bin, *args], env=self.env)
@@ -186,6 +215,7 @@ class Bench:
             self.podtap(bin, "detach", "--id", f"w{i}")
 
     def cleanup(self):
+        self.stop_pauses()
         for w in self.watchers:
             if w.poll() is None:
                 w.kill()
@@ -262,8 +292,8 @@ class Bench:
         a = self.a
         win = self.secs
         L = [f"\n### Watches at rest: {a.pods} pods, one `podtap watch` each\n"]
-        L.append(f"| binary | CPU at rest, all watches, {a.rest_secs:g} s (ms) | wakeups at rest "
-                 "| mount-table changes on the node meanwhile | CPU per unrelated attach + detach, "
+        L.append(f"| binary, pods | CPU at rest, all watches, {a.rest_secs:g} s (ms) | wakeups at rest "
+                 "| mount-table change bursts on the node meanwhile | CPU per unrelated attach + detach, "
                  "all watches (ms, median) | wakeups per attach + detach (median) | CPU per "
                  "unrelated `ip netns add` + `del`, all watches (ms, median) | VmRSS per watch "
                  "(KiB, median) | Pss per watch (KiB, median) |")
@@ -276,6 +306,8 @@ class Bench:
         L.append("")
         L.append(
             f"Method: {a.pods} pod netns, each with one veth whose peer is in a shared peer netns, "
+            "pinned by its bind mount only (*mount*), or also by a root process inside it, "
+            "`ip netns exec NS sleep`, as a pod's pause process or VMM (*process*), "
             "attached (tc mode) with the podtap CLI into one state dir; one `podtap watch --id` "
             "(no VMM) per pod, waited on until it printed `ready`, then 1 s to settle. CPU is the "
             "sum over all watch processes of their process CPU clock (`clock_gettime` of "
@@ -283,8 +315,10 @@ class Bench:
             "`/proc/PID/schedstat` shows, of every thread including exited ones); wakeups the sum "
             "of the third field of `/proc/PID/task/*/schedstat` (timeslices run). At rest: one "
             f"window of {a.rest_secs:g} s in which the benchmark does nothing; the mount-table "
-            "changes counted meanwhile (POLLPRI on /proc/self/mountinfo) are other work on the "
-            "node, each of which wakes every watch whose pod is a bind mount. Per unrelated "
+            "changes seen meanwhile (POLLPRI on /proc/self/mountinfo; a burst of changes may be "
+            "seen as one) are other work on the "
+            "node, each of which wakes every watch that follows a bind mount (a pod with no process "
+            "inside). Per unrelated "
             "attach + detach: `podtap attach` and `podtap detach` of another pod (its own netns, "
             f"same state dir) at the start of a {win:g} s window, minus the {win:g} s window at "
             f"rest just before it; {a.reps} repetitions, median. Per `ip netns add` + `del`: the "
@@ -303,6 +337,9 @@ def main():
     ap.add_argument("--pods", type=int, default=200)
     ap.add_argument("--rest-secs", type=float, default=60.0)
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--holders", choices=["mount", "process", "both"], default="both",
+                    help="what pins each pod netns: its bind mount only, or also a process "
+                         "inside (a pause process); default both, one after the other")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--prefix", default=f"ptw{os.getpid()}")
     ap.add_argument("--state-dir")
@@ -329,8 +366,13 @@ def main():
     try:
         b.make_pods()
         results = []
-        for name, binary in bins:
-            results.append((name, b.run_one(name, binary)))
+        for holder in (["mount", "process"] if a.holders == "both" else [a.holders]):
+            if holder == "process":
+                b.start_pauses()
+            for name, binary in bins:
+                results.append((f"{name}, pods pinned by {holder}",
+                                b.run_one(f"{name}/{holder}", binary)))
+            b.stop_pauses()
         text = b.report(results)
         if a.out:
             with open(a.out, "a") as f:

@@ -17,11 +17,14 @@
 //! What wakes that check, without polling, by the kind of holder:
 //! - a process (`/proc/PID/ns/net`): its pidfd, readable once it exits. A
 //!   holder that moves itself to another netns without exiting is seen at
-//!   the next check another holder's event brings, not before.
-//! - a bind mount (any other path that is not a symlink): `/proc/self/mountinfo`,
-//!   which signals POLLPRI on every change of this mount namespace's mount
-//!   table. So any mount or unmount on the node wakes every watch whose holder
-//!   is a bind mount, for one `open(O_PATH)` and `fstat` each (no round).
+//!   the next check another holder's event brings, not before. Preferred:
+//!   when the holder is a bind mount and a root-owned process is inside the
+//!   netns too (a pod's pause process, a VMM), watch follows the process.
+//! - a bind mount with no process inside (any other path that is not a
+//!   symlink): `/proc/self/mountinfo`, which signals POLLPRI on every change
+//!   of this mount namespace's mount table. So any mount or unmount on the
+//!   node wakes every watch that follows a bind mount, for one `open(O_PATH)`
+//!   and `fstat` each (no round).
 //! - anything else (a process's open fd, `/proc/PID/fd/N`, which it may
 //!   close at any time; a thread's `ns/net`; a symlink; no pidfd): a check
 //!   every [`TICK`], as before.
@@ -97,13 +100,32 @@ pub(super) struct Liveness {
 impl Liveness {
     /// Follow `want`, held (when watch started) through `holder`.
     pub(super) fn new(want: NetnsId, holder: PathBuf) -> Self {
-        let signal = Signal::of(&holder);
-        Liveness {
+        let mut alive = Liveness {
             want,
-            holder,
-            signal,
+            holder: PathBuf::new(),
+            signal: Signal::Tick(Instant::now()),
             recheck: true,
+        };
+        alive.follow(holder);
+        alive
+    }
+
+    /// Follow `holder`; for a bind mount, a process inside the netns instead
+    /// when there is one (its exit is a signal of its own; a mount-table
+    /// change is every mount's).
+    fn follow(&mut self, holder: PathBuf) {
+        let signal = Signal::of(&holder);
+        if let Signal::Mounts(_) = signal {
+            if let Some(process) = netns_search::process_inside(&self.want) {
+                if let exit @ Signal::Exit(_) = Signal::of(&process) {
+                    self.signal = exit;
+                    self.holder = process;
+                    return;
+                }
+            }
         }
+        self.signal = signal;
+        self.holder = holder;
     }
 
     /// What to poll for the holder letting go, if anything.
@@ -156,10 +178,7 @@ impl Liveness {
                 return false;
             }
             match netns_search::held_by_others(&self.want) {
-                Some(holder) => {
-                    self.signal = Signal::of(&holder);
-                    self.holder = holder;
-                }
+                Some(holder) => self.follow(holder),
                 None => return true,
             }
         }
