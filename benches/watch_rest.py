@@ -247,7 +247,7 @@ class Bench:
         for _ in range(self.a.reps):
             rest = self.window(pids, secs)
             busy = self.window(pids, secs, work)
-            out.append((busy[0] - rest[0], busy[1] - rest[1], rest[2]))
+            out.append((busy[0] - rest[0], busy[1] - rest[1], busy[2], rest[2]))
         return out
 
     def run_one(self, name, bin):
@@ -294,14 +294,17 @@ class Bench:
         L = [f"\n### Watches at rest: {a.pods} pods, one `podtap watch` each\n"]
         L.append(f"| binary, pods | CPU at rest, all watches, {a.rest_secs:g} s (ms) | wakeups at rest "
                  "| mount-table change bursts on the node meanwhile | CPU per unrelated attach + detach, "
-                 "all watches (ms, median) | wakeups per attach + detach (median) | CPU per "
+                 "all watches (ms, median) | wakeups per attach + detach (median) | mount-table change "
+                 "bursts in those windows / in the windows at rest (total) | CPU per "
                  "unrelated `ip netns add` + `del`, all watches (ms, median) | VmRSS per watch "
                  "(KiB, median) | Pss per watch (KiB, median) |")
-        L.append("|---|---|---|---|---|---|---|---|---|")
+        L.append("|---|---|---|---|---|---|---|---|---|---|")
         for name, r in results:
             med = lambda k, i: statistics.median(x[i] for x in r[k])  # noqa: E731
             L.append(f"| {name} | {r['rest'][0] / 1e6:.3f} | {r['rest'][1]} | {r['rest'][2]} "
                      f"| {med('attach_detach', 0) / 1e6:.3f} | {med('attach_detach', 1):g} "
+                     f"| {sum(x[2] for x in r['attach_detach'])} / "
+                     f"{sum(x[3] for x in r['attach_detach'])} "
                      f"| {med('mounts', 0) / 1e6:.3f} | {med('rss', 0):g} | {med('rss', 1):g} |")
         L.append("")
         L.append(
