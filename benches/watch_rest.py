@@ -195,8 +195,14 @@ class Bench:
             event = json.loads(line) if line else {}
             if event.get("event") != "ready":
                 raise RuntimeError(f"watch w{i}: expected ready, got {line!r}")
-        # Settled: each has run its first round; its start-up is over.
-        time.sleep(1.0)
+        # Settled: each has run its first round, and its start-up is over
+        # (a second or two after `ready`): their CPU stands still for 1 s
+        # (or 15 s have passed: a node where mounts come and go keeps
+        # waking the watches that follow a bind mount).
+        pids = [w.pid for w in self.watchers]
+        end = time.monotonic() + 15
+        while self.window(pids, 1.0)[0] and time.monotonic() < end:
+            pass
 
     def stop_watchers(self):
         for w in self.watchers:
@@ -312,7 +318,8 @@ class Bench:
             "pinned by its bind mount only (*mount*), or also by a root process inside it, "
             "`ip netns exec NS sleep`, as a pod's pause process or VMM (*process*), "
             "attached (tc mode) with the podtap CLI into one state dir; one `podtap watch --id` "
-            "(no VMM) per pod, waited on until it printed `ready`, then 1 s to settle. CPU is the "
+            "(no VMM) per pod, waited on until it printed `ready`, then until their CPU stood still "
+            "for 1 s (at most 15 s). CPU is the "
             "sum over all watch processes of their process CPU clock (`clock_gettime` of "
             "`clock_getcpuclockid(pid)`: nanoseconds on a CPU, the `sum_exec_runtime` that "
             "`/proc/PID/schedstat` shows, of every thread including exited ones); wakeups the sum "

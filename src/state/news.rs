@@ -21,7 +21,9 @@
 //! Each watch holds a shared flock on the directory; the last one to leave
 //! (and a detach that finds no watch holding it) removes it with its FIFOs,
 //! so the state dir holds nothing once no watch runs. State readers only read
-//! `<id>.json`, so they never see it.
+//! `<id>.json`, so they never see it. A directory removed by hand while a
+//! watch runs takes its news with it: that watch then learns of its
+//! netns's checkpoints only through netlink and its next round.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
