@@ -16,12 +16,12 @@
 #   --datapath-only  only the data-path test (section 6; with --dp-rounds N rounds,
 #              default 5): every wiring, the tc BPF redirects included.
 #
-# Then benches/scale.py (node scale: 1/100/500 attachments; --smoke: 1/5/10)
-# appends its own section (not with --datapath-only).
-#
-# Then benches/phases.py (attach and detach per phase next to floor.c) writes its own
-# section, and benches/routes.py (routing size: 1 000 / 10 000 / 100 000 routes;
-# --smoke: 1 000) appends its own (neither with --datapath-only).
+# Then, each with its own section (none with --datapath-only): benches/phases.py
+# (attach and detach per phase next to floor.c; into FILE.phases.md), and appended to
+# the Markdown: benches/routes.py (1 000 / 10 000 / 100 000 routes; --smoke: 1 000),
+# benches/scale.py (1/100/500 attachments; --smoke: 1/5/10), benches/watch_rest.py
+# (200 pods with a watch each; --smoke: 5) and benches/podstart.sh (containerd CRI
+# and podman run).
 #
 # Uses target/<host triple>/release/podtap (built with `cargo build --release`; the
 # triple is in the path because .cargo/config.toml links statically) unless
@@ -48,7 +48,7 @@ while [ $# -gt 0 ]; do
     --no-podstart) podstart=0 ;;
     --datapath-only) dponly=1 ;;
     --dp-rounds) dprounds=$2; shift ;;
-    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -97,7 +97,7 @@ cleanup() {
     for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$prefix-" || true); do
         ip netns delete "$ns" 2>/dev/null || true
     done
-    rm -rf "$state" "$state-scale" "$state-scale-rss.txt" "$state-rt" "$state-phases"
+    rm -rf "$state" "$state-scale" "$state-scale-rss.txt" "$state-rt" "$state-phases" "/run/$prefix-watch"
     if [ "${BENCH_KEEP_WORK:-0}" = 1 ]; then
         echo "run.sh: work dir kept: $work" >&2
     else
@@ -181,6 +181,14 @@ rm -rf "$state-rt"
 scale=(--bin "$bin" --prefix "$prefix-scale" --state-dir "$state-scale" --standin "$work/standin")
 [ "$smoke" = 1 ] && scale+=(--smoke) || scale+=(--reps "$reps")
 python3 "$here/scale.py" "${scale[@]}" ${out:+--out "$out"} &
+py=$!
+wait "$py" || rc=1
+py=""
+# Watches at rest (issue 31 item 4): benches/watch_rest.py, its own netns and state dir.
+watch_args=(--bin "$bin" --prefix "$prefix-wr" --state-dir "/run/$prefix-watch")
+if [ "$smoke" = 1 ]; then watch_args+=(--smoke); fi
+if [ -n "$out" ]; then watch_args+=(--out "$out"); fi
+python3 "$here/watch_rest.py" "${watch_args[@]}" &
 py=$!
 wait "$py" || rc=1
 py=""

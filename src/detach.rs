@@ -109,7 +109,7 @@ pub fn force_detach(
                 0,
                 format!("removed corrupt checkpoint {}", state.file(id).display()),
             );
-            state.remove(id)?;
+            state.remove_unread(id)?;
             Ok(report)
         }
         other => other,
@@ -204,7 +204,7 @@ fn detach_locked(id: &SandboxId, state: &StateDir, netns: Option<&Path>) -> Resu
         }
         Err(why) => report.warnings.push(why),
     }
-    state.remove(id)?;
+    state.remove_recorded(&cp)?;
     crate::phases::mark("checkpoint_remove");
     Ok(report)
 }

@@ -84,26 +84,9 @@ fn nsfs_mounts(inode: u64) -> Vec<PathBuf> {
 /// through each root-owned process's open fd on it (lazily: the first that
 /// checks out ends the search). With `others_only`, not through this process.
 fn holders(want: &NetnsId, others_only: bool) -> impl Iterator<Item = NetNs> + '_ {
-    let me = std::process::id().to_string();
     let target = format!("net:[{}]", want.inode);
-    let procs: Vec<(String, OwnedFd)> = std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let pid = e.file_name().to_str()?.to_string();
-            let digits = !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit());
-            (digits && !(others_only && pid == me)).then_some(pid)
-        })
-        .filter_map(|pid| Some((pid.clone(), root_owned_proc(&pid)?)))
-        .collect();
-    let in_ns: Vec<(PathBuf, OwnedFd)> = procs
-        .iter()
-        .filter_map(|(pid, dir)| {
-            let fd = open_if_link_is(dir, OsStr::new("ns/net"), &target)?;
-            Some((PathBuf::from(format!("/proc/{pid}/ns/net")), fd))
-        })
-        .collect();
+    let procs = root_procs(others_only);
+    let in_ns = inside(&procs, &target);
     let target2 = target.clone();
     let fds = procs.into_iter().flat_map(move |(pid, dir)| {
         let target = target2.clone();
@@ -114,6 +97,46 @@ fn holders(want: &NetnsId, others_only: bool) -> impl Iterator<Item = NetNs> + '
         .chain(fds)
         .filter_map(move |(path, fd)| NetNs::from_opath(&path, fd, false).ok())
         .filter(move |ns| is(ns, want))
+}
+
+/// `/proc/PID/ns/net` of a root-owned process other than this one inside
+/// the netns `want` (no open fds searched), if any: a holder whose exit a
+/// pidfd tells (`podtap watch` prefers it to a bind mount).
+pub fn process_inside(want: &NetnsId) -> Option<PathBuf> {
+    let target = format!("net:[{}]", want.inode);
+    inside(&root_procs(true), &target)
+        .into_iter()
+        .filter_map(|(path, fd)| NetNs::from_opath(&path, fd, false).ok())
+        .find(|ns| is(ns, want))
+        .map(|ns| ns.path().to_path_buf())
+}
+
+/// Every root-owned process (pid, `O_PATH` fd on `/proc/PID`); with
+/// `others_only`, not this one.
+fn root_procs(others_only: bool) -> Vec<(String, OwnedFd)> {
+    let me = std::process::id().to_string();
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.to_string();
+            let digits = !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit());
+            (digits && !(others_only && pid == me)).then_some(pid)
+        })
+        .filter_map(|pid| Some((pid.clone(), root_owned_proc(&pid)?)))
+        .collect()
+}
+
+/// Of `procs`, the ones whose netns link reads `target`: (path, `O_PATH` fd).
+fn inside(procs: &[(String, OwnedFd)], target: &str) -> Vec<(PathBuf, OwnedFd)> {
+    procs
+        .iter()
+        .filter_map(|(pid, dir)| {
+            let fd = open_if_link_is(dir, OsStr::new("ns/net"), target)?;
+            Some((PathBuf::from(format!("/proc/{pid}/ns/net")), fd))
+        })
+        .collect()
 }
 
 /// An `O_PATH` fd on `/proc/PID` when root owns it.

@@ -5,12 +5,16 @@
 //! the directory) and never follow symlinks. The file holds the whole plan
 //! (so a crash at any instant leaves enough to undo by name, group and
 //! priority) and, once attach has finished, the kernel's ifindexes and the
-//! description it printed.
+//! description it printed. While a `podtap watch` runs, its netns's news
+//! directory `.news-<dev>-<inode>/` is there too (`news.rs`), and its lock
+//! `.watch-<id>.lock`; nothing but `<id>.json` is read as a checkpoint.
 
 mod checkpoint;
 mod entry;
 mod lock;
 mod netns_proof;
+mod news;
+mod parse;
 mod wire;
 mod write;
 
@@ -28,9 +32,10 @@ pub(crate) use checkpoint::created_ifindex;
 pub use checkpoint::{Checkpoint, Phase, VERSION, VERSION_1};
 pub(crate) use checkpoint::{Created, CreatedKind, Stage};
 pub(crate) use lock::{Lock, LOCK_TIMEOUT};
+pub(crate) use news::{News, Told};
 pub(crate) use write::{read_entry, write_atomic};
 
-use entry::EntryError;
+use parse::{current, parse};
 
 use crate::error::{Error, Result};
 use crate::model::Description;
@@ -186,7 +191,9 @@ impl StateDir {
     pub(crate) fn save(&self, cp: &Checkpoint) -> Result<()> {
         // Compact: a 32-interface pod's checkpoint is read and written on every call.
         let text = serde_json::to_vec(cp).map_err(|e| Error::serialize("checkpoint", e))?;
-        self.write(&cp.id, &text)
+        self.write(&cp.id, &text)?;
+        news::saved(&self.dir, (cp.netns.dev, cp.netns.inode), &cp.id);
+        Ok(())
     }
 
     /// Remove the checkpoint (and its lock file's name; the lock itself stays held until drop).
@@ -200,6 +207,22 @@ impl StateDir {
         Ok(())
     }
 
+    /// Remove the checkpoint `cp` (see [`Self::remove`]) and tell the watches
+    /// of its netns (`news.rs`): for a detach, which a watch must notice.
+    pub(crate) fn remove_recorded<D>(&self, cp: &Checkpoint<D>) -> Result<()> {
+        self.remove(&cp.id)?;
+        news::removed(&self.dir, (cp.netns.dev, cp.netns.inode), &cp.id);
+        Ok(())
+    }
+
+    /// Remove `id`'s checkpoint that could not be read, and tell every watch
+    /// (its netns is unknown).
+    pub(crate) fn remove_unread(&self, id: &SandboxId) -> Result<()> {
+        self.remove(id)?;
+        news::removed_anywhere(&self.dir, id);
+        Ok(())
+    }
+
     /// Move `id`'s checkpoint aside (`<id>.json.corrupt-<unix time>`) and return
     /// where it went. For doors that may not fail on a file they cannot read.
     pub(crate) fn quarantine(&self, id: &SandboxId) -> Result<PathBuf> {
@@ -209,6 +232,7 @@ impl StateDir {
             .unwrap_or(0);
         let to = self.dir.join(format!("{id}.json.corrupt-{secs}"));
         fs::rename(self.file(id), &to).map_err(|e| Error::io("move aside", self.file(id), e))?;
+        news::removed_anywhere(&self.dir, id);
         Ok(to)
     }
 
@@ -237,48 +261,6 @@ impl StateDir {
 }
 
 /// The checkpoint of `id` from what reading its file at `path` gave.
-/// `cp` as the current version: a description without its tables (a
-/// version-1 file holds them: their digest is the one a version-2 file records).
-fn current(mut cp: Checkpoint) -> Checkpoint {
-    if let Stage::Complete(Some(desc)) = &mut cp.stage {
-        let tables = desc.take_tables();
-        if cp.tables_digest.is_none() {
-            cp.tables_digest = Some(tables.digest());
-        }
-    }
-    cp.version = VERSION;
-    cp
-}
-
-fn parse<D: DeserializeOwned>(
-    id: &SandboxId,
-    path: &Path,
-    read: std::result::Result<String, EntryError>,
-) -> Result<Option<Checkpoint<D>>> {
-    let corrupt = |why: String| Error::CorruptState {
-        path: path.into(),
-        id: id.to_string(),
-        why,
-    };
-    let text = match read {
-        Ok(t) => t,
-        Err(EntryError::Missing) => return Ok(None),
-        Err(EntryError::NotRegular(what)) => {
-            return Err(corrupt(format!("{what}, not a regular file")))
-        }
-        Err(EntryError::Untrusted(why)) => return Err(entry::untrusted_error(path, why)),
-        Err(EntryError::Io(e)) => return Err(Error::io("read checkpoint", path, e)),
-    };
-    let cp: Checkpoint<D> = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
-    if cp.version != VERSION && cp.version != VERSION_1 {
-        return Err(corrupt(format!("unknown version {}", cp.version)));
-    }
-    if cp.id != *id {
-        return Err(corrupt(format!("it records id {:?}", cp.id.as_str())));
-    }
-    Ok(Some(cp))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,10 +19,13 @@
 //! ```
 //!
 //! How it waits: on a netlink subscription inside the pod netns (links,
-//! addresses, routes), on inotify for checkpoints that come and go in the
-//! state dir (detach; other attachments of the netns), and on a signalfd for
-//! SIGTERM/SIGINT. The timers: the backoff of a VMM call (or a round) that
-//! failed, and the pod-deleted check (`gone.rs`). A burst of
+//! addresses, routes), on its FIFO in the netns's news directory (saves and
+//! removals of the checkpoints that record this netns: detach, other
+//! attachments of the netns; `state::News`), on what tells it the pod's
+//! holder let go (a pidfd, or mount-table changes: `gone.rs`), and on a
+//! signalfd for SIGTERM/SIGINT. The one timer: the backoff of a VMM call
+//! (or a round) that failed (and the pod-deleted check's tick, only for a
+//! holder that signals nothing). At rest it runs no code. A burst of
 //! announcements (a veth moved in, renamed, addressed, brought up) is let
 //! settle for [`SETTLE`] and then handled as one round. Each round compares
 //! the netns with the checkpoint under the same locks attach takes, so
@@ -43,7 +46,7 @@
 //! | `wanted.rs` | the NICs the VMM should have; plugging one |
 //! | `sync.rs` | the checkpoint brought up to date with the netns, under the locks |
 //! | `siblings.rs` | the other attachments in the netns, and adoption |
-//! | `wakeup.rs` | signals, netlink and state-dir wakeups, settling |
+//! | `wakeup.rs` | signals, netlink and news wakeups, settling |
 //! | `gone.rs` | noticing the pod was deleted |
 //! | `backoff.rs` | what failed and when to try it again |
 //! | `qmp.rs`, `ch_api.rs` | the VMM clients (QEMU QMP, Cloud Hypervisor API) |

@@ -1,20 +1,20 @@
 //! What wakes a watch: SIGTERM/SIGINT (a signalfd), netlink announcements
-//! from the pod netns, and checkpoints that come and go in the state dir
-//! (inotify); and letting a burst of announcements settle.
+//! from the pod netns, and news of the checkpoints that record this netns
+//! (a FIFO in its news directory, `state::News`: a checkpoint of another
+//! netns wakes no watch); and letting a burst of announcements settle.
 
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 use crate::error::{Error, Result};
 use crate::kernel::netns::NetNs;
 use crate::kernel::subscribe::Subscription;
-use crate::state::{SandboxId, StateDir};
+use crate::state::{News, SandboxId, StateDir, Told};
 
 /// How long a burst of netlink announcements may go quiet before a round.
 pub const SETTLE: Duration = Duration::from_millis(100);
@@ -63,54 +63,56 @@ impl Signals {
 pub(super) struct Woke {
     /// Netlink announcements arrived from the netns.
     pub(super) netns: bool,
+    /// The liveness fd (`gone.rs`) fired.
+    pub(super) alive: bool,
     /// A checkpoint in the state dir came, changed or went.
     pub(super) state: bool,
     /// The timeout passed.
     pub(super) timeout: bool,
 }
 
-/// The netns subscription and the state dir's inotify of one watch.
+/// The netns subscription and the news of one watch.
 pub(super) struct Wakeups {
     subscription: Subscription,
-    inotify: Inotify,
-    /// `<id>.json`: our own checkpoint's file name.
+    news: News,
+    /// Our own id: the name in our own checkpoint's news.
     own: String,
     /// The netns, for errors.
     netns: String,
 }
 
 impl Wakeups {
-    /// Subscribe to `ns` and watch the state dir for `id`'s watch.
+    /// Subscribe to `ns` and hold its news directory for `id`'s watch.
     pub(super) fn open(ns: &NetNs, state: &StateDir, id: &SandboxId) -> Result<Self> {
         let subscription = Subscription::open(ns)?;
-        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
-            .map_err(|e| Error::io("inotify for", state.path(), e.into()))?;
-        inotify
-            .add_watch(
-                state.path(),
-                AddWatchFlags::IN_DELETE
-                    | AddWatchFlags::IN_MOVED_FROM
-                    | AddWatchFlags::IN_MOVED_TO
-                    | AddWatchFlags::IN_CLOSE_WRITE
-                    | AddWatchFlags::IN_DELETE_SELF
-                    | AddWatchFlags::IN_MOVE_SELF,
-            )
-            .map_err(|e| Error::io("inotify watch", state.path(), e.into()))?;
+        let news = News::hold(state.path(), ns.identity(), id)?;
         Ok(Wakeups {
             subscription,
-            inotify,
-            own: format!("{id}.json"),
+            news,
+            own: id.to_string(),
             netns: ns.display(),
         })
     }
 
-    /// Wait for the netns, the state dir or a signal (up to `timeout`).
-    pub(super) fn wait(&self, signals: &Signals, timeout: Option<Duration>) -> Result<Woke> {
-        let mut fds = [
+    /// Let another watch of the netns have the news directory, or remove it.
+    pub(super) fn leave(self) {
+        self.news.leave();
+    }
+
+    /// Wait for the netns, the news, `alive` (see `gone.rs`) or a signal
+    /// (up to `timeout`).
+    pub(super) fn wait(
+        &mut self,
+        signals: &Signals,
+        alive: Option<PollFd<'_>>,
+        timeout: Option<Duration>,
+    ) -> Result<Woke> {
+        let mut fds = vec![
             PollFd::new(self.subscription.as_fd(), PollFlags::POLLIN),
-            PollFd::new(self.inotify.as_fd(), PollFlags::POLLIN),
+            PollFd::new(self.news.fd(), PollFlags::POLLIN),
             PollFd::new(signals.fd.as_fd(), PollFlags::POLLIN),
         ];
+        fds.extend(alive);
         let poll_timeout = match timeout {
             Some(t) => PollTimeout::try_from(t).unwrap_or(PollTimeout::MAX),
             None => PollTimeout::NONE,
@@ -121,40 +123,37 @@ impl Wakeups {
             Err(e) => return Err(Error::io("poll", PathBuf::from("watch"), e.into())),
         };
         let ready = |f: &PollFd<'_>| f.revents().is_some_and(|r| !r.is_empty());
-        let netns = ready(&fds[0])
+        let (netns_ready, news_ready) = (ready(&fds[0]), ready(&fds[1]));
+        let alive = fds.get(3).is_some_and(ready);
+        drop(fds);
+        let netns = netns_ready
             && self
                 .subscription
                 .drain()
                 .map_err(|e| Error::kernel(&self.netns, "read", "netlink announcements", e))?;
-        let state = ready(&fds[1]) && self.state_news();
+        let state = news_ready && self.state_news();
         Ok(Woke {
             netns,
+            alive,
             state,
             timeout: n == 0 && timeout.is_some(),
         })
     }
 
-    /// Another attachment's checkpoint came or went, or ours went; our
-    /// own saves are not news.
-    fn state_news(&self) -> bool {
-        self.inotify.read_events().is_ok_and(|events| {
-            events
-                .iter()
-                .any(|e| match e.name.as_ref().and_then(|n| n.to_str()) {
-                    Some(name) if name == self.own => e
-                        .mask
-                        .intersects(AddWatchFlags::IN_DELETE | AddWatchFlags::IN_MOVED_FROM),
-                    Some(name) => name.ends_with(".json"),
-                    None => true,
-                })
-        })
+    /// Another attachment's checkpoint of this netns was saved or went, or
+    /// ours went; our own saves are not news.
+    fn state_news(&mut self) -> bool {
+        self.news
+            .read()
+            .iter()
+            .any(|(told, id)| *id != self.own || *told == Told::Removed)
     }
 
     /// Let a burst of announcements go quiet ([`SETTLE`], at most [`SETTLE_MAX`]).
-    pub(super) fn settle(&self, signals: &Signals) -> Result<()> {
+    pub(super) fn settle(&mut self, signals: &Signals) -> Result<()> {
         let until = Instant::now() + SETTLE_MAX;
         while Instant::now() < until {
-            let woke = self.wait(signals, Some(SETTLE))?;
+            let woke = self.wait(signals, None, Some(SETTLE))?;
             if !woke.netns && !woke.state {
                 break;
             }

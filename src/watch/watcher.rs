@@ -87,6 +87,7 @@ impl<'a> Watcher<'a> {
 
     /// Let another watch follow the sandbox.
     pub(super) fn release(self) {
+        self.wake.leave();
         self.own.release();
     }
 
@@ -107,9 +108,8 @@ impl<'a> Watcher<'a> {
             interfaces: cp.plan.nics.iter().map(|n| n.pod.name.clone()).collect(),
         });
         loop {
-            let woke = self
-                .wake
-                .wait(signals, self.alive.timeout(self.next_retry()))?;
+            let timeout = self.alive.timeout(self.next_retry());
+            let woke = self.wake.wait(signals, self.alive.poll_fd(), timeout)?;
             if let Some(signal) = signals.take() {
                 emit(&Event::Stopped {
                     id: self.id.to_string(),
@@ -117,15 +117,15 @@ impl<'a> Watcher<'a> {
                 });
                 return Ok(());
             }
-            if self.alive.gone() {
+            if self.alive.gone(woke.alive) {
                 return Err(self.alive.exit(self.id.as_str(), &self.ns.display(), emit));
             }
             if woke.state && !self.state.file(self.id).exists() {
                 emit(&self.detached());
                 return Ok(());
             }
-            // The wait also ends at each liveness tick: a round runs on news
-            // or when a retry is due, never for the tick alone.
+            // The wait also ends at each liveness signal: a round runs on news
+            // or when a retry is due, never for the liveness check alone.
             let retry_due = woke.timeout && self.next_retry().is_some_and(|d| d.is_zero());
             if woke.netns || woke.state || retry_due {
                 tracing::debug!(

@@ -1,0 +1,53 @@
+//! A checkpoint file's text, checked and parsed: a corrupt file is an
+//! error that names it, and every version is read as the current one.
+
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+
+use super::checkpoint::{Checkpoint, Stage, VERSION, VERSION_1};
+use super::entry::{self, EntryError};
+use crate::error::{Error, Result};
+use crate::id::SandboxId;
+
+/// `cp` as the current version: a description without its tables (a
+/// version-1 file holds them: their digest is the one a version-2 file records).
+pub(super) fn current(mut cp: Checkpoint) -> Checkpoint {
+    if let Stage::Complete(Some(desc)) = &mut cp.stage {
+        let tables = desc.take_tables();
+        if cp.tables_digest.is_none() {
+            cp.tables_digest = Some(tables.digest());
+        }
+    }
+    cp.version = VERSION;
+    cp
+}
+
+pub(super) fn parse<D: DeserializeOwned>(
+    id: &SandboxId,
+    path: &Path,
+    read: std::result::Result<String, EntryError>,
+) -> Result<Option<Checkpoint<D>>> {
+    let corrupt = |why: String| Error::CorruptState {
+        path: path.into(),
+        id: id.to_string(),
+        why,
+    };
+    let text = match read {
+        Ok(t) => t,
+        Err(EntryError::Missing) => return Ok(None),
+        Err(EntryError::NotRegular(what)) => {
+            return Err(corrupt(format!("{what}, not a regular file")))
+        }
+        Err(EntryError::Untrusted(why)) => return Err(entry::untrusted_error(path, why)),
+        Err(EntryError::Io(e)) => return Err(Error::io("read checkpoint", path, e)),
+    };
+    let cp: Checkpoint<D> = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
+    if cp.version != VERSION && cp.version != VERSION_1 {
+        return Err(corrupt(format!("unknown version {}", cp.version)));
+    }
+    if cp.id != *id {
+        return Err(corrupt(format!("it records id {:?}", cp.id.as_str())));
+    }
+    Ok(Some(cp))
+}
