@@ -406,6 +406,41 @@ fn two_scans_are_byte_identical() {
     assert!(out.stdout.is_empty());
     assert_eq!(std::fs::read_to_string(&file).unwrap(), first.text);
 
+    // --output naming a device (a null device node of this test's own, as
+    // /dev/null would be) or a symlink writes through it and leaves it what it
+    // was: never a regular file renamed into its place.
+    let null = dir.path().join("null");
+    let made = std::process::Command::new("mknod")
+        .args(["-m", "666", null.to_str().unwrap(), "c", "1", "3"])
+        .status()
+        .unwrap();
+    assert!(made.success(), "mknod");
+    let link = dir.path().join("link.json");
+    std::os::unix::fs::symlink(&file, &link).unwrap();
+    for target in [&null, &link] {
+        let out = podtap_testkit::podtap(
+            BIN,
+            &[
+                "scan",
+                "--netns",
+                &p.path_str(),
+                "--output",
+                target.to_str().unwrap(),
+            ],
+        );
+        assert!(out.status.success(), "{}", podtap_testkit::stderr(&out));
+    }
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::symlink_metadata(&null)
+        .unwrap()
+        .file_type()
+        .is_char_device());
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), first.text);
+
     // The same netns named by /proc/PID/ns/net: same identity and content.
     let sleeper = Sleeper::new(p);
     let (by_pid, _) = scan_path(BIN, &sleeper.path());

@@ -86,7 +86,8 @@ fn pretty(desc: &Description) -> Result<String> {
 
 pub fn emit_text(text: &str, output: Option<&Path>) -> Result<()> {
     match output {
-        Some(path) => crate::state::write_atomic(path, text.as_bytes(), 0o644),
+        Some(path) if replaceable(path) => crate::state::write_atomic(path, text.as_bytes(), 0o644),
+        Some(path) => write_through(path, text),
         None => {
             let mut out = std::io::stdout().lock();
             out.write_all(text.as_bytes())
@@ -94,4 +95,23 @@ pub fn emit_text(text: &str, output: Option<&Path>) -> Result<()> {
                 .map_err(|e| Error::io("write", "stdout", e))
         }
     }
+}
+
+/// Whether `path` may be replaced by a new file (a temp file renamed over
+/// it): it is missing or a regular file. A device, FIFO or symlink is
+/// written through instead: renaming over `/dev/null` or `/dev/stdout`
+/// would put a regular file in its place for the whole node.
+fn replaceable(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).map_or(true, |m| m.file_type().is_file())
+}
+
+/// Write `text` into the existing `path` (a device, FIFO or symlink), never
+/// creating a file.
+fn write_through(path: &Path, text: &str) -> Result<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(|e| Error::io("write", path, e))
 }
