@@ -571,41 +571,47 @@ class Bench:
                 for v in order:
                     cid = f"{self.prefix}-dp"
                     dst = pod_mac
+                    iface = None
                     if v != "veth":
                         rr = sh([self.bin, "attach", "--netns", f"/var/run/netns/{pod}", "--id", cid,
                                  "--mode", v.split("-")[0]], check=False)
                         if rr.returncode != 0:
                             self.fail(f"datapath attach {v}", rr.returncode, rr.stderr)
                             continue
-                        iface = [i for i in json.loads(rr.stdout)["interfaces"] if i.get("tap")][0]
-                        if v.startswith("tc-") and not self.bpf_rewire(v, pod, iface):
-                            sh([self.bin, "detach", "--id", cid], check=False)
-                            self.check_clean(pod, base, f"datapath {v}")
-                            continue
-                        dst = iface.get("guest_mac", pod_mac)
-                        # a macvtap is opened through its device node, as `podtap exec` does
-                        tap = iface["tap"].get("device") or iface["tap"]["name"]
-                        echo = [standin, sink, "tap", tap, str(secs + 1.5)]
-                    else:
-                        echo = [standin, sink, "pkt", "eth0", str(secs + 1.5)]
-                    e = subprocess.Popen(["ip", "netns", "exec", pod] + echo, stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                    ready = e.stdout.readline()
-                    time.sleep(0.2)  # carrier up, bridge port forwarding
-                    g = sh(["ip", "netns", "exec", peer, standin, "gen", "v0", str(secs), str(size), dst],
-                           check=False)
-                    eout, eerr = e.communicate()
-                    if v in ("tc-tcx", "tc-tcx-peer"):
-                        sh(["ip", "netns", "exec", pod, self.a.bpfredir, "tcx-detach", iface["name"]],
-                           check=False)
-                    elif v == "tc-clsbpf":  # podtap leaves a filter it did not make alone
-                        sh(["tc", "-n", pod, "filter", "del", "dev", iface["name"], "ingress"],
-                           check=False)
-                    if v != "veth":
-                        rr = sh([self.bin, "detach", "--id", cid], check=False)
-                        if rr.returncode != 0:
-                            self.fail(f"datapath detach {v}", rr.returncode, rr.stderr)
-                    self.check_clean(pod, base, f"datapath {v}")
+                    try:
+                        if v != "veth":
+                            iface = [i for i in json.loads(rr.stdout)["interfaces"] if i.get("tap")][0]
+                            if v.startswith("tc-") and not self.bpf_rewire(v, pod, iface):
+                                continue  # the finally clause undoes what the rewire did
+                            dst = iface.get("guest_mac", pod_mac)
+                            # a macvtap is opened through its device node, as `podtap exec` does
+                            tap = iface["tap"].get("device") or iface["tap"]["name"]
+                            echo = [standin, sink, "tap", tap, str(secs + 1.5)]
+                        else:
+                            echo = [standin, sink, "pkt", "eth0", str(secs + 1.5)]
+                        e = subprocess.Popen(["ip", "netns", "exec", pod] + echo, stdin=subprocess.PIPE,
+                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                        try:
+                            ready = e.stdout.readline()
+                            time.sleep(0.2)  # carrier up, bridge port forwarding
+                            g = sh(["ip", "netns", "exec", peer, standin, "gen", "v0", str(secs), str(size),
+                                    dst], check=False)
+                            eout, eerr = e.communicate()
+                        finally:
+                            if e.poll() is None:
+                                e.kill()
+                                e.wait()
+                    finally:
+                        # on every path, a failed or partial rewire included: a program
+                        # left on tcx or at pref 1 would redirect to a dead ifindex in
+                        # the later variants, which reuse this pod
+                        if v.startswith("tc-") and iface is not None:
+                            self.bpf_unwire(pod, iface)
+                        if v != "veth":
+                            rr = sh([self.bin, "detach", "--id", cid], check=False)
+                            if rr.returncode != 0:
+                                self.fail(f"datapath detach {v}", rr.returncode, rr.stderr)
+                        self.check_clean(pod, base, f"datapath {v}")
                     if g.returncode != 0 or e.returncode != 0 or not ready:
                         self.fail(f"datapath {v} {sink} size {size}", g.returncode or e.returncode,
                                   g.stderr + eerr)
@@ -653,6 +659,14 @@ class Bench:
             self.fail(f"datapath {v} rewire", r.returncode, r.stderr)
             return False
         return True
+
+    def bpf_unwire(self, pod, iface):
+        """Undo bpf_rewire, whichever of its steps ran: detach every tcx ingress
+        program and delete the cls_bpf filter at pref 1 on both devices (the TAP
+        may be gone already; errors are ignored)."""
+        for dev in (iface["name"], iface["tap"]["name"]):
+            sh(["ip", "netns", "exec", pod, self.a.bpfredir, "tcx-detach", dev], check=False)
+            sh(["tc", "-n", pod, "filter", "del", "dev", dev, "ingress", "pref", "1"], check=False)
 
     def tcp(self, secs, rounds):
         """TCP through the wiring: iperf3 client in the peer netns, server in a
