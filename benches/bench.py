@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 
+import benchlib  # benches/, this script's own folder
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PERSTEP = os.path.join(HERE, "iproute2-perstep.sh")
 BATCH = os.path.join(HERE, "iproute2-batch.sh")
@@ -124,19 +126,7 @@ class Bench:
         pod, peer = f"{self.prefix}-{tag}", f"{self.prefix}-{tag}-peer"
         self.ns_add(pod)
         self.ns_add(peer)
-        lines = []
-        for i in range(n):
-            lines.append(f"link add v{i} type veth peer name eth{i} netns {pod}")
-            lines.append(f"link set v{i} up")
-            lines.append(f"address add 198.18.{i}.1/24 dev v{i}")
-        sh(["ip", "-n", peer, "-batch", "-"], input="\n".join(lines) + "\n")
-        lines = []
-        for i in range(n):
-            lines.append(f"link set eth{i} up")
-            lines.append(f"address add 198.18.{i}.2/24 dev eth{i}")
-            lines.append(f"address add 2001:db8:{i:x}::2/64 dev eth{i} nodad")
-        lines.append("route add default via 198.18.0.1 dev eth0")
-        sh(["ip", "-n", pod, "-batch", "-"], input="\n".join(lines) + "\n")
+        benchlib.wire_pod(pod, peer, n, default_route=True)
         return pod
 
     def snapshot_clean(self, ns):
@@ -169,22 +159,8 @@ class Bench:
         floor.c's) in the kernel's rcu_barrier and link deletions. Started
         next to it, a contender would share the CPUs and RCU with it, and with
         the contenders in a fixed cyclic order always the same one would."""
-        exes = {os.path.realpath(p) for p in (self.bin, self.a.floor, self.a.lib)}
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            busy = False
-            for pid in os.listdir("/proc"):
-                if not pid.isdigit() or int(pid) == os.getpid():
-                    continue
-                try:
-                    if os.readlink(f"/proc/{pid}/exe") in exes:
-                        busy = True
-                        break
-                except OSError:
-                    pass
-            if not busy:
-                return
-            time.sleep(0.005)
+        if benchlib.wait_idle((self.bin, self.a.floor, self.a.lib), timeout):
+            return
         problems.append(f"a contender's process was still running after {timeout:.0f} s")
         log(problems[-1])
 
@@ -1109,12 +1085,14 @@ def main():
     try:
         b.run()
     except KeyboardInterrupt:
+        benchlib.ignore_signals()
         b.cleanup()
         raise
     except Exception as e:  # a harness error is a failure too
         problems.append(f"harness error: {type(e).__name__}: {e}")
         log(problems[-1])
     finally:
+        benchlib.ignore_signals()
         b.cleanup()
     md = b.report()
     if a.header:

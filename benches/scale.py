@@ -31,6 +31,8 @@ import subprocess
 import sys
 import time
 
+import benchlib  # benches/, this script's own folder
+
 problems = []
 
 
@@ -148,20 +150,8 @@ class Scale:
 
     def settle(self, timeout=30.0):
         """Wait until no process runs our binary (detach's forked deleter)."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            busy = False
-            for pid in os.listdir("/proc"):
-                if pid.isdigit() and int(pid) != os.getpid():
-                    try:
-                        busy = os.readlink(f"/proc/{pid}/exe") == self.bin
-                    except OSError:
-                        pass
-                    if busy:
-                        break
-            if not busy:
-                return
-            time.sleep(0.005)
+        if benchlib.wait_idle((self.bin,), timeout):
+            return
         problems.append(f"a podtap process was still running after {timeout:.0f} s")
         log(problems[-1])
 
@@ -369,6 +359,7 @@ def main():
     try:
         s.run()
     except KeyboardInterrupt:
+        benchlib.ignore_signals()  # a second Ctrl-C must not leave hundreds of netns
         s.cleanup()
         log("interrupted; removed what it made")
         sys.exit(130)
@@ -376,6 +367,7 @@ def main():
         problems.append(f"harness error: {type(e).__name__}: {e}")
         log(problems[-1])
     finally:
+        benchlib.ignore_signals()
         s.cleanup()
     md = s.report(time.time() - t0)
     if problems:
