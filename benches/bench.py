@@ -123,11 +123,7 @@ class Bench:
 
     def make_pod(self, tag, n):
         """A pod netns with n veths (eth0..) whose peers live in a peer netns."""
-        pod, peer = f"{self.prefix}-{tag}", f"{self.prefix}-{tag}-peer"
-        self.ns_add(pod)
-        self.ns_add(peer)
-        benchlib.wire_pod(pod, peer, n, default_route=True)
-        return pod
+        return benchlib.make_pod(self.ns_add, f"{self.prefix}-{tag}", f"{self.prefix}-{tag}-peer", n)
 
     def snapshot_clean(self, ns):
         """Pod-side state that every contender must leave exactly as it found it."""
@@ -1082,18 +1078,7 @@ def main():
     signal.signal(signal.SIGTERM, on_term)
     b = Bench(a)
     t0 = time.time()
-    try:
-        b.run()
-    except KeyboardInterrupt:
-        benchlib.ignore_signals()
-        b.cleanup()
-        raise
-    except Exception as e:  # a harness error is a failure too
-        problems.append(f"harness error: {type(e).__name__}: {e}")
-        log(problems[-1])
-    finally:
-        benchlib.ignore_signals()
-        b.cleanup()
+    benchlib.run_then_clean(b.run, b.cleanup, problems, log)
     md = b.report()
     if a.header:
         md = open(a.header).read() + "- load average at the end: " + " ".join(open("/proc/loadavg").read().split()[:3]) + "\n\n" + md

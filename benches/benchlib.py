@@ -35,6 +35,15 @@ def wire_pod(pod, peer, n, default_route=False):
     _batch(pod, lines)
 
 
+def make_pod(ns_add, pod, peer, n):
+    """Make the netns POD and PEER with the caller's NS_ADD (which records them
+    for its clean-up), then wire_pod with the default route; returns POD."""
+    ns_add(pod)
+    ns_add(peer)
+    wire_pod(pod, peer, n, default_route=True)
+    return pod
+
+
 def running(exes):
     """Whether a process other than this one runs one of the executables EXES
     (resolved paths, as /proc/PID/exe reads)."""
@@ -68,6 +77,21 @@ def ignore_signals():
     The handlers stay ignored: what follows a clean-up is only the report."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def run_then_clean(run, cleanup, problems, log):
+    """run(), then cleanup() on every path, with SIGINT and SIGTERM ignored
+    from its start. An Exception is a harness error: noted in PROBLEMS and
+    logged, and the caller goes on to its report; KeyboardInterrupt and
+    SystemExit (a signal handler's) go on up once cleanup() is done."""
+    try:
+        run()
+    except Exception as e:  # a harness error is a failure too
+        problems.append(f"harness error: {type(e).__name__}: {e}")
+        log(problems[-1])
+    finally:
+        ignore_signals()
+        cleanup()
 
 
 def emit(text, out, append):

@@ -124,11 +124,7 @@ class Run:
         sh(["ip", "-n", name, "link", "set", "lo", "up"])
 
     def make_pod(self, n):
-        pod, peer = f"{self.a.prefix}-pp{n}", f"{self.a.prefix}-pp{n}-peer"
-        self.ns_add(pod)
-        self.ns_add(peer)
-        benchlib.wire_pod(pod, peer, n, default_route=True)
-        return pod
+        return benchlib.make_pod(self.ns_add, f"{self.a.prefix}-pp{n}", f"{self.a.prefix}-pp{n}-peer", n)
 
     def links(self, ns):
         return sorted(l["ifname"] for l in json.loads(sh(["ip", "-n", ns, "-j", "link", "show"])))

@@ -357,18 +357,11 @@ def main():
     s = Scale(a)
     t0 = time.time()
     try:
-        s.run()
+        # a second Ctrl-C during the clean-up must not leave hundreds of netns
+        benchlib.run_then_clean(s.run, s.cleanup, problems, log)
     except KeyboardInterrupt:
-        benchlib.ignore_signals()  # a second Ctrl-C must not leave hundreds of netns
-        s.cleanup()
         log("interrupted; removed what it made")
         sys.exit(130)
-    except Exception as e:  # a harness error is a failure too
-        problems.append(f"harness error: {type(e).__name__}: {e}")
-        log(problems[-1])
-    finally:
-        benchlib.ignore_signals()
-        s.cleanup()
     md = s.report(time.time() - t0)
     if problems:
         md += "\nProblems: " + "; ".join(problems) + "\n"
