@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 
+import benchlib  # benches/, this script's own folder
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PERSTEP = os.path.join(HERE, "iproute2-perstep.sh")
 BATCH = os.path.join(HERE, "iproute2-batch.sh")
@@ -121,23 +123,7 @@ class Bench:
 
     def make_pod(self, tag, n):
         """A pod netns with n veths (eth0..) whose peers live in a peer netns."""
-        pod, peer = f"{self.prefix}-{tag}", f"{self.prefix}-{tag}-peer"
-        self.ns_add(pod)
-        self.ns_add(peer)
-        lines = []
-        for i in range(n):
-            lines.append(f"link add v{i} type veth peer name eth{i} netns {pod}")
-            lines.append(f"link set v{i} up")
-            lines.append(f"address add 198.18.{i}.1/24 dev v{i}")
-        sh(["ip", "-n", peer, "-batch", "-"], input="\n".join(lines) + "\n")
-        lines = []
-        for i in range(n):
-            lines.append(f"link set eth{i} up")
-            lines.append(f"address add 198.18.{i}.2/24 dev eth{i}")
-            lines.append(f"address add 2001:db8:{i:x}::2/64 dev eth{i} nodad")
-        lines.append("route add default via 198.18.0.1 dev eth0")
-        sh(["ip", "-n", pod, "-batch", "-"], input="\n".join(lines) + "\n")
-        return pod
+        return benchlib.make_pod(self.ns_add, f"{self.prefix}-{tag}", f"{self.prefix}-{tag}-peer", n)
 
     def snapshot_clean(self, ns):
         """Pod-side state that every contender must leave exactly as it found it."""
@@ -169,22 +155,8 @@ class Bench:
         floor.c's) in the kernel's rcu_barrier and link deletions. Started
         next to it, a contender would share the CPUs and RCU with it, and with
         the contenders in a fixed cyclic order always the same one would."""
-        exes = {os.path.realpath(p) for p in (self.bin, self.a.floor, self.a.lib)}
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            busy = False
-            for pid in os.listdir("/proc"):
-                if not pid.isdigit() or int(pid) == os.getpid():
-                    continue
-                try:
-                    if os.readlink(f"/proc/{pid}/exe") in exes:
-                        busy = True
-                        break
-                except OSError:
-                    pass
-            if not busy:
-                return
-            time.sleep(0.005)
+        if benchlib.wait_idle((self.bin, self.a.floor, self.a.lib), timeout):
+            return
         problems.append(f"a contender's process was still running after {timeout:.0f} s")
         log(problems[-1])
 
@@ -571,41 +543,47 @@ class Bench:
                 for v in order:
                     cid = f"{self.prefix}-dp"
                     dst = pod_mac
+                    iface = None
                     if v != "veth":
                         rr = sh([self.bin, "attach", "--netns", f"/var/run/netns/{pod}", "--id", cid,
                                  "--mode", v.split("-")[0]], check=False)
                         if rr.returncode != 0:
                             self.fail(f"datapath attach {v}", rr.returncode, rr.stderr)
                             continue
-                        iface = [i for i in json.loads(rr.stdout)["interfaces"] if i.get("tap")][0]
-                        if v.startswith("tc-") and not self.bpf_rewire(v, pod, iface):
-                            sh([self.bin, "detach", "--id", cid], check=False)
-                            self.check_clean(pod, base, f"datapath {v}")
-                            continue
-                        dst = iface.get("guest_mac", pod_mac)
-                        # a macvtap is opened through its device node, as `podtap exec` does
-                        tap = iface["tap"].get("device") or iface["tap"]["name"]
-                        echo = [standin, sink, "tap", tap, str(secs + 1.5)]
-                    else:
-                        echo = [standin, sink, "pkt", "eth0", str(secs + 1.5)]
-                    e = subprocess.Popen(["ip", "netns", "exec", pod] + echo, stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                    ready = e.stdout.readline()
-                    time.sleep(0.2)  # carrier up, bridge port forwarding
-                    g = sh(["ip", "netns", "exec", peer, standin, "gen", "v0", str(secs), str(size), dst],
-                           check=False)
-                    eout, eerr = e.communicate()
-                    if v in ("tc-tcx", "tc-tcx-peer"):
-                        sh(["ip", "netns", "exec", pod, self.a.bpfredir, "tcx-detach", iface["name"]],
-                           check=False)
-                    elif v == "tc-clsbpf":  # podtap leaves a filter it did not make alone
-                        sh(["tc", "-n", pod, "filter", "del", "dev", iface["name"], "ingress"],
-                           check=False)
-                    if v != "veth":
-                        rr = sh([self.bin, "detach", "--id", cid], check=False)
-                        if rr.returncode != 0:
-                            self.fail(f"datapath detach {v}", rr.returncode, rr.stderr)
-                    self.check_clean(pod, base, f"datapath {v}")
+                    try:
+                        if v != "veth":
+                            iface = [i for i in json.loads(rr.stdout)["interfaces"] if i.get("tap")][0]
+                            if v.startswith("tc-") and not self.bpf_rewire(v, pod, iface):
+                                continue  # the finally clause undoes what the rewire did
+                            dst = iface.get("guest_mac", pod_mac)
+                            # a macvtap is opened through its device node, as `podtap exec` does
+                            tap = iface["tap"].get("device") or iface["tap"]["name"]
+                            echo = [standin, sink, "tap", tap, str(secs + 1.5)]
+                        else:
+                            echo = [standin, sink, "pkt", "eth0", str(secs + 1.5)]
+                        e = subprocess.Popen(["ip", "netns", "exec", pod] + echo, stdin=subprocess.PIPE,
+                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                        try:
+                            ready = e.stdout.readline()
+                            time.sleep(0.2)  # carrier up, bridge port forwarding
+                            g = sh(["ip", "netns", "exec", peer, standin, "gen", "v0", str(secs), str(size),
+                                    dst], check=False)
+                            eout, eerr = e.communicate()
+                        finally:
+                            if e.poll() is None:
+                                e.kill()
+                                e.wait()
+                    finally:
+                        # on every path, a failed or partial rewire included: a program
+                        # left on tcx or at pref 1 would redirect to a dead ifindex in
+                        # the later variants, which reuse this pod
+                        if v.startswith("tc-") and iface is not None:
+                            self.bpf_unwire(pod, iface)
+                        if v != "veth":
+                            rr = sh([self.bin, "detach", "--id", cid], check=False)
+                            if rr.returncode != 0:
+                                self.fail(f"datapath detach {v}", rr.returncode, rr.stderr)
+                        self.check_clean(pod, base, f"datapath {v}")
                     if g.returncode != 0 or e.returncode != 0 or not ready:
                         self.fail(f"datapath {v} {sink} size {size}", g.returncode or e.returncode,
                                   g.stderr + eerr)
@@ -653,6 +631,14 @@ class Bench:
             self.fail(f"datapath {v} rewire", r.returncode, r.stderr)
             return False
         return True
+
+    def bpf_unwire(self, pod, iface):
+        """Undo bpf_rewire, whichever of its steps ran: detach every tcx ingress
+        program and delete the cls_bpf filter at pref 1 on both devices (the TAP
+        may be gone already; errors are ignored)."""
+        for dev in (iface["name"], iface["tap"]["name"]):
+            sh(["ip", "netns", "exec", pod, self.a.bpfredir, "tcx-detach", dev], check=False)
+            sh(["tc", "-n", pod, "filter", "del", "dev", dev, "ingress", "pref", "1"], check=False)
 
     def tcp(self, secs, rounds):
         """TCP through the wiring: iperf3 client in the peer netns, server in a
@@ -1092,16 +1078,7 @@ def main():
     signal.signal(signal.SIGTERM, on_term)
     b = Bench(a)
     t0 = time.time()
-    try:
-        b.run()
-    except KeyboardInterrupt:
-        b.cleanup()
-        raise
-    except Exception as e:  # a harness error is a failure too
-        problems.append(f"harness error: {type(e).__name__}: {e}")
-        log(problems[-1])
-    finally:
-        b.cleanup()
+    benchlib.run_then_clean(b.run, b.cleanup, problems, log)
     md = b.report()
     if a.header:
         md = open(a.header).read() + "- load average at the end: " + " ".join(open("/proc/loadavg").read().split()[:3]) + "\n\n" + md

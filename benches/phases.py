@@ -33,6 +33,8 @@ import sys
 import tempfile
 import time
 
+import benchlib  # benches/, this script's own folder
+
 PREFIX = "podtap-phases "
 ATTACH = ["args", "logging", "netns_open", "netns_thread", "locks", "runtime",
           "checkpoint_read", "sockets", "scan", "plan", "checkpoint_intent", "taps",
@@ -122,39 +124,14 @@ class Run:
         sh(["ip", "-n", name, "link", "set", "lo", "up"])
 
     def make_pod(self, n):
-        pod, peer = f"{self.a.prefix}-pp{n}", f"{self.a.prefix}-pp{n}-peer"
-        self.ns_add(pod)
-        self.ns_add(peer)
-        lines = []
-        for i in range(n):
-            lines += [f"link add v{i} type veth peer name eth{i} netns {pod}",
-                      f"link set v{i} up", f"address add 198.18.{i}.1/24 dev v{i}"]
-        sh(["ip", "-n", peer, "-batch", "-"], input="\n".join(lines) + "\n")
-        lines = []
-        for i in range(n):
-            lines += [f"link set eth{i} up", f"address add 198.18.{i}.2/24 dev eth{i}",
-                      f"address add 2001:db8:{i:x}::2/64 dev eth{i} nodad"]
-        lines.append("route add default via 198.18.0.1")
-        sh(["ip", "-n", pod, "-batch", "-"], input="\n".join(lines) + "\n")
-        return pod
+        return benchlib.make_pod(self.ns_add, f"{self.a.prefix}-pp{n}", f"{self.a.prefix}-pp{n}-peer", n)
 
     def links(self, ns):
         return sorted(l["ifname"] for l in json.loads(sh(["ip", "-n", ns, "-j", "link", "show"])))
 
     def settle(self, timeout=30.0):
         """Wait until no podtap or floor.c process is left (detach's forked deleter)."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            busy = False
-            for pid in os.listdir("/proc"):
-                if pid.isdigit():
-                    try:
-                        busy |= os.readlink(f"/proc/{pid}/exe") in self.exes
-                    except OSError:
-                        pass
-            if not busy:
-                return
-            time.sleep(0.002)
+        benchlib.wait_idle(self.exes, timeout, poll=0.002)
 
     def check_clean(self, ns, base, who):
         """The pod netns has its own links again (waits for a deleter child)."""
@@ -349,13 +326,9 @@ def main():
     try:
         build_helpers(a, os.path.dirname(os.path.abspath(__file__)))
         r.run()
-        text = r.report()
-        if a.out:
-            with open(a.out, "w") as f:
-                f.write(text + "\n")
-        else:
-            print(text)
+        benchlib.emit(r.report(), a.out, append=False)
     finally:
+        benchlib.ignore_signals()
         r.cleanup()
         if own_work:
             subprocess.run(["rm", "-rf", a.workdir])

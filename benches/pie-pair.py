@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 
+import benchlib  # benches/, this script's own folder
+
 
 def sh(args, input=None):
     r = subprocess.run(args, input=input, capture_output=True, text=True)
@@ -38,37 +40,6 @@ def timed(args, env):
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{' '.join(args)} failed: {p.stderr.read().decode()}")
     return (t1 - t0) / 1e6, (ru.ru_utime + ru.ru_stime) * 1000
-
-
-def settle(exes):
-    """Wait until no process runs either binary (detach's forked deleter)."""
-    while True:
-        busy = False
-        for pid in os.listdir("/proc"):
-            if pid.isdigit():
-                try:
-                    busy |= os.readlink(f"/proc/{pid}/exe") in exes
-                except OSError:
-                    pass
-        if not busy:
-            return
-        time.sleep(0.005)
-
-
-def make_pod(pod, peer, n):
-    for ns in (pod, peer):
-        sh(["ip", "netns", "add", ns])
-        sh(["ip", "-n", ns, "link", "set", "lo", "up"])
-    lines = []
-    for i in range(n):
-        lines += [f"link add v{i} type veth peer name eth{i} netns {pod}",
-                  f"link set v{i} up", f"address add 198.18.{i}.1/24 dev v{i}"]
-    sh(["ip", "-n", peer, "-batch", "-"], input="\n".join(lines) + "\n")
-    lines = []
-    for i in range(n):
-        lines += [f"link set eth{i} up", f"address add 198.18.{i}.2/24 dev eth{i}",
-                  f"address add 2001:db8:{i:x}::2/64 dev eth{i} nodad"]
-    sh(["ip", "-n", pod, "-batch", "-"], input="\n".join(lines) + "\n")
 
 
 def summary(name, old, new):
@@ -100,13 +71,16 @@ def main():
             samples[(f"{kind} CPU", b)].append(cpu)
 
     try:
-        make_pod(pod, peer, a.ifaces)
+        for ns in (pod, peer):
+            sh(["ip", "netns", "add", ns])
+            sh(["ip", "-n", ns, "link", "set", "lo", "up"])
+        benchlib.wire_pod(pod, peer, a.ifaces)
         for rep in range(-2, a.pairs):          # two untimed warm-up pairs
             order = (0, 1) if rep % 2 == 0 else (1, 0)
             for b in order:
-                settle(set(bins))
+                benchlib.wait_idle(bins, None)
                 run("version", b, rep, [bins[b], "--version"])
-                settle(set(bins))
+                benchlib.wait_idle(bins, None)
                 cid = f"{tag}-{rep}-{b}"
                 run("attach", b, rep, [bins[b], "attach", "--netns", f"/run/netns/{pod}",
                                        "--id", cid])
@@ -120,7 +94,8 @@ def main():
                   sys.stderr)
         print(file=sys.stderr)
     finally:
-        settle(set(bins))
+        benchlib.ignore_signals()
+        benchlib.wait_idle(bins, 30.0)
         for ns in (pod, peer):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         subprocess.run(["rm", "-rf", state])

@@ -81,12 +81,19 @@ cleanup() {
         wait "$inner" 2>/dev/null || true
     fi
     # What the inner traps did not get to: containerd, shims and pod processes
-    # recorded in the work dir, then any process still running from it.
+    # recorded in the work dir, then any process still running from it. A
+    # recorded pid is killed only while it is still ours (it may have been
+    # reused): its command line names the work dir (containerd, the shims), or
+    # it runs in this run's pod cgroups (a pod's `sleep`).
     for f in $(find "$work" -name containerd.pid -o -name shim.pid -o -name init.pid 2>/dev/null); do
         pid=$(cat "$f" 2>/dev/null) || continue
-        grep -qs -e "$work" -e sleep "/proc/$pid/cmdline" && kill -9 "$pid" 2>/dev/null || true
+        case $pid in ''|*[!0-9]*) continue ;; esac
+        if grep -qsF -- "$work" "/proc/$pid/cmdline" ||
+            grep -qsE -- ":/podtap-cri-$prefix-cri(/|\$)" "/proc/$pid/cgroup"; then
+            kill -9 "$pid" 2>/dev/null || true
+        fi
     done
-    for pid in $(grep -ls -- "$work" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3); do
+    for pid in $(grep -lsF -- "$work" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3); do
         [ "$pid" != $$ ] && kill -9 "$pid" 2>/dev/null || true
     done
     cri_cgroups_rm /podtap-cri-"$prefix"-cri

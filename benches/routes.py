@@ -33,6 +33,8 @@ import sys
 import tempfile
 import time
 
+import benchlib  # benches/, this script's own folder
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
@@ -359,15 +361,9 @@ def main():
             sh("gcc", "-O2", "-Wall", "-Wno-stringop-overflow", "-o", a.floor,
                os.path.join(HERE, "floor.c"))
         bench.run()
-        text = bench.report()
-        if a.out:
-            with open(a.out, "a") as f:
-                f.write(text + "\n")
-        else:
-            print(text)
+        benchlib.emit(bench.report(), a.out, append=True)
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        benchlib.ignore_signals()
         bench.cleanup()
         shutil.rmtree(a.workdir, ignore_errors=True)
     if bench.failures:

@@ -31,6 +31,8 @@ import subprocess
 import sys
 import time
 
+import benchlib  # benches/, this script's own folder
+
 problems = []
 
 
@@ -148,20 +150,8 @@ class Scale:
 
     def settle(self, timeout=30.0):
         """Wait until no process runs our binary (detach's forked deleter)."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            busy = False
-            for pid in os.listdir("/proc"):
-                if pid.isdigit() and int(pid) != os.getpid():
-                    try:
-                        busy = os.readlink(f"/proc/{pid}/exe") == self.bin
-                    except OSError:
-                        pass
-                    if busy:
-                        break
-            if not busy:
-                return
-            time.sleep(0.005)
+        if benchlib.wait_idle((self.bin,), timeout):
+            return
         problems.append(f"a podtap process was still running after {timeout:.0f} s")
         log(problems[-1])
 
@@ -367,16 +357,11 @@ def main():
     s = Scale(a)
     t0 = time.time()
     try:
-        s.run()
+        # a second Ctrl-C during the clean-up must not leave hundreds of netns
+        benchlib.run_then_clean(s.run, s.cleanup, problems, log)
     except KeyboardInterrupt:
-        s.cleanup()
         log("interrupted; removed what it made")
         sys.exit(130)
-    except Exception as e:  # a harness error is a failure too
-        problems.append(f"harness error: {type(e).__name__}: {e}")
-        log(problems[-1])
-    finally:
-        s.cleanup()
     md = s.report(time.time() - t0)
     if problems:
         md += "\nProblems: " + "; ".join(problems) + "\n"

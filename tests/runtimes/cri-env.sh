@@ -2,7 +2,7 @@
 # 1.6 with CRI on, every path private to WORK, driven over gRPC by cri/cri.py.
 #
 # Outside (in the host's mount namespace):
-#   cri_env WORK PODTAP             rootfs, CNI bin dir (Debian's plugins + podtap),
+#   cri_env WORK PODTAP             rootfs and CNI bin dir (cri_rootfs below),
 #                                   the two images in WORK/image.tar, WORK/config.toml
 #                                   (default handler runc, CNI conf dir WORK/net.d)
 #   cri_conflist FILE NAME BRIDGE SUBNET IPAM_DIR [PLUGIN_JSON]
@@ -21,16 +21,8 @@ CRI_ENV_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 cri_env() {
     local W=$1 PODTAP=$2
-    mkdir -p "$W"/rootfs/bin "$W"/bin "$W"/net.d "$W"/state "$W"/ipam "$W"/cni-cache "$W"/img/blobs/sha256
-    cp /bin/busybox "$W"/rootfs/bin/busybox
-    for a in sh ip cat ls sleep; do ln -sf busybox "$W"/rootfs/bin/$a; done
-    cat >"$W"/rootfs/bin/links <<'S'
-#!/bin/sh
-for d in /sys/class/net/*; do n=${d##*/}; if [ -e $d/tun_flags ]; then echo TAP $n; else echo LINK $n; fi; done
-S
-    chmod +x "$W"/rootfs/bin/links
-    for p in /usr/lib/cni/*; do ln -sf "$p" "$W"/bin/; done
-    ln -sf "$PODTAP" "$W"/bin/podtap
+    mkdir -p "$W"/cni-cache
+    cri_rootfs "$W" "$PODTAP"
     cri_images "$W"
     cat > "$W"/config.toml <<J
 version = 2
@@ -53,6 +45,24 @@ state = "$W/run"
     default_runtime_name = "runc"
 J
     cri_handler "$W" runc ""
+}
+
+# The busybox rootfs (sh ip cat ls sleep, and `links`: a line per link, TAP or
+# LINK, and its name) in WORK/rootfs, the CNI bin dir WORK/bin (Debian's plugins
+# + PODTAP), and the empty dirs WORK/net.d, state, ipam, img/blobs/sha256.
+# Also used by ctr-cni.sh.
+cri_rootfs() {
+    local W=$1 PODTAP=$2 a p
+    mkdir -p "$W"/rootfs/bin "$W"/bin "$W"/net.d "$W"/state "$W"/ipam "$W"/img/blobs/sha256
+    cp /bin/busybox "$W"/rootfs/bin/busybox
+    for a in sh ip cat ls sleep; do ln -sf busybox "$W"/rootfs/bin/$a; done
+    cat >"$W"/rootfs/bin/links <<'S'
+#!/bin/sh
+for d in /sys/class/net/*; do n=${d##*/}; if [ -e $d/tun_flags ]; then echo TAP $n; else echo LINK $n; fi; done
+S
+    chmod +x "$W"/rootfs/bin/links
+    for p in /usr/lib/cni/*; do ln -sf "$p" "$W"/bin/; done
+    ln -sf "$PODTAP" "$W"/bin/podtap
 }
 
 # OCI image layout: one layer (the rootfs) and two images on it, each with its

@@ -5,16 +5,9 @@
 # usage: ctr-cni.sh WORK NODE PODTAP SUBNET
 set -euo pipefail
 W=$1; NODE=$2; PODTAP=$3; SUBNET=$4
-mkdir -p "$W"/rootfs/bin "$W"/bin "$W"/net.d "$W"/state "$W"/ipam "$W"/img/blobs/sha256
-cp /bin/busybox "$W"/rootfs/bin/busybox
-for a in sh ip cat ls sleep; do ln -sf busybox "$W"/rootfs/bin/$a; done
-cat >"$W"/rootfs/bin/links <<'S'
-#!/bin/sh
-for d in /sys/class/net/*; do n=${d##*/}; if [ -e $d/tun_flags ]; then echo TAP $n; else echo LINK $n; fi; done
-S
-chmod +x "$W"/rootfs/bin/links
-for p in /usr/lib/cni/*; do ln -sf "$p" "$W"/bin/; done
-ln -sf "$PODTAP" "$W"/bin/podtap
+# cri_rootfs: the busybox rootfs with `links`, and the CNI bin dir (as cri.sh's)
+. "$(dirname "${BASH_SOURCE[0]}")"/cri-env.sh
+cri_rootfs "$W" "$PODTAP"
 cat > "$W"/net.d/10-podtap.conflist <<J
 {"cniVersion":"1.0.0","name":"ptctr","plugins":[
  {"type":"bridge","bridge":"ptctrbr0","isGateway":true,"ipMasq":false,
