@@ -123,7 +123,7 @@ impl StateDir {
 
     /// Read the checkpoint for `id`: `Ok(None)` if there is none.
     ///
-    /// Its description has no tables (routes, neighbours, rules), whatever
+    /// Its description has no routes or rules (it keeps its neighbours), whatever
     /// the file's version: a version-1 file's are dropped here, and the
     /// checkpoint is written back, if at all, as the current version.
     pub fn load(&self, id: &SandboxId) -> Result<Option<Checkpoint>> {
@@ -169,17 +169,17 @@ impl StateDir {
         }))
     }
 
-    /// The description a finished attach recorded for `id`, without its
-    /// tables (routes, neighbours, rules: read them live from the netns).
+    /// The description a finished attach recorded for `id`, as the
+    /// checkpoint holds it: without its routes and rules, with the
+    /// neighbours as recorded (no kernel access; works when the netns is
+    /// gone). [`StateDir::description_live`] gives it with the pod's tables
+    /// read live from the netns.
     pub fn description(&self, id: &SandboxId) -> Result<Description> {
         let cp = self.load(id)?.ok_or_else(|| Error::NotFound {
             id: id.to_string(),
             dir: self.dir.clone(),
         })?;
-        cp.into_description().ok_or_else(|| Error::CheckFailed {
-            id: id.to_string(),
-            problems: "attach did not finish (run detach, then attach again)".into(),
-        })
+        netns_proof::finished(id, cp)
     }
 
     /// Write the checkpoint atomically.
@@ -237,14 +237,16 @@ impl StateDir {
 }
 
 /// The checkpoint of `id` from what reading its file at `path` gave.
-/// `cp` as the current version: a description without its tables (a
-/// version-1 file holds them: their digest is the one a version-2 file records).
+/// `cp` as the current version: a description without its routes and rules
+/// (a version-1 file holds them: their digest is the one a version-2 file records).
 fn current(mut cp: Checkpoint) -> Checkpoint {
     if let Stage::Complete(Some(desc)) = &mut cp.stage {
-        let tables = desc.take_tables();
+        let mut tables = desc.take_tables();
         if cp.tables_digest.is_none() {
             cp.tables_digest = Some(tables.digest());
         }
+        // The neighbours stay: a version-2 file records them too.
+        desc.neighbours = std::mem::take(&mut tables.neighbours);
     }
     cp.version = VERSION;
     cp
@@ -369,7 +371,11 @@ mod tests {
         let cp = sd.load(&pod).unwrap().unwrap();
         assert_eq!((cp.version, cp.phase()), (VERSION, Phase::Complete));
         let desc = cp.description().unwrap();
-        assert!(desc.routes.is_empty() && desc.neighbours.is_empty() && desc.rules.is_empty());
+        assert!(desc.routes.is_empty() && desc.rules.is_empty());
+        assert_eq!(
+            desc.neighbours.len(),
+            old["description"]["neighbours"].as_array().unwrap().len()
+        );
         assert_eq!(desc.attached().count(), 1);
         // The digest of the tables it held: what attach records now.
         let mut full: Description = serde_json::from_value(old["description"].clone()).unwrap();
