@@ -153,14 +153,16 @@ impl StateDir {
     ) -> Result<impl Iterator<Item = Result<Option<Checkpoint>>> + 'a> {
         let dir = match self.check()? {
             false => None,
-            true => Some(
-                nix::fcntl::open(
-                    &self.dir,
-                    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-                    Mode::empty(),
-                )
-                .map_err(|e| Error::io("open state dir", &self.dir, e.into()))?,
-            ),
+            // Gone since it was checked (or since `ids`): every row is None.
+            true => match nix::fcntl::open(
+                &self.dir,
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            ) {
+                Ok(fd) => Some(fd),
+                Err(nix::errno::Errno::ENOENT) => None,
+                Err(e) => return Err(Error::io("open state dir", &self.dir, e.into())),
+            },
         };
         Ok(ids.iter().map(move |id| {
             let Some(dir) = &dir else { return Ok(None) };
@@ -252,6 +254,14 @@ fn current(mut cp: Checkpoint) -> Checkpoint {
     cp
 }
 
+/// Why an entry of `n` bytes is refused.
+pub(crate) fn too_large(n: u64) -> String {
+    format!(
+        "{n} bytes, over the {} MiB a state file may hold",
+        entry::MAX_ENTRY >> 20
+    )
+}
+
 fn parse<D: DeserializeOwned>(
     id: &SandboxId,
     path: &Path,
@@ -269,6 +279,7 @@ fn parse<D: DeserializeOwned>(
             return Err(corrupt(format!("{what}, not a regular file")))
         }
         Err(EntryError::Untrusted(why)) => return Err(entry::untrusted_error(path, why)),
+        Err(EntryError::TooLarge(n)) => return Err(corrupt(too_large(n))),
         Err(EntryError::Io(e)) => return Err(Error::io("read checkpoint", path, e)),
     };
     let cp: Checkpoint<D> = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
