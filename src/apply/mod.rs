@@ -74,10 +74,10 @@ pub async fn fresh(
         return Err(rollback(nl, state, &plan, &created, e).await);
     }
 
-    // The description is recorded as printed but for its tables (routes,
-    // neighbours, rules: their digest stands for them), so the checkpoint's
-    // size does not grow with the pod's routing table; the final checkpoint
-    // write is not timed.
+    // The description is recorded as printed but for its routes and rules
+    // (the tables' digest stands for them; the neighbours stay), so the
+    // checkpoint's size does not grow with the pod's routing table; the
+    // final checkpoint write is not timed.
     timings.total = micros(start);
     let mut described = describe::attached(desc, &plan, &created, timings, opts.dns.clone());
     bridged_flushed(&mut described, &plan);
