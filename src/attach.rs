@@ -42,8 +42,9 @@ pub use crate::plan::{AttachOptions, TapOwner, MAX_QUEUES};
 /// description. The host's own netns is refused.
 ///
 /// Idempotent: a second attach of the same id and netns returns the recorded
-/// description, with the netns's routes, neighbours and rules as they are
-/// then (the checkpoint does not record them). An attach that crashed half-way is undone first. Blocks the
+/// description, with the pod's routes, neighbours and rules as they are
+/// then (the checkpoint records no routes or rules; a neighbour it recorded
+/// keeps its recorded state): the same bytes while they have not changed. An attach that crashed half-way is undone first. Blocks the
 /// calling thread; it must not be called from inside a tokio runtime.
 pub fn attach(
     netns: &Path,
@@ -125,8 +126,8 @@ fn attach_locked(
                 });
             }
             if let Stage::Complete(Some(description)) = cp.stage {
-                // The checkpoint records the description without its tables:
-                // they are read again, as they are now.
+                // The checkpoint records the description without its routes
+                // and rules: the pod's tables are read again, as they are now.
                 return Ok(Attached {
                     description: apply::recorded(ns, &nl, description)?,
                     fresh: false,

@@ -58,12 +58,14 @@ pub fn attached(
 }
 
 /// The description `prev` (what attach, or an earlier revision, recorded:
-/// without its tables, whose digest was `prev_digest`) brought up to date
-/// with a `fresh` scan of the same netns, for the NICs `plan` holds now
-/// (`podtap watch`). Returns it without its tables, and their digest.
+/// without its routes and rules, whose digest with the neighbours was
+/// `prev_digest`) brought up to date with a `fresh` [`crate::scan::pod_view`]
+/// of the same netns, for the NICs `plan` holds now (`podtap watch`).
+/// Returns it without its routes and rules (with its neighbours, a recorded
+/// one in its recorded state), and the digest of the fresh tables.
 ///
-/// podtap's own links (in `created`) and their routes and neighbours stay
-/// out, as in the first description. An interface attached before keeps
+/// podtap's own links (in `created`) stay out, as in the first
+/// description; the pod view already left out their routes and neighbours. An interface attached before keeps
 /// what it had when it was attached (MAC, guest MAC, controller,
 /// eligibility: in bridge mode the kernel now shows the bridged MAC and the
 /// bridge as its controller) and takes the fresh name, state, MTU and
@@ -77,14 +79,9 @@ pub fn revised(
     plan: &Plan,
     created: &[Created],
 ) -> (Description, u64) {
-    let ours: Vec<String> = fresh
-        .interfaces
-        .iter()
-        .filter(|i| created.iter().any(|c| c.ifindex == i.ifindex))
-        .map(|i| i.name.clone())
-        .collect();
-    let ours: Vec<&str> = ours.iter().map(String::as_str).collect();
-    let digest = fresh.take_tables().without_links(&ours).digest();
+    let tables = fresh.take_tables();
+    let digest = tables.digest();
+    let neighbours = tables.with_recorded_neighbours(&prev.neighbours).neighbours;
     fresh
         .interfaces
         .retain(|i| !created.iter().any(|c| c.ifindex == i.ifindex));
@@ -114,6 +111,7 @@ pub fn revised(
         .unwrap_or_default();
     fresh.netns = prev.netns.clone();
     let mut next = attached(fresh, plan, created, timings, prev.dns.clone());
+    next.neighbours = neighbours;
     if let Some(a) = next.attachment.as_mut() {
         a.revision = revision;
     }
@@ -152,21 +150,20 @@ mod tests {
             kind: crate::state::CreatedKind::Tap,
             mac: None,
         }];
-        let mut prev = attached(scanned.clone(), &plan, &created, Timings::default(), None);
-        let digest = prev.take_tables().digest();
+        let mut full = attached(scanned.clone(), &plan, &created, Timings::default(), None);
+        let prev = full.without_tables();
+        let digest = full.take_tables().digest();
         (scanned, plan, created, (prev, digest))
     }
 
-    /// A scan after attach: the TAP is there, with a neighbour entry of its own.
+    /// A pod view after attach: the TAP is there (its neighbours are not:
+    /// the pod view leaves out those of podtap's links).
     fn rescanned(scanned: &Description, tap: &str) -> Description {
         let mut fresh = scanned.clone();
         let mut tap_link = fresh.interfaces[1].clone();
         tap_link.name = tap.into();
         tap_link.ifindex = 90;
         fresh.interfaces.push(tap_link);
-        let mut n = fresh.neighbours[0].clone();
-        n.interface = tap.into();
-        fresh.neighbours.push(n);
         fresh
     }
 
@@ -177,7 +174,10 @@ mod tests {
         // A neighbour's state changes all the time: not a revision.
         fresh.neighbours[0].state = "stale".into();
         let (next, now) = revised(&prev, Some(digest), fresh, &plan, &created);
-        assert_eq!(next, prev, "podtap's own TAP and its neighbour stay out");
+        assert_eq!(
+            next, prev,
+            "podtap's own TAP stays out, the neighbour's state is the recorded one"
+        );
         assert_eq!(now, digest);
         assert_eq!(next.attachment.unwrap().revision, 0);
     }
@@ -189,7 +189,8 @@ mod tests {
         fresh.routes.pop();
         let (next, now) = revised(&prev, Some(digest), fresh, &plan, &created);
         assert_ne!(now, digest);
-        assert!(next.routes.is_empty(), "returned without its tables");
+        assert!(next.routes.is_empty(), "returned without its routes");
+        assert_eq!(next.neighbours, prev.neighbours, "and with its neighbours");
         assert_eq!(next.attachment.unwrap().revision, 1);
     }
 

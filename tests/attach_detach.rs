@@ -376,6 +376,73 @@ fn a_checkpoint_without_tables_and_a_version_1_one_both_serve_and_tear_down() {
     let _ = std::fs::remove_file(&printed);
 }
 
+/// A repeated attach prints the same bytes while the pod's tables have not
+/// changed: a learned gateway neighbour's state (recorded in the checkpoint)
+/// changing is no change, and bridge mode's flush of the pod interface's
+/// learned neighbours is in the first description already.
+#[test]
+fn a_repeated_attach_prints_the_same_bytes_with_a_learned_neighbour() {
+    if !ready("a_repeated_attach_prints_the_same_bytes_with_a_learned_neighbour") {
+        return;
+    }
+    for mode in ["tc", "bridge"] {
+        let pod = pod();
+        let gw = format!("198.18.{}.1", pod.net);
+        pod.pod.exec(&format!("ping -c1 -W1 {gw}"));
+        let mac = link(&pod.peer, "veth0")["address"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let state = StateDir::new();
+        let id = podtap_testkit::unique("again");
+        let first = attach(BIN, &state.0, &pod, &id, &["--mode", mode]);
+        let desc = json_ok(&first);
+        let learned = desc["neighbours"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["ip"] == gw.as_str() && n["gateway"] == true);
+        assert_eq!(learned, mode == "tc", "{mode}: {}", desc["neighbours"]);
+        let file = state.0.join(format!("{id}.json"));
+        let cp: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        assert_eq!(
+            cp["description"]["neighbours"], desc["neighbours"],
+            "{mode}"
+        );
+        if mode == "tc" {
+            // The same entry in another state: the recorded one is printed.
+            pod.pod.ip(&format!(
+                "neigh replace {gw} dev eth0 lladdr {mac} nud stale"
+            ));
+        }
+        let printed = std::env::temp_dir().join(format!("{id}.desc.json"));
+        std::fs::write(&printed, &first.stdout).unwrap();
+        for _ in 0..2 {
+            let again = attach(BIN, &state.0, &pod, &id, &["--mode", mode]);
+            assert_eq!(
+                String::from_utf8_lossy(&again.stdout),
+                String::from_utf8_lossy(&first.stdout),
+                "{mode}: the same bytes"
+            );
+        }
+        let render = |args: &[&str]| stdout_ok(podtap_state(BIN, &state.0, args));
+        let from_file = render(&[
+            "render",
+            "guest-args",
+            "--description",
+            printed.to_str().unwrap(),
+        ]);
+        assert_eq!(
+            render(&["render", "guest-args", "--id", &id]),
+            from_file,
+            "{mode}"
+        );
+        let d = detach(BIN, &state, &id);
+        assert_eq!(code(&d), 0, "{mode}: detach: {}", stderr(&d));
+        let _ = std::fs::remove_file(&printed);
+    }
+}
+
 fn stdout_ok(o: std::process::Output) -> String {
     assert!(o.status.success(), "podtap failed: {}", stderr(&o));
     String::from_utf8(o.stdout).unwrap()

@@ -84,7 +84,7 @@ complete -c podtap -n "__fish_podtap_using_subcommand list" -l json -d 'Print JS
 complete -c podtap -n "__fish_podtap_using_subcommand list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c podtap -n "__fish_podtap_using_subcommand render" -l log-format -d 'Log format on stderr: text, or one JSON object per line (PODTAP_LOG sets the level)' -r -f -a "text\t'Human-readable lines'
 json\t'One JSON object per line, for log shippers'"
-complete -c podtap -n "__fish_podtap_using_subcommand render" -l id -d 'Render the description recorded for this sandbox id' -r
+complete -c podtap -n "__fish_podtap_using_subcommand render" -l id -d 'Render the description recorded for this sandbox id. Guest formats (cloud-init, guest-args, kernel-cmdline, kata-agent) read the routes, neighbours and rules live from the recorded netns, which must still exist (exit 3 if gone, 6 if not permitted, 12 if replaced)' -r
 complete -c podtap -n "__fish_podtap_using_subcommand render" -l description -d 'Render the description in this JSON file' -r -F
 complete -c podtap -n "__fish_podtap_using_subcommand render" -l state-dir -d 'State directory (tmpfs, like the netns it describes)' -r -F
 complete -c podtap -n "__fish_podtap_using_subcommand render" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -97,7 +97,7 @@ json\:"One JSON object per line, for log shippers"))' \
 _arguments "${_arguments_options[@]}" : \
 '--log-format=[Log format on stderr\: text, or one JSON object per line (PODTAP_LOG sets the level)]:LOG_FORMAT:((text\:"Human-readable lines"
 json\:"One JSON object per line, for log shippers"))' \
-'(--description)--id=[Render the description recorded for this sandbox id]:ID:_default' \
+'(--description)--id=[Render the description recorded for this sandbox id. Guest formats (cloud-init, guest-args, kernel-cmdline, kata-agent) read the routes, neighbours and rules live from the recorded netns, which must still exist (exit 3 if gone, 6 if not permitted, 12 if replaced)]:ID:_default' \
 '--description=[Render the description in this JSON file]:DESCRIPTION:_files' \
 '--state-dir=[State directory (tmpfs, like the netns it describes)]:STATE_DIR:_files' \
 '-h[Print help (see more with '\''--help'\'')]' \

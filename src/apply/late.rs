@@ -173,22 +173,10 @@ async fn remove_gone(
     Ok(sub.nics.into_iter().map(Change::Removed).collect())
 }
 
-/// Leave the links in `undone` out of `desc`, with their routes and neighbours.
+/// Leave the links in `undone` out of `desc` (a [`crate::scan::pod_view`],
+/// which already left out their routes and neighbours: they are podtap's).
 fn leave_out(desc: &mut Description, undone: &BTreeSet<u32>) {
-    let undone_names: Vec<String> = desc
-        .interfaces
-        .iter()
-        .filter(|i| undone.contains(&i.ifindex))
-        .map(|i| i.name.clone())
-        .collect();
     desc.interfaces.retain(|i| !undone.contains(&i.ifindex));
-    desc.routes.retain(|r| {
-        r.interface
-            .as_ref()
-            .is_none_or(|n| !undone_names.contains(n))
-    });
-    desc.neighbours
-        .retain(|n| !undone_names.contains(&n.interface));
 }
 
 /// Plan, record and build one late interface; on failure undo what was made

@@ -74,12 +74,13 @@ pub async fn fresh(
         return Err(rollback(nl, state, &plan, &created, e).await);
     }
 
-    // The description is recorded as printed but for its tables (routes,
-    // neighbours, rules: their digest stands for them), so the checkpoint's
-    // size does not grow with the pod's routing table; the final checkpoint
-    // write is not timed.
+    // The description is recorded as printed but for its routes and rules
+    // (the tables' digest stands for them; the neighbours stay), so the
+    // checkpoint's size does not grow with the pod's routing table; the
+    // final checkpoint write is not timed.
     timings.total = micros(start);
     let mut described = describe::attached(desc, &plan, &created, timings, opts.dns.clone());
+    bridged_flushed(&mut described, &plan);
     crate::phases::mark("describe");
     let recorded = described.without_tables();
     cp.tables_digest = Some(tables_digest(&mut described));
@@ -94,6 +95,20 @@ pub async fn fresh(
     Ok(described)
 }
 
+/// Leave out the neighbours that building bridge mode flushed: giving a pod
+/// interface its bridged MAC flushes its neighbour table, and only the
+/// permanent entries are put back (so a repeated attach prints the same).
+fn bridged_flushed(desc: &mut Description, plan: &Plan) {
+    let bridged: BTreeSet<&str> = plan
+        .nics
+        .iter()
+        .filter(|n| n.wiring == crate::model::Wiring::Bridge)
+        .map(|n| n.pod.name.as_str())
+        .collect();
+    desc.neighbours
+        .retain(|n| n.state == "permanent" || !bridged.contains(n.interface.as_str()));
+}
+
 /// The digest of `desc`'s tables, as the checkpoint records it.
 fn tables_digest(desc: &mut Description) -> u64 {
     let tables = desc.take_tables();
@@ -102,17 +117,13 @@ fn tables_digest(desc: &mut Description) -> u64 {
     digest
 }
 
-/// The description a finished attach recorded (`recorded`, without its
-/// tables), with the tables of the netns `nl` talks to as they are now:
-/// what a repeated attach prints. podtap's own links stay out, as in the
-/// first description.
-pub(crate) fn recorded(ns: &NetNs, nl: &Netlink, mut recorded: Description) -> Result<Description> {
+/// The description a finished attach recorded (`recorded`: without its
+/// routes and rules, with its neighbours), with the pod's tables of the
+/// netns `nl` talks to as they are now ([`scan::pod_view`]): what a repeated
+/// attach prints. A neighbour that was recorded keeps its recorded state.
+pub(crate) fn recorded(ns: &NetNs, nl: &Netlink, recorded: Description) -> Result<Description> {
     let dump = scan::dump(nl)?;
-    let tables = scan::from_dump(ns, nl.ipv6_enabled, &dump)
-        .take_tables()
-        .without_links(&recorded.own_links());
-    recorded.set_tables(tables);
-    Ok(recorded)
+    Ok(recorded.with_live_tables(scan::pod_view(ns, nl.ipv6_enabled, &dump)))
 }
 
 /// The scan and plan phases, for `PODTAP_LOG=debug` (one event per NIC).
@@ -146,7 +157,7 @@ pub(crate) async fn survey(ns: &NetNs, nl: &Netlink) -> Result<Survey> {
     let side = nl.side.clone();
     let qdiscs = nl.worker.start(move || tc::dump_qdiscs(&side))?;
     let dump = scan::dump(nl)?;
-    let desc = scan::from_dump(ns, nl.ipv6_enabled, &dump);
+    let desc = scan::pod_view(ns, nl.ipv6_enabled, &dump);
     let eligible: BTreeSet<u32> = desc
         .interfaces
         .iter()

@@ -1,6 +1,8 @@
-//! The netns-wide tables of a description (routes, neighbours, rules): what
-//! a checkpoint leaves out, since their size is the pod's routing table's.
-//! Commands that print a recorded description read them live (`docs/attach.md`).
+//! The netns-wide tables of a description (routes, neighbours, rules). A
+//! checkpoint leaves out the routes and rules, since their size is the
+//! pod's routing table's, and keeps the neighbours (their number does not
+//! grow with the routes). Commands that print a recorded description read
+//! the tables live (`docs/attach.md`).
 
 use std::hash::{Hash, Hasher};
 
@@ -31,25 +33,26 @@ impl Description {
         self.rules = tables.rules;
     }
 
-    /// A copy without its tables, made without copying them.
-    pub(crate) fn without_tables(&mut self) -> Description {
-        let tables = self.take_tables();
-        let copy = self.clone();
+    /// This description as a checkpoint recorded it, with the tables of
+    /// `live` (the pod view of its netns now), a recorded neighbour in its
+    /// recorded state (see [`Tables::with_recorded_neighbours`]).
+    pub(crate) fn with_live_tables(mut self, mut live: Description) -> Description {
+        let tables = live
+            .take_tables()
+            .with_recorded_neighbours(&self.neighbours);
         self.set_tables(tables);
-        copy
+        self
     }
 
-    /// The names of the links podtap built for it (TAPs, bridges): their
-    /// routes and neighbours are no part of the pod's tables.
-    pub(crate) fn own_links(&self) -> Vec<&str> {
-        self.interfaces
-            .iter()
-            .flat_map(|i| {
-                let tap = i.tap.as_ref().map(|t| t.name.as_str());
-                tap.into_iter()
-                    .chain(i.bridge.as_ref().map(|b| b.name.as_str()))
-            })
-            .collect()
+    /// The copy a checkpoint records: without its routes and rules (made
+    /// without copying them), with its neighbours.
+    pub(crate) fn without_tables(&mut self) -> Description {
+        let routes = std::mem::take(&mut self.routes);
+        let rules = std::mem::take(&mut self.rules);
+        let copy = self.clone();
+        self.routes = routes;
+        self.rules = rules;
+        copy
     }
 }
 
@@ -65,6 +68,22 @@ impl Tables {
                 && !r.nexthops.iter().any(|h| ours(&h.interface))
         });
         self.neighbours.retain(|n| !ours(&n.interface));
+        self
+    }
+
+    /// With each neighbour that `recorded` holds too (the same IP, MAC and
+    /// interface) in its recorded state: a learned neighbour's state
+    /// (reachable, stale, ...) changes all the time, and a repeated attach
+    /// prints the same bytes while the pod's tables have not changed.
+    pub(crate) fn with_recorded_neighbours(mut self, recorded: &[Neighbour]) -> Tables {
+        for n in &mut self.neighbours {
+            if let Some(was) = recorded
+                .iter()
+                .find(|r| (&r.ip, &r.mac, &r.interface) == (&n.ip, &n.mac, &n.interface))
+            {
+                n.state.clone_from(&was.state);
+            }
+        }
         self
     }
 
@@ -125,23 +144,35 @@ mod tests {
     }
 
     #[test]
-    fn a_copy_without_tables_leaves_the_original_whole() {
+    fn a_copy_without_tables_keeps_neighbours_and_leaves_the_original_whole() {
         let mut d = desc();
         let before = d.clone();
         let bare = d.without_tables();
         assert_eq!(d, before);
-        assert!(bare.routes.is_empty() && bare.neighbours.is_empty() && bare.rules.is_empty());
+        assert!(bare.routes.is_empty() && bare.rules.is_empty());
+        assert_eq!(bare.neighbours, before.neighbours);
         assert_eq!(bare.interfaces, before.interfaces);
     }
 
     #[test]
-    fn own_links_lose_their_routes() {
+    fn links_lose_their_routes() {
         let mut d = desc();
         let n = d.routes.len();
-        let own: Vec<String> = d.own_links().iter().map(|s| s.to_string()).collect();
-        let own: Vec<&str> = own.iter().map(String::as_str).collect();
-        let t = d.take_tables().without_links(&own);
+        let tap = d.attached().next().map(|(_, t)| t.name.clone()).unwrap();
+        let t = d.take_tables().without_links(&[tap.as_str()]);
         assert_eq!(t.routes.len(), n - 1);
+    }
+
+    #[test]
+    fn a_recorded_neighbour_keeps_its_recorded_state() {
+        let mut d = desc();
+        let recorded = d.neighbours.clone();
+        let mut live = d.take_tables();
+        for n in &mut live.neighbours {
+            n.state = "stale".into();
+        }
+        let shown = live.with_recorded_neighbours(&recorded);
+        assert_eq!(shown.neighbours, recorded);
     }
 
     #[test]

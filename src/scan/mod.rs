@@ -42,10 +42,19 @@ pub fn scan(netns: &Path, allow_host_netns: bool) -> Result<Description> {
 
 /// Scan an already opened netns.
 pub(crate) fn scan_ns(ns: &NetNs) -> Result<Description> {
+    scan_ns_with(ns, from_dump)
+}
+
+/// [`pod_view`] of the netns `ns` (dumped now).
+pub(crate) fn pod_view_ns(ns: &NetNs) -> Result<Description> {
+    scan_ns_with(ns, pod_view)
+}
+
+fn scan_ns_with(ns: &NetNs, view: fn(&NetNs, bool, &Dump) -> Description) -> Result<Description> {
     crate::kernel::runtime::block_on(async {
         let nl = Netlink::connect(ns)?;
         let dump = dump(&nl)?;
-        Ok(from_dump(ns, nl.ipv6_enabled, &dump))
+        Ok(view(ns, nl.ipv6_enabled, &dump))
     })
 }
 
@@ -136,6 +145,25 @@ fn rules_of(family: AddressFamily) -> RouteNetlinkMessage {
     msg.header.action = RuleAction::Unspec;
     msg.header.table = RouteHeader::RT_TABLE_UNSPEC;
     RouteNetlinkMessage::GetRule(msg)
+}
+
+/// Pure: [`from_dump`] with the pod's tables: the live routes, neighbours
+/// and rules minus the routes and neighbours on every podtap attachment's
+/// links (TAPs, bridges and macvtaps, each marked `podtap:<id>`: this
+/// attachment's and the other attachments' in the netns alike). The one
+/// notion of "the pod's tables": what a first attach, a repeated attach,
+/// `render --id` and `watch` print and digest.
+pub(crate) fn pod_view(ns: &NetNs, ipv6_enabled: bool, dump: &Dump) -> Description {
+    let mut desc = from_dump(ns, ipv6_enabled, dump);
+    let podtap: Vec<&str> = dump
+        .links
+        .iter()
+        .filter(|l| l.alias.as_deref().is_some_and(|a| a.starts_with("podtap:")))
+        .map(|l| l.name.as_str())
+        .collect();
+    let tables = desc.take_tables().without_links(&podtap);
+    desc.set_tables(tables);
+    desc
 }
 
 /// Pure: the description of what a dump of `ns` holds (no attachment yet).

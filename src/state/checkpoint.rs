@@ -9,7 +9,7 @@ use crate::model::{Description, NetnsRef};
 use crate::plan::Plan;
 
 /// Checkpoint format version: 2 since the description is recorded without
-/// its routes, neighbours and rules (see [`Checkpoint`]).
+/// its routes and rules (see [`Checkpoint`]).
 pub const VERSION: u32 = 2;
 
 /// The format before it: the description with every route, neighbour and
@@ -33,8 +33,8 @@ pub(crate) enum Stage<D> {
     /// (written as phase "applying", without a description).
     Intent,
     /// Every object exists; the description attach printed (and as `podtap
-    /// watch` revised it since), without its tables (routes, neighbours,
-    /// rules: `tables_digest` stands for them). Written as phase "complete". podtap always
+    /// watch` revised it since), without its routes and rules
+    /// (`tables_digest` stands for the tables; the neighbours stay). Written as phase "complete". podtap always
     /// writes the description with this phase; a file without one still
     /// reads (as it always did), and then commands that need the description
     /// treat the attach as unfinished.
@@ -62,8 +62,8 @@ pub struct Checkpoint<D = Description> {
     pub(crate) netns_cookie: Option<u64>,
     /// Intent or complete, with the description once complete.
     pub(crate) stage: Stage<D>,
-    /// [`crate::model::Tables::digest`] of the description's tables, which
-    /// the checkpoint leaves out: `podtap watch` counts a revision when they
+    /// [`crate::model::Tables::digest`] of the description's tables, whose
+    /// routes and rules the checkpoint leaves out: `podtap watch` counts a revision when they
     /// change. `None` in a version-1 file (which held the tables).
     pub(crate) tables_digest: Option<u64>,
     /// What attach planned to build (recorded before the first kernel change).

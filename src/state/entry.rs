@@ -29,9 +29,16 @@ pub enum EntryError {
     NotRegular(&'static str),
     /// It is a regular file that fails the trust rule.
     Untrusted(String),
+    /// It is larger than [`MAX_ENTRY`] bytes (its size, or at least that).
+    TooLarge(u64),
     /// Reading it failed.
     Io(io::Error),
 }
+
+/// The most a state-dir entry may hold: a checkpoint of 64 interfaces is
+/// well under a megabyte; a bigger (or sparse) file is no checkpoint, and is
+/// refused before any buffer is allocated for it.
+pub const MAX_ENTRY: u64 = 64 << 20;
 
 /// Read the regular file at `path`, refusing anything else and anything untrusted.
 pub fn read(path: &Path) -> Result<String, EntryError> {
@@ -77,12 +84,24 @@ fn read_open(mut file: File) -> Result<String, EntryError> {
     if let Some(why) = untrusted(&meta) {
         return Err(EntryError::Untrusted(why));
     }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0) + 1);
-    // `take` keeps std from asking the size again (an fstat and an lseek per file).
+    if meta.len() > MAX_ENTRY {
+        return Err(EntryError::TooLarge(meta.len()));
+    }
+    let mut bytes = Vec::new();
+    // At most MAX_ENTRY + 1 bytes (checked above): no abort on a failed allocation.
+    let want = usize::try_from(meta.len()).map_err(|_| EntryError::TooLarge(meta.len()))?;
+    bytes
+        .try_reserve_exact(want + 1)
+        .map_err(|e| EntryError::Io(io::Error::new(io::ErrorKind::OutOfMemory, e)))?;
+    // `take` keeps std from asking the size again (an fstat and an lseek
+    // per file), and bounds a file that grows while it is read.
     (&mut file)
-        .take(u64::MAX)
+        .take(MAX_ENTRY + 1)
         .read_to_end(&mut bytes)
         .map_err(EntryError::Io)?;
+    if bytes.len() as u64 > MAX_ENTRY {
+        return Err(EntryError::TooLarge(bytes.len() as u64));
+    }
     String::from_utf8(bytes).map_err(|_| {
         // What `read_to_string` says.
         EntryError::Io(io::Error::new(
@@ -131,5 +150,23 @@ pub fn untrusted_error(path: &Path, why: String) -> Error {
     Error::Untrusted {
         path: path.into(),
         why,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_huge_sparse_file_is_refused_before_any_buffer() {
+        let path = std::env::temp_dir().join(format!("podtap-entry-{}", std::process::id()));
+        let file = File::create(&path).unwrap();
+        file.set_len(1 << 40).unwrap();
+        assert!(matches!(read(&path), Err(EntryError::TooLarge(n)) if n == 1 << 40));
+        file.set_len(MAX_ENTRY + 1).unwrap();
+        assert!(matches!(read(&path), Err(EntryError::TooLarge(_))));
+        file.set_len(3).unwrap();
+        assert_eq!(read(&path).unwrap(), "\0\0\0");
+        std::fs::remove_file(&path).unwrap();
     }
 }

@@ -128,7 +128,7 @@ impl StateDir {
 
     /// Read the checkpoint for `id`: `Ok(None)` if there is none.
     ///
-    /// Its description has no tables (routes, neighbours, rules), whatever
+    /// Its description has no routes or rules (it keeps its neighbours), whatever
     /// the file's version: a version-1 file's are dropped here, and the
     /// checkpoint is written back, if at all, as the current version.
     pub fn load(&self, id: &SandboxId) -> Result<Option<Checkpoint>> {
@@ -158,14 +158,16 @@ impl StateDir {
     ) -> Result<impl Iterator<Item = Result<Option<Checkpoint>>> + 'a> {
         let dir = match self.check()? {
             false => None,
-            true => Some(
-                nix::fcntl::open(
-                    &self.dir,
-                    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-                    Mode::empty(),
-                )
-                .map_err(|e| Error::io("open state dir", &self.dir, e.into()))?,
-            ),
+            // Gone since it was checked (or since `ids`): every row is None.
+            true => match nix::fcntl::open(
+                &self.dir,
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            ) {
+                Ok(fd) => Some(fd),
+                Err(nix::errno::Errno::ENOENT) => None,
+                Err(e) => return Err(Error::io("open state dir", &self.dir, e.into())),
+            },
         };
         Ok(ids.iter().map(move |id| {
             let Some(dir) = &dir else { return Ok(None) };
@@ -174,17 +176,17 @@ impl StateDir {
         }))
     }
 
-    /// The description a finished attach recorded for `id`, without its
-    /// tables (routes, neighbours, rules: read them live from the netns).
+    /// The description a finished attach recorded for `id`, as the
+    /// checkpoint holds it: without its routes and rules, with the
+    /// neighbours as recorded (no kernel access; works when the netns is
+    /// gone). [`StateDir::description_live`] gives it with the pod's tables
+    /// read live from the netns.
     pub fn description(&self, id: &SandboxId) -> Result<Description> {
         let cp = self.load(id)?.ok_or_else(|| Error::NotFound {
             id: id.to_string(),
             dir: self.dir.clone(),
         })?;
-        cp.into_description().ok_or_else(|| Error::CheckFailed {
-            id: id.to_string(),
-            problems: "attach did not finish (run detach, then attach again)".into(),
-        })
+        netns_proof::finished(id, cp)
     }
 
     /// Write the checkpoint atomically.
@@ -260,7 +262,6 @@ impl StateDir {
     }
 }
 
-/// The checkpoint of `id` from what reading its file at `path` gave.
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -351,7 +352,11 @@ mod tests {
         let cp = sd.load(&pod).unwrap().unwrap();
         assert_eq!((cp.version, cp.phase()), (VERSION, Phase::Complete));
         let desc = cp.description().unwrap();
-        assert!(desc.routes.is_empty() && desc.neighbours.is_empty() && desc.rules.is_empty());
+        assert!(desc.routes.is_empty() && desc.rules.is_empty());
+        assert_eq!(
+            desc.neighbours.len(),
+            old["description"]["neighbours"].as_array().unwrap().len()
+        );
         assert_eq!(desc.attached().count(), 1);
         // The digest of the tables it held: what attach records now.
         let mut full: Description = serde_json::from_value(old["description"].clone()).unwrap();

@@ -10,17 +10,27 @@ use super::entry::{self, EntryError};
 use crate::error::{Error, Result};
 use crate::id::SandboxId;
 
-/// `cp` as the current version: a description without its tables (a
-/// version-1 file holds them: their digest is the one a version-2 file records).
+/// `cp` as the current version: a description without its routes and rules
+/// (a version-1 file holds them: their digest is the one a version-2 file records).
 pub(super) fn current(mut cp: Checkpoint) -> Checkpoint {
     if let Stage::Complete(Some(desc)) = &mut cp.stage {
-        let tables = desc.take_tables();
+        let mut tables = desc.take_tables();
         if cp.tables_digest.is_none() {
             cp.tables_digest = Some(tables.digest());
         }
+        // The neighbours stay: a version-2 file records them too.
+        desc.neighbours = std::mem::take(&mut tables.neighbours);
     }
     cp.version = VERSION;
     cp
+}
+
+/// Why an entry of `n` bytes is refused.
+pub(crate) fn too_large(n: u64) -> String {
+    format!(
+        "{n} bytes, over the {} MiB a state file may hold",
+        entry::MAX_ENTRY >> 20
+    )
 }
 
 pub(super) fn parse<D: DeserializeOwned>(
@@ -40,6 +50,7 @@ pub(super) fn parse<D: DeserializeOwned>(
             return Err(corrupt(format!("{what}, not a regular file")))
         }
         Err(EntryError::Untrusted(why)) => return Err(entry::untrusted_error(path, why)),
+        Err(EntryError::TooLarge(n)) => return Err(corrupt(too_large(n))),
         Err(EntryError::Io(e)) => return Err(Error::io("read checkpoint", path, e)),
     };
     let cp: Checkpoint<D> = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;

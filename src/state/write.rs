@@ -25,6 +25,11 @@ pub fn read_entry(path: &Path) -> Result<Option<String>> {
             path.display()
         ))),
         Err(EntryError::Untrusted(why)) => Err(entry::untrusted_error(path, why)),
+        Err(EntryError::TooLarge(n)) => Err(Error::Invalid(format!(
+            "{}: {}",
+            path.display(),
+            super::parse::too_large(n)
+        ))),
         Err(EntryError::Io(e)) => Err(Error::io("read", path, e)),
     }
 }

@@ -157,7 +157,9 @@ pub struct DetachArgs {
 pub struct RenderArgs {
     /// Output format.
     pub format: crate::render::Format,
-    /// Render the description recorded for this sandbox id.
+    /// Render the description recorded for this sandbox id. Guest formats (cloud-init, guest-args,
+    /// kernel-cmdline, kata-agent) read the routes, neighbours and rules live from the recorded
+    /// netns, which must still exist (exit 3 if gone, 6 if not permitted, 12 if replaced).
     #[arg(
         long,
         conflicts_with = "description",

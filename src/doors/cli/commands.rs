@@ -125,18 +125,14 @@ fn render(args: RenderArgs) -> Result<i32> {
 }
 
 /// The description attach recorded for `id`. The checkpoint leaves out
-/// the routes, neighbours and rules: a format that reads them gets them from
-/// the recorded netns as they are now (proven by identity and cookie).
+/// the routes and rules: a format that reads the tables gets them from the
+/// recorded netns as they are now ([`StateDir::description_live`]).
 fn recorded(state: &StateDir, id: &SandboxId, format: Format) -> Result<Description> {
-    let mut desc = state.description(id)?;
     if format.reads_tables() {
-        let ns = state.prove_netns(id)?;
-        let tables = crate::scan::scan_ns(&ns)?
-            .take_tables()
-            .without_links(&desc.own_links());
-        desc.set_tables(tables);
+        state.description_live(id)
+    } else {
+        state.description(id)
     }
-    Ok(desc)
 }
 
 fn exec(args: ExecArgs) -> Result<i32> {
