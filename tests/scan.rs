@@ -392,18 +392,21 @@ fn two_scans_are_byte_identical() {
     // --output writes the same bytes to a file and nothing to stdout.
     let dir = TempDir::new();
     let file = dir.path().join("desc.json");
-    let out = podtap_testkit::podtap(
-        BIN,
-        &[
-            "scan",
-            "--netns",
-            &p.path_str(),
-            "--output",
-            file.to_str().unwrap(),
-        ],
-    );
-    assert!(out.status.success(), "{}", podtap_testkit::stderr(&out));
-    assert!(out.stdout.is_empty());
+    let scan_to = |target: &std::path::Path| {
+        let out = podtap_testkit::podtap(
+            BIN,
+            &[
+                "scan",
+                "--netns",
+                &p.path_str(),
+                "--output",
+                target.to_str().unwrap(),
+            ],
+        );
+        assert!(out.status.success(), "{}", podtap_testkit::stderr(&out));
+        out
+    };
+    assert!(scan_to(&file).stdout.is_empty());
     assert_eq!(std::fs::read_to_string(&file).unwrap(), first.text);
 
     // --output naming a device (a null device node of this test's own, as
@@ -417,19 +420,8 @@ fn two_scans_are_byte_identical() {
     assert!(made.success(), "mknod");
     let link = dir.path().join("link.json");
     std::os::unix::fs::symlink(&file, &link).unwrap();
-    for target in [&null, &link] {
-        let out = podtap_testkit::podtap(
-            BIN,
-            &[
-                "scan",
-                "--netns",
-                &p.path_str(),
-                "--output",
-                target.to_str().unwrap(),
-            ],
-        );
-        assert!(out.status.success(), "{}", podtap_testkit::stderr(&out));
-    }
+    scan_to(&null);
+    scan_to(&link);
     use std::os::unix::fs::FileTypeExt;
     assert!(std::fs::symlink_metadata(&null)
         .unwrap()
