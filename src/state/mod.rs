@@ -375,7 +375,7 @@ mod tests {
 
     #[test]
     fn each_reads_as_load_reads() {
-        let dir = std::env::temp_dir().join(format!("podtap-cp5-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("podtap-cp6-{}", std::process::id()));
         let sd = StateDir::new(&dir);
         let ids = [id("a"), id("b"), id("c"), id("d")];
         let none = sd.load_each(&ids).unwrap().collect::<Vec<_>>();
