@@ -152,7 +152,7 @@ mod tests {
         }];
         let mut full = attached(scanned.clone(), &plan, &created, Timings::default(), None);
         let prev = full.without_tables();
-        let digest = full.take_tables().digest();
+        let digest = full.tables_digest();
         (scanned, plan, created, (prev, digest))
     }
 

@@ -83,7 +83,7 @@ pub async fn fresh(
     bridged_flushed(&mut described, &plan);
     crate::phases::mark("describe");
     let recorded = described.without_tables();
-    cp.tables_digest = Some(tables_digest(&mut described));
+    cp.tables_digest = Some(described.tables_digest());
     cp.stage = Stage::Complete(Some(recorded));
     cp.created = created;
     if let Err(e) = state.save(&cp) {
@@ -107,14 +107,6 @@ fn bridged_flushed(desc: &mut Description, plan: &Plan) {
         .collect();
     desc.neighbours
         .retain(|n| n.state == "permanent" || !bridged.contains(n.interface.as_str()));
-}
-
-/// The digest of `desc`'s tables, as the checkpoint records it.
-fn tables_digest(desc: &mut Description) -> u64 {
-    let tables = desc.take_tables();
-    let digest = tables.digest();
-    desc.set_tables(tables);
-    digest
 }
 
 /// The description a finished attach recorded (`recorded`: without its

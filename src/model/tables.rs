@@ -44,6 +44,11 @@ impl Description {
         self
     }
 
+    /// [`Tables::digest`] of its tables, read in place.
+    pub(crate) fn tables_digest(&self) -> u64 {
+        digest(&self.routes, &self.neighbours, &self.rules)
+    }
+
     /// The copy a checkpoint records: without its routes and rules (made
     /// without copying them), with its neighbours.
     pub(crate) fn without_tables(&mut self) -> Description {
@@ -92,15 +97,20 @@ impl Tables {
     /// a neighbour's state (reachable, stale, ...), which changes all the
     /// time, is left out.
     pub(crate) fn digest(&self) -> u64 {
-        let mut h = Fnv::default();
-        self.routes.hash(&mut h);
-        self.rules.hash(&mut h);
-        h.write_usize(self.neighbours.len());
-        for n in &self.neighbours {
-            (&n.ip, &n.mac, &n.interface, n.gateway).hash(&mut h);
-        }
-        h.finish()
+        digest(&self.routes, &self.neighbours, &self.rules)
     }
+}
+
+/// [`Tables::digest`] of the tables given by reference.
+fn digest(routes: &[Route], neighbours: &[Neighbour], rules: &[Rule]) -> u64 {
+    let mut h = Fnv::default();
+    routes.hash(&mut h);
+    rules.hash(&mut h);
+    h.write_usize(neighbours.len());
+    for n in neighbours {
+        (&n.ip, &n.mac, &n.interface, n.gateway).hash(&mut h);
+    }
+    h.finish()
 }
 
 /// FNV-1a over 8-byte words: fixed, fast, no random key.

@@ -14,12 +14,12 @@ use crate::id::SandboxId;
 /// (a version-1 file holds them: their digest is the one a version-2 file records).
 pub(super) fn current(mut cp: Checkpoint) -> Checkpoint {
     if let Stage::Complete(Some(desc)) = &mut cp.stage {
-        let mut tables = desc.take_tables();
         if cp.tables_digest.is_none() {
-            cp.tables_digest = Some(tables.digest());
+            cp.tables_digest = Some(desc.tables_digest());
         }
         // The neighbours stay: a version-2 file records them too.
-        desc.neighbours = std::mem::take(&mut tables.neighbours);
+        desc.routes.clear();
+        desc.rules.clear();
     }
     cp.version = VERSION;
     cp
