@@ -539,3 +539,114 @@ fn in_netns<R: Send + 'static>(path: &str, f: impl FnOnce() -> R + Send + 'stati
     .join()
     .expect("netns thread")
 }
+
+#[test]
+fn the_tc_redirect_setting_picks_the_filter_and_either_kind_detaches_exactly() {
+    if !ready("the_tc_redirect_setting_picks_the_filter_and_either_kind_detaches_exactly") {
+        return;
+    }
+    let pod = pod();
+    let state = StateDir::new();
+    let before = snapshot(&pod.pod);
+    for (setting, want) in [("u32", "u32"), ("bpf", "bpf"), ("auto", "bpf")] {
+        let id = podtap_testkit::unique("redir");
+        let out = podtap_testkit::podtap_cmd(BIN, &state.0)
+            .env("PODTAP_TC_REDIRECT", setting)
+            .args(["attach", "--netns", &pod.pod.path_str(), "--id", &id])
+            .output()
+            .expect("run podtap");
+        let desc = json_ok(&out);
+        let tap = verify_tap(&pod, &desc, "eth0");
+        assert_eq!(
+            podtap_testkit::wiring::redirect_kind(&pod.pod, "eth0", &tap),
+            Some(want),
+            "{setting}: eth0 -> {tap}"
+        );
+        assert_eq!(
+            podtap_testkit::wiring::redirect_kind(&pod.pod, &tap, "eth0"),
+            Some(want),
+            "{setting}: {tap} -> eth0"
+        );
+        // Detach, check and a repeated attach do not depend on the setting
+        // of the process that runs them: the kernel's filters say which kind it is.
+        let o = check(BIN, &state, &id);
+        assert!(o.status.success(), "{setting}: check: {}", stderr(&o));
+        assert_eq!(stdout(&attach(BIN, &state.0, &pod, &id, &[])), stdout(&out));
+        let o = detach(BIN, &state, &id);
+        assert!(o.status.success(), "{setting}: detach: {}", stderr(&o));
+        assert_eq!(
+            snapshot(&pod.pod),
+            before,
+            "{setting}: detach restored the pod"
+        );
+    }
+    let out = podtap_testkit::podtap_cmd(BIN, &state.0)
+        .env("PODTAP_TC_REDIRECT", "ebpf")
+        .args(["attach", "--netns", &pod.pod.path_str(), "--id", "badredir"])
+        .output()
+        .expect("run podtap");
+    assert_eq!(
+        code(&out),
+        2,
+        "a bad value is a usage error: {}",
+        stderr(&out)
+    );
+    assert_eq!(snapshot(&pod.pod), before, "nothing built");
+}
+
+#[test]
+fn a_classic_bpf_filter_dressed_as_the_redirect_is_not_taken_for_it() {
+    if !ready("a_classic_bpf_filter_dressed_as_the_redirect_is_not_taken_for_it") {
+        return;
+    }
+    let pod = pod();
+    let state = StateDir::new();
+    let before = snapshot(&pod.pod);
+    let id = podtap_testkit::unique("dressed");
+    let n = &pod.pod.name;
+    let desc = json_ok(&attach(BIN, &state.0, &pod, &id, &[]));
+    let tap = verify_tap(&pod, &desc, "eth0");
+    let ifindex = link(&pod.pod, &tap)["ifindex"].as_u64().expect("ifindex");
+    let f = filters(&pod.pod, "eth0");
+    let prio = f
+        .split_whitespace()
+        .skip_while(|w| *w != "pref")
+        .nth(1)
+        .expect("a filter priority")
+        .to_string();
+    // Someone with CAP_NET_ADMIN in the pod swaps podtap's filter for a
+    // classic BPF one (accept all) with the TAP as classid, at the same
+    // priority: a dump shows the same kind, priority and classid.
+    let swapped = format!(
+        "tc -n {n} filter del dev eth0 ingress prio {prio} && \
+         tc -n {n} filter add dev eth0 ingress prio {prio} protocol all \
+         bpf bytecode '1,6 0 0 4294967295,' classid :{ifindex:x}"
+    );
+    sh(&swapped);
+    assert!(filters(&pod.pod, "eth0").contains(&format!("flowid :{ifindex:x}")));
+    let o = check(BIN, &state, &id);
+    assert_eq!(code(&o), 12, "check sees no redirect: {}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!(
+            "tc redirect eth0 -> {tap} (prio {prio}) is missing"
+        )),
+        "{}",
+        stderr(&o)
+    );
+    // Detach removes the TAP and leaves the stranger's filter (and so the
+    // ingress qdisc that holds it), saying so.
+    let o = detach(BIN, &state, &id);
+    assert!(o.status.success(), "detach: {}", stderr(&o));
+    assert!(stderr(&o).contains("left it"), "{}", stderr(&o));
+    assert!(taps(&pod.pod).is_empty(), "the TAP is gone");
+    assert!(
+        filters(&pod.pod, "eth0").contains("bytecode"),
+        "the stranger's filter stays"
+    );
+    assert!(sh_ok(&format!("tc -n {n} qdisc del dev eth0 ingress")));
+    assert_eq!(
+        snapshot(&pod.pod),
+        before,
+        "nothing else of podtap's is left"
+    );
+}

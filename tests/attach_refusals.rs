@@ -248,7 +248,8 @@ fn corrupt_checkpoint_is_kept_and_force_cleans_up() {
             "{mode}: --force removed the TAPs"
         );
         assert!(
-            !filters(&pod.pod, "eth0").contains("mirred"),
+            !filters(&pod.pod, "eth0").contains("mirred")
+                && !filters(&pod.pod, "eth0").contains("podtap_redirect"),
             "{mode}: and podtap's filters"
         );
         wait_for_drained_bridges(&pod.pod);

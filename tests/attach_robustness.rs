@@ -353,7 +353,7 @@ fn two_concurrent_attaches_of_one_id_leave_one_attachment() {
             pod.pod.name
         ));
         assert_eq!(
-            f.matches("Egress Redirect").count(),
+            f.matches("Egress Redirect").count() + f.matches(" podtap_redirect ").count(),
             1,
             "round {round}: one redirect filter:\n{f}"
         );

@@ -179,8 +179,9 @@ fn bridge_conflist_add_check_del_gc() {
         !has_link(&node, &tap_name),
         "nothing podtap made lands in the node netns"
     );
-    assert!(
-        sh(&format!("tc -n {} filter show dev eth0 ingress", pod.name)).contains("mirred"),
+    assert_eq!(
+        podtap_testkit::wiring::redirect_kind(&pod, "eth0", &tap_name),
+        Some(podtap_testkit::wiring::default_redirect()),
         "eth0 is wired with tc"
     );
     assert!(checkpoint_path(state.path(), &id).exists());

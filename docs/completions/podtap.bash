@@ -137,7 +137,7 @@ _podtap() {
             return 0
             ;;
         podtap__subcmd__attach)
-            opts="-o -h --log-format --netns --id --mode --queues --no-vnet-hdr --tap-owner --interfaces --dns-from --state-dir --output --help"
+            opts="-o -h --log-format --netns --id --mode --queues --no-vnet-hdr --tc-redirect --tap-owner --interfaces --dns-from --state-dir --output --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -161,6 +161,10 @@ _podtap() {
                     ;;
                 --queues)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tc-redirect)
+                    COMPREPLY=($(compgen -W "auto bpf u32" -- "${cur}"))
                     return 0
                     ;;
                 --tap-owner)

@@ -10,6 +10,7 @@ use rtnetlink::packet_route::link::InfoKind;
 use super::{micros, requests};
 use crate::error::{Error, Result};
 use crate::kernel::batch::Request;
+use crate::kernel::bpf::RedirectProgram;
 use crate::kernel::links::LinkState;
 use crate::kernel::mac::MacAddr;
 use crate::kernel::netlink::Netlink;
@@ -77,7 +78,14 @@ pub(super) async fn build(
     // for all of them, in order); each bridged NIC then goes step by step,
     // side by side with the others.
     let t = Instant::now();
-    let steps = requests::unbridged(&plan.nics, &tap_indexes, plan.group, marker);
+    let program = redirect_program(nl, plan)?;
+    let steps = requests::unbridged(
+        &plan.nics,
+        &tap_indexes,
+        plan.group,
+        marker,
+        program.as_ref(),
+    );
     run_steps(nl, &steps)?;
     let bridged = join_all(
         plan.nics
@@ -93,6 +101,32 @@ pub(super) async fn build(
     crate::phases::mark("wiring");
     log_phase("wiring", plan, timings.wiring);
     Ok(())
+}
+
+/// The BPF redirect program for the tc NICs of `plan`, as its
+/// [`TcRedirect`](plan::TcRedirect) asks: none when no
+/// NIC is tc-wired or u32 is asked for; with `auto`, none when the kernel
+/// refuses it (u32 + mirred then, said once as a warning).
+fn redirect_program(nl: &Netlink, plan: &Plan) -> Result<Option<RedirectProgram>> {
+    if plan
+        .nics
+        .iter()
+        .all(|n| n.tc.is_none() || n.bridge.is_some())
+    {
+        return Ok(None);
+    }
+    let choice = plan.tc_redirect;
+    if choice == plan::TcRedirect::U32 {
+        return Ok(None);
+    }
+    match RedirectProgram::load() {
+        Ok(p) => Ok(Some(p)),
+        Err(e) if choice == plan::TcRedirect::Auto => {
+            tracing::warn!("tc redirect: the BPF program did not load ({e}); using u32 + mirred");
+            Ok(None)
+        }
+        Err(e) => Err(nl.err("load the BPF redirect program", "", e)),
+    }
 }
 
 /// One event per NIC (debug) and one for the phase (info), with its time.

@@ -3,7 +3,9 @@
 //! order the kernel sees is unit-tested.
 //!
 //! Per NIC: the TAP's (or macvtap's) MTU, group and marker; then, for tc,
-//! the ingress qdiscs, the redirect filters both ways, and only then the
+//! the ingress qdiscs, the redirect filters both ways (cls_bpf with the
+//! loaded redirect program when there is one and both ifindexes fit its
+//! 16-bit target, else u32 + mirred), and only then the
 //! TAP up (adding an ingress qdisc to a link that is up costs the kernel an
 //! extra RCU grace period in `dev_deactivate`). The kernel runs a batch's
 //! requests in order, so each NIC's steps follow one another, and the NICs
@@ -12,6 +14,7 @@
 use rtnetlink::packet_route::RouteNetlinkMessage;
 
 use crate::kernel::batch::Request;
+use crate::kernel::bpf::{RedirectProgram, MAX_TARGET};
 use crate::kernel::{links, tc};
 use crate::plan::NicPlan;
 
@@ -24,8 +27,15 @@ pub struct Step {
 }
 
 /// The steps for every NIC of `nics` without a bridge, NIC after NIC; `taps`
-/// holds each NIC's TAP (or macvtap) ifindex, in the same order.
-pub fn unbridged(nics: &[NicPlan], taps: &[u32], group: u32, marker: &str) -> Vec<Step> {
+/// holds each NIC's TAP (or macvtap) ifindex, in the same order; `bpf` is
+/// the redirect program, when tc NICs redirect with it.
+pub fn unbridged(
+    nics: &[NicPlan],
+    taps: &[u32],
+    group: u32,
+    marker: &str,
+    bpf: Option<&RedirectProgram>,
+) -> Vec<Step> {
     let mut steps = Vec::new();
     for (n, &tap) in nics.iter().zip(taps).filter(|(n, _)| n.bridge.is_none()) {
         let step = |msg: RouteNetlinkMessage, op: &'static str, on: String| Step {
@@ -52,13 +62,18 @@ pub fn unbridged(nics: &[NicPlan], taps: &[u32], group: u32, marker: &str) -> Ve
             "add ingress qdisc",
             n.tap.name.clone(),
         ));
+        let pod = n.pod.ifindex;
+        let redirect = |from: u32, to: u32| match bpf.filter(|_| pod.max(tap) <= MAX_TARGET) {
+            Some(prog) => tc::new_bpf_redirect(from, to, tcp.prio, prog),
+            None => tc::new_redirect(from, to, tcp.prio),
+        };
         steps.push(step(
-            tc::new_redirect(n.pod.ifindex, tap, tcp.prio),
+            redirect(pod, tap),
             "add tc redirect filter",
             format!("{} -> {}", n.pod.name, n.tap.name),
         ));
         steps.push(step(
-            tc::new_redirect(tap, n.pod.ifindex, tcp.prio),
+            redirect(tap, pod),
             "add tc redirect filter",
             format!("{} -> {}", n.tap.name, n.pod.name),
         ));
@@ -113,7 +128,7 @@ mod tests {
     #[test]
     fn a_tc_nic_goes_up_after_its_qdiscs_and_filters_and_nics_follow_each_other() {
         let nics = [nic(2, Wiring::Tc), nic(3, Wiring::Tc)];
-        let steps = unbridged(&nics, &[10, 11], 7, "podtap:x");
+        let steps = unbridged(&nics, &[10, 11], 7, "podtap:x", None);
         assert_eq!(
             ops(&steps),
             [
@@ -136,7 +151,7 @@ mod tests {
     #[test]
     fn a_macvtap_is_configured_up_in_one_step_and_bridged_nics_are_left_out() {
         let nics = [nic(2, Wiring::Macvtap), nic(3, Wiring::Bridge)];
-        let steps = unbridged(&nics, &[10, 11], 7, "podtap:x");
+        let steps = unbridged(&nics, &[10, 11], 7, "podtap:x", None);
         assert_eq!(ops(&steps), ["configure TAP tap_eth2"]);
         let RouteNetlinkMessage::SetLink(m) = &steps[0].request.message() else {
             panic!("a SetLink")

@@ -45,6 +45,7 @@
 //! Check: `grep -n "use super::\|use crate::kernel" src/kernel/*.rs src/kernel/*/*.rs`.
 
 pub mod batch;
+pub mod bpf;
 pub mod bridge;
 pub mod dump;
 pub mod errno;

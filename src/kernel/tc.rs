@@ -1,5 +1,7 @@
-//! tc requests: ingress qdiscs, and u32 match-all filters with a mirred egress
-//! redirect.
+//! tc requests: ingress qdiscs, and the redirect filters: cls_bpf running
+//! podtap's redirect program ([`super::bpf`]) with the target as classid, or
+//! (the fallback, and what older podtap made) u32 match-all with a mirred
+//! egress redirect. A dump reads both kinds back as the same [`FilterInfo`].
 //!
 //! Filters are added at parent `ffff:fff2`, which both the `ingress` and the
 //! `clsact` qdisc accept, so podtap can sit beside a CNI plugin's own clsact.
@@ -8,13 +10,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rtnetlink::packet_route::tc::{
     TcAction, TcActionAttribute, TcActionGeneric, TcActionMirror, TcActionMirrorOption,
-    TcActionOption, TcActionType, TcAttribute, TcFilterU32, TcFilterU32Option, TcHandle, TcMessage,
-    TcMirror, TcMirrorActionType, TcOption, TcU32Key, TcU32Selector, TcU32SelectorFlags,
+    TcActionOption, TcActionType, TcAttribute, TcBpfFlags, TcFilterBpf, TcFilterBpfOption,
+    TcFilterU32, TcFilterU32Option, TcHandle, TcMessage, TcMirror, TcMirrorActionType, TcOption,
+    TcU32Key, TcU32Selector, TcU32SelectorFlags,
 };
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::Handle;
 
 use super::batch::Batch;
+use super::bpf::{RedirectProgram, FILTER_NAME, MAX_TARGET, REDIRECT_TAGS};
 use super::errno::{is_gone, kernel_error};
 use super::netlink::create;
 use crate::error::KernelError;
@@ -29,7 +33,8 @@ const ETH_P_ALL_BE: u16 = 0x0003u16.to_be();
 pub struct FilterInfo {
     /// The filter's priority (the upper half of `tcm_info`).
     pub prio: u16,
-    /// Target ifindex when the filter carries a mirred redirect.
+    /// Target ifindex when the filter is a redirect: a mirred action's, or
+    /// the classid of a cls_bpf filter running podtap's redirect program.
     pub redirect_to: Option<u32>,
 }
 
@@ -127,7 +132,7 @@ fn filter_info<'a>(replies: impl Iterator<Item = &'a TcMessage>) -> Vec<FilterIn
     let mut out: Vec<FilterInfo> = Vec::new();
     for f in replies {
         let prio = (f.header.info >> 16) as u16;
-        let redirect_to = mirred_target(f);
+        let redirect_to = mirred_target(f).or_else(|| bpf_target(f));
         match out.iter_mut().find(|x| x.prio == prio) {
             Some(existing) => existing.redirect_to = existing.redirect_to.or(redirect_to),
             None => out.push(FilterInfo { prio, redirect_to }),
@@ -152,6 +157,31 @@ fn mirred_target(f: &TcMessage) -> Option<u32> {
         }),
         _ => None,
     })
+}
+
+/// The target of a cls_bpf filter that runs podtap's redirect program in
+/// direct-action mode: its classid, cut to the 16 bits the program sees.
+/// A filter with another program (another tag) or a classic BPF one (no
+/// tag) is not a redirect podtap knows.
+fn bpf_target(f: &TcMessage) -> Option<u32> {
+    let opts = f.attributes.iter().find_map(|a| match a {
+        TcAttribute::Options(opts) => Some(opts),
+        _ => None,
+    })?;
+    let (mut classid, mut direct, mut ours) = (None, false, false);
+    for o in opts {
+        match o {
+            TcOption::Bpf(TcFilterBpfOption::ClassId(c)) => classid = Some(u32::from(*c)),
+            TcOption::Bpf(TcFilterBpfOption::Flags(fl)) => {
+                direct = fl.contains(TcBpfFlags::DirectAction)
+            }
+            TcOption::Bpf(TcFilterBpfOption::ProgTag(tag)) => ours = REDIRECT_TAGS.contains(tag),
+            _ => {}
+        }
+    }
+    classid
+        .map(|c| c & MAX_TARGET)
+        .filter(|c| direct && ours && *c != 0)
 }
 
 /// Add an `ingress` qdisc (`ffff:`); fails with EEXIST when the link has one.
@@ -217,6 +247,30 @@ pub fn new_redirect(from: u32, to: u32, prio: u16) -> RouteNetlinkMessage {
     msg.attributes.push(TcAttribute::Options(vec![
         TcOption::U32(TcFilterU32Option::Selector(selector)),
         TcOption::U32(TcFilterU32Option::Action(vec![action])),
+    ]));
+    RouteNetlinkMessage::NewTrafficFilter(msg)
+}
+
+/// `tc filter add dev FROM ingress prio PRIO protocol all bpf direct-action
+/// fd PROG classid TO` (a cls_bpf filter running podtap's redirect program
+/// to `to`), to send with `NLM_F_CREATE | NLM_F_EXCL`. `to` must be at most
+/// [`MAX_TARGET`].
+pub fn new_bpf_redirect(
+    from: u32,
+    to: u32,
+    prio: u16,
+    prog: &RedirectProgram,
+) -> RouteNetlinkMessage {
+    let mut msg = TcMessage::with_index(index(from));
+    msg.header.parent = INGRESS_PARENT.into();
+    msg.header.info = (u32::from(prio) << 16) | u32::from(ETH_P_ALL_BE);
+    msg.attributes
+        .push(TcAttribute::Kind(TcFilterBpf::KIND.to_string()));
+    msg.attributes.push(TcAttribute::Options(vec![
+        TcOption::Bpf(TcFilterBpfOption::ProgFd(prog.raw_fd())),
+        TcOption::Bpf(TcFilterBpfOption::ProgName(FILTER_NAME.to_string())),
+        TcOption::Bpf(TcFilterBpfOption::Flags(TcBpfFlags::DirectAction)),
+        TcOption::Bpf(TcFilterBpfOption::ClassId(TcHandle::from(to))),
     ]));
     RouteNetlinkMessage::NewTrafficFilter(msg)
 }

@@ -21,7 +21,7 @@ pub use naming::{
     preferred_group,
 };
 use nic::plan_nic;
-pub use options::{check_queues, parse_queues, AttachOptions, TapOwner, MAX_QUEUES};
+pub use options::{check_queues, parse_queues, AttachOptions, TapOwner, TcRedirect, MAX_QUEUES};
 pub use types::{
     BridgePlan, IngressState, Inventory, MacvtapPlan, NicPlan, PinnedNeighbour, Plan, PodRestore,
     PodSide, TapOptions, TapPlan, TcPlan,
@@ -58,6 +58,7 @@ pub fn plan(
             owner: opts.owner,
             group: opts.group,
         }),
+        tc_redirect: opts.tc_redirect,
     })
 }
 

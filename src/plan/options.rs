@@ -2,6 +2,8 @@
 
 use std::str::FromStr;
 
+use serde::{Deserialize, Serialize};
+
 use crate::error::Error;
 use crate::model::{Dns, Wiring};
 
@@ -25,6 +27,8 @@ pub struct AttachOptions {
     pub interfaces: Option<Vec<String>>,
     /// The guest's resolver configuration, recorded as the description's `dns`.
     pub dns: Option<Dns>,
+    /// Which filter tc mode redirects with.
+    pub tc_redirect: TcRedirect,
 }
 
 impl Default for AttachOptions {
@@ -37,6 +41,7 @@ impl Default for AttachOptions {
             group: None,
             interfaces: None,
             dns: None,
+            tc_redirect: TcRedirect::Auto,
         }
     }
 }
@@ -47,6 +52,58 @@ impl AttachOptions {
         self.owner = Some(owner.uid);
         self.group = owner.gid;
         self
+    }
+}
+
+/// The environment variable that chooses tc mode's redirect filter for
+/// every attach of this process ([`TcRedirect`]); a node setting, read
+/// from the environment the node admin gives the CLI, the CNI plugin, the
+/// OCI hook and `watch`.
+pub const TC_REDIRECT_ENV: &str = "PODTAP_TC_REDIRECT";
+
+/// Which filter tc mode redirects with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TcRedirect {
+    /// The BPF redirect where the kernel takes it, else u32 + mirred (the default).
+    #[default]
+    Auto,
+    /// The BPF redirect; attach fails when the kernel refuses it.
+    Bpf,
+    /// u32 + mirred, as podtap made before the BPF redirect.
+    U32,
+}
+
+impl TcRedirect {
+    /// Whether it is the default.
+    pub fn is_auto(&self) -> bool {
+        *self == TcRedirect::Auto
+    }
+
+    /// From [`TC_REDIRECT_ENV`]: unset or empty is [`TcRedirect::Auto`].
+    pub fn from_env() -> Result<Self, Error> {
+        match std::env::var(TC_REDIRECT_ENV) {
+            Err(_) => Ok(TcRedirect::Auto),
+            Ok(v) => v
+                .parse()
+                .map_err(|e| Error::Invalid(format!("{TC_REDIRECT_ENV}: {e}"))),
+        }
+    }
+}
+
+impl FromStr for TcRedirect {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "" | "auto" => Ok(TcRedirect::Auto),
+            "bpf" => Ok(TcRedirect::Bpf),
+            "u32" => Ok(TcRedirect::U32),
+            _ => Err(Error::Invalid(format!(
+                "{:?}: the tc redirect must be auto, bpf or u32",
+                s.chars().take(32).collect::<String>()
+            ))),
+        }
     }
 }
 
@@ -118,6 +175,15 @@ impl FromStr for Wiring {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tc_redirect_names() {
+        assert_eq!("".parse::<TcRedirect>().ok(), Some(TcRedirect::Auto));
+        assert_eq!("bpf".parse::<TcRedirect>().ok(), Some(TcRedirect::Bpf));
+        assert_eq!("u32".parse::<TcRedirect>().ok(), Some(TcRedirect::U32));
+        let e = "BPF\n".parse::<TcRedirect>().err().map(|e| e.to_string());
+        assert!(e.is_some_and(|e| e.contains("must be auto, bpf or u32") && !e.contains('\n')));
+    }
 
     #[test]
     fn owner_parses() {

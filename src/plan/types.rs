@@ -10,6 +10,7 @@ use crate::kernel::mac::MacAddr;
 use crate::kernel::replay::Recorded;
 use crate::kernel::tc::IngressHook;
 use crate::model::{LinkKind, Wiring};
+use crate::plan::TcRedirect;
 
 /// The ingress side of one existing link, as found before attach.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -64,6 +65,10 @@ pub struct Plan {
     /// NIC's are used).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) taps: Option<TapOptions>,
+    /// The redirect filter attach was asked for (tc NICs added later use
+    /// it too); absent means auto.
+    #[serde(default, skip_serializing_if = "TcRedirect::is_auto")]
+    pub(crate) tc_redirect: TcRedirect,
 }
 
 /// The TAP options of an attachment.

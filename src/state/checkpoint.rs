@@ -193,6 +193,7 @@ pub(crate) mod tests {
             group: 1,
             nics: vec![],
             taps: None,
+            tc_redirect: Default::default(),
         };
         Checkpoint {
             version: VERSION,

@@ -55,6 +55,7 @@ fn attach(args: AttachArgs) -> Result<i32> {
         mode: args.mode.parse::<Wiring>()?,
         queues: args.queues,
         vnet_hdr: !args.no_vnet_hdr,
+        tc_redirect: args.tc_redirect.parse()?,
         interfaces: args.interfaces,
         dns: args.dns_from.as_deref().map(read_resolv_conf).transpose()?,
         ..AttachOptions::default()

@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::{code, CniError};
 use crate::doors::pod_policy::{NodeSettings, PodAsk, PodPolicy, Refused};
 use crate::model::Wiring;
-use crate::plan::{check_queues, parse_queues, AttachOptions, TapOwner};
+use crate::plan::{check_queues, parse_queues, AttachOptions, TapOwner, TcRedirect};
 use crate::state::DEFAULT_STATE_DIR;
 
 /// CNI spec versions podtap speaks (it needs a 1.0-format `prevResult`).
@@ -38,6 +38,10 @@ pub struct NetConf {
     pub args: Option<Value>,
     #[serde(flatten)]
     pub options: Overrides,
+    /// tc mode's redirect filter (`auto`, `bpf`, `u32`); a node setting the
+    /// pod cannot change. When absent, `PODTAP_TC_REDIRECT` or `auto`.
+    #[serde(default)]
+    pub tc_redirect: Option<String>,
     /// Where checkpoints live; `/run/podtap` when absent.
     #[serde(default)]
     pub state_dir: Option<PathBuf>,
@@ -181,6 +185,11 @@ impl NetConf {
         }
         let queues = check_queues(o.queues.unwrap_or(1))
             .map_err(|why| CniError::new(code::INVALID_CONFIG, format!("queues: {why}")))?;
+        let tc_redirect = match &self.tc_redirect {
+            Some(text) => text.parse(),
+            None => TcRedirect::from_env(),
+        }
+        .map_err(|e| CniError::new(code::INVALID_CONFIG, format!("tcRedirect: {e}")))?;
         Ok(AttachOptions {
             mode: parse_mode(o.mode.as_deref())?.unwrap_or(Wiring::Tc),
             queues,
@@ -189,6 +198,7 @@ impl NetConf {
             group: o.tap_group,
             interfaces: Some(vec![ifname.to_string()]),
             dns: None,
+            tc_redirect,
         })
     }
 

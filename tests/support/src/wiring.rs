@@ -81,7 +81,39 @@ pub fn verify_tap(pod: &Pod, desc: &Value, pod_if: &str) -> String {
     name.to_string()
 }
 
-/// tc: ingress qdiscs on both sides, u32 mirred redirects both ways.
+/// The tags of podtap's BPF redirect program (SHA-256 on Linux 6.18+, SHA-1 before).
+const REDIRECT_TAGS: [&str; 2] = ["351a1612fd39ee2f", "fd42edd02e5de648"];
+
+/// Which redirect `from`'s ingress carries to `to`, read with tc: `"bpf"`
+/// (a direct-action cls_bpf filter running podtap's program, with `to`'s
+/// ifindex as classid), `"u32"` (u32 with a mirred redirect to `to`), or
+/// `None`.
+pub fn redirect_kind(ns: &Netns, from: &str, to: &str) -> Option<&'static str> {
+    let f = filters(ns, from);
+    if f.contains(" u32 ") && f.contains(&format!("Egress Redirect to device {to})")) {
+        return Some("u32");
+    }
+    let ifindex = link(ns, to)["ifindex"].as_u64().expect("an ifindex");
+    let bpf = f.lines().any(|l| {
+        l.contains(" bpf ")
+            && l.contains(&format!(" flowid :{ifindex:x} "))
+            && l.contains(" direct-action ")
+            && l.contains(" name podtap_redir ")
+            && REDIRECT_TAGS.iter().any(|t| l.contains(&format!(" tag {t}")))
+    });
+    bpf.then_some("bpf")
+}
+
+/// The redirect kind attach makes by default on this machine: BPF, unless
+/// the test run asks for u32 with `PODTAP_TC_REDIRECT`.
+pub fn default_redirect() -> &'static str {
+    match std::env::var("PODTAP_TC_REDIRECT").as_deref() {
+        Ok("u32") => "u32",
+        _ => "bpf",
+    }
+}
+
+/// tc: ingress qdiscs on both sides, redirects both ways, of the default kind.
 pub fn verify_tc(pod: &Pod, pod_if: &str, tap: &str) {
     for dev in [pod_if, tap] {
         let kinds = ingress_qdiscs(&pod.pod, dev);
@@ -90,16 +122,9 @@ pub fn verify_tc(pod: &Pod, pod_if: &str, tap: &str) {
             "{dev} has an ingress hook: {kinds:?}"
         );
     }
-    let f = filters(&pod.pod, pod_if);
-    assert!(
-        f.contains("u32") && f.contains(&format!("Egress Redirect to device {tap})")),
-        "{pod_if} -> {tap}:\n{f}"
-    );
-    let f = filters(&pod.pod, tap);
-    assert!(
-        f.contains("u32") && f.contains(&format!("Egress Redirect to device {pod_if})")),
-        "{tap} -> {pod_if}:\n{f}"
-    );
+    let want = Some(default_redirect());
+    assert_eq!(redirect_kind(&pod.pod, pod_if, tap), want, "{pod_if} -> {tap}:\n{}", filters(&pod.pod, pod_if));
+    assert_eq!(redirect_kind(&pod.pod, tap, pod_if), want, "{tap} -> {pod_if}:\n{}", filters(&pod.pod, tap));
 }
 
 pub fn verify_timings(desc: &Value, id: &str) {

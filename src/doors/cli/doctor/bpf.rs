@@ -3,17 +3,11 @@
 //! and attaches it with `BPF_LINK_CREATE` at `BPF_TCX_INGRESS` of a link in
 //! the throwaway netns. Both fds close on return, which detaches and frees it.
 
-use std::os::fd::{FromRawFd, OwnedFd};
-
 use crate::error::KernelError;
+use crate::kernel::bpf::{bpf, put, ATTR_SIZE, BPF_PROG_LOAD, BPF_PROG_TYPE_SCHED_CLS};
 
-const BPF_PROG_LOAD: libc::c_long = 5;
 const BPF_LINK_CREATE: libc::c_long = 28;
-const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
 const BPF_TCX_INGRESS: u32 = 46;
-/// Large enough for every field podtap sets; the kernel accepts a longer
-/// `union bpf_attr` as long as the bytes it does not know are zero.
-const ATTR_SIZE: usize = 128;
 
 /// Load a program and attach it at tcx ingress of `ifindex`.
 pub fn tcx_probe(ifindex: u32) -> Result<(), KernelError> {
@@ -36,21 +30,4 @@ pub fn tcx_probe(ifindex: u32) -> Result<(), KernelError> {
     put(&mut attr, 8, &BPF_TCX_INGRESS.to_ne_bytes());
     let _link = bpf(BPF_LINK_CREATE, &mut attr)?;
     Ok(())
-}
-
-fn put(attr: &mut [u8], at: usize, bytes: &[u8]) {
-    attr[at..at + bytes.len()].copy_from_slice(bytes);
-}
-
-fn bpf(cmd: libc::c_long, attr: &mut [u8; ATTR_SIZE]) -> Result<OwnedFd, KernelError> {
-    // SAFETY: attr is a valid, writable buffer of ATTR_SIZE bytes laid out as
-    // the `union bpf_attr` member of `cmd`; the pointers it holds (program,
-    // licence) outlive the call. The kernel reads at most ATTR_SIZE bytes.
-    let fd = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_mut_ptr(), ATTR_SIZE) };
-    if fd < 0 {
-        return Err(KernelError::Errno(nix::errno::Errno::last()));
-    }
-    let fd = i32::try_from(fd).map_err(|_| KernelError::Netlink("bpf: fd out of range".into()))?;
-    // SAFETY: a non-negative bpf(2) result is a new fd this process owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }

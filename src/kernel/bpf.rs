@@ -1,0 +1,163 @@
+//! bpf(2): podtap's one BPF program, the redirect tc mode attaches with
+//! cls_bpf (direct action) in both directions between a pod interface and
+//! its TAP.
+//!
+//! The program is four instructions and the same for every filter:
+//!
+//! ```text
+//! r1 = *(u32 *)(r1 + 72)   ; __sk_buff.tc_classid: the filter's classid
+//! r2 = 0                   ; flags: to the target's egress
+//! call bpf_redirect
+//! exit                     ; TC_ACT_REDIRECT, the verdict in direct-action mode
+//! ```
+//!
+//! cls_bpf copies a filter's classid into the packet's `tc_classid` before
+//! it runs the program, so each filter names its target as its classid, a
+//! value the kernel keeps and dumps. One load serves every filter of an
+//! attach, and a dump proves both what runs (the program's tag, a hash the
+//! kernel computes over the instructions) and where it sends packets (the
+//! classid). `tc_classid` is 16 bits wide: a link whose ifindex is above
+//! 65535 keeps u32 + mirred.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use crate::error::KernelError;
+
+/// `BPF_PROG_LOAD`.
+pub const BPF_PROG_LOAD: libc::c_long = 5;
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+/// `BPF_PROG_TYPE_SCHED_CLS`.
+pub const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
+/// Large enough for every field podtap sets; the kernel accepts a longer
+/// `union bpf_attr` as long as the bytes it does not know are zero.
+pub const ATTR_SIZE: usize = 128;
+
+/// The filter name podtap gives its redirects (`TCA_BPF_NAME`), for people
+/// reading `tc filter show`; recognition goes by tag and classid.
+pub const FILTER_NAME: &str = "podtap_redirect";
+/// The program's own name (`bpftool prog` shows it).
+const PROG_NAME: &[u8] = b"podtap_redir";
+/// The highest target a redirect program can name (`tc_classid` is a u16).
+pub const MAX_TARGET: u32 = 0xFFFF;
+
+/// The instructions, as the kernel takes them (`struct bpf_insn`, little
+/// endian: code, dst | src << 4, off, imm).
+const INSNS: [[u8; 8]; INSN_COUNT as usize] = [
+    // BPF_LDX | BPF_MEM | BPF_W, r1 = *(u32 *)(r1 + 72)
+    [0x61, 0x11, 72, 0, 0, 0, 0, 0],
+    // BPF_ALU64 | BPF_MOV | BPF_K, r2 = 0
+    [0xb7, 0x02, 0, 0, 0, 0, 0, 0],
+    // BPF_JMP | BPF_CALL, imm = BPF_FUNC_redirect (23)
+    [0x85, 0, 0, 0, 23, 0, 0, 0],
+    // BPF_JMP | BPF_EXIT
+    [0x95, 0, 0, 0, 0, 0, 0, 0],
+];
+
+const INSN_COUNT: u32 = 4;
+
+/// The program's tag as kernels compute it: the first 8 bytes of the
+/// SHA-256 (Linux 6.18 and later) or SHA-1 (earlier) of [`INSNS`]. A loaded
+/// program whose tag is neither is not taken (and not recognised in a dump).
+pub const REDIRECT_TAGS: [[u8; 8]; 2] = [
+    [0x35, 0x1a, 0x16, 0x12, 0xfd, 0x39, 0xee, 0x2f],
+    [0xfd, 0x42, 0xed, 0xd0, 0x2e, 0x5d, 0xe6, 0x48],
+];
+
+/// A loaded redirect program; cls_bpf filters made with its fd keep it
+/// alive after this closes.
+#[derive(Debug)]
+pub struct RedirectProgram {
+    fd: OwnedFd,
+}
+
+impl RedirectProgram {
+    /// Load the program and prove its tag is one of [`REDIRECT_TAGS`].
+    pub fn load() -> Result<Self, KernelError> {
+        let insns: Vec<u8> = INSNS.concat();
+        let license = b"GPL\0";
+        let mut attr = [0u8; ATTR_SIZE];
+        put(&mut attr, 0, &BPF_PROG_TYPE_SCHED_CLS.to_ne_bytes());
+        put(&mut attr, 4, &INSN_COUNT.to_ne_bytes());
+        put(&mut attr, 8, &(insns.as_ptr() as u64).to_ne_bytes());
+        put(&mut attr, 16, &(license.as_ptr() as u64).to_ne_bytes());
+        // prog_name follows log_level, log_size, log_buf, kern_version, prog_flags.
+        put(&mut attr, 48, PROG_NAME);
+        let fd = bpf(BPF_PROG_LOAD, &mut attr)?;
+        let tag = prog_tag(&fd)?;
+        if !REDIRECT_TAGS.contains(&tag) {
+            return Err(KernelError::Netlink(format!(
+                "bpf: the redirect program loaded with tag {}, not a known one",
+                hex(&tag)
+            )));
+        }
+        Ok(RedirectProgram { fd })
+    }
+
+    /// The fd a cls_bpf filter request names (`TCA_BPF_FD`).
+    pub fn raw_fd(&self) -> u32 {
+        u32::try_from(self.fd.as_raw_fd()).unwrap_or(u32::MAX)
+    }
+}
+
+/// The tag the kernel computed for the program behind `fd`.
+fn prog_tag(fd: &OwnedFd) -> Result<[u8; 8], KernelError> {
+    // struct bpf_prog_info starts: type (u32), id (u32), tag (8 bytes).
+    let mut info = [0u8; 16];
+    let mut attr = [0u8; ATTR_SIZE];
+    let raw = u32::try_from(fd.as_raw_fd()).unwrap_or(u32::MAX);
+    put(&mut attr, 0, &raw.to_ne_bytes());
+    put(&mut attr, 4, &16u32.to_ne_bytes());
+    put(&mut attr, 8, &(info.as_mut_ptr() as u64).to_ne_bytes());
+    // SAFETY: attr is laid out as the `info` member of `union bpf_attr`; the
+    // kernel writes at most info_len (16) bytes to `info`, which outlives the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_OBJ_GET_INFO_BY_FD,
+            attr.as_mut_ptr(),
+            ATTR_SIZE,
+        )
+    };
+    if rc < 0 {
+        return Err(KernelError::Errno(nix::errno::Errno::last()));
+    }
+    let mut tag = [0u8; 8];
+    tag.copy_from_slice(&info[8..16]);
+    Ok(tag)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Write `bytes` into `attr` at `at`.
+pub fn put(attr: &mut [u8], at: usize, bytes: &[u8]) {
+    attr[at..at + bytes.len()].copy_from_slice(bytes);
+}
+
+/// bpf(2) with a command whose result is a new fd.
+pub fn bpf(cmd: libc::c_long, attr: &mut [u8; ATTR_SIZE]) -> Result<OwnedFd, KernelError> {
+    // SAFETY: attr is a valid, writable buffer of ATTR_SIZE bytes laid out as
+    // the `union bpf_attr` member of `cmd`; the pointers it holds (program,
+    // licence) outlive the call. The kernel reads at most ATTR_SIZE bytes.
+    let fd = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_mut_ptr(), ATTR_SIZE) };
+    if fd < 0 {
+        return Err(KernelError::Errno(nix::errno::Errno::last()));
+    }
+    let fd = i32::try_from(fd).map_err(|_| KernelError::Netlink("bpf: fd out of range".into()))?;
+    // SAFETY: a non-negative bpf(2) result is a new fd this process owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_program_reads_the_classid_and_redirects_to_egress() {
+        // __sk_buff.tc_classid is at offset 72 (uapi/linux/bpf.h).
+        assert_eq!(INSNS[0][2], 72);
+        assert_eq!(INSNS[2][4], 23, "BPF_FUNC_redirect");
+        assert_eq!(INSNS.concat().len(), 32);
+    }
+}
