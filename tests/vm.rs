@@ -117,10 +117,11 @@ fn cni_pod_boots_in_tc_and_bridge_mode() {
 
     // The guest pings out, then stays up while the node reaches in.
     let append = format!("podtap.ping={v4_gw},{v6_gw},{mv_peer} podtap.hold=12");
-    for (mode, launcher) in [
-        ("tc", "qemu-by-name.sh"),
-        ("bridge", "qemu-by-name.sh"),
-        ("tc", "qemu-fds.sh"),
+    // The third boot keeps the fallback redirect (u32 + mirred) proven too.
+    for (mode, launcher, redirect) in [
+        ("tc", "qemu-by-name.sh", "auto"),
+        ("bridge", "qemu-by-name.sh", "auto"),
+        ("tc", "qemu-fds.sh", "u32"),
     ] {
         let id = unique("vmcni");
         let before = settled_snapshot(&pod);
@@ -135,10 +136,19 @@ fn cni_pod_boots_in_tc_and_bridge_mode() {
                 &id,
                 "--mode",
                 mode,
+                "--tc-redirect",
+                redirect,
             ],
         ))
         .expect("attach prints JSON");
         assert_eq!(iface(&desc, "eth0")["wiring"], mode);
+        let net1_tap = iface(&desc, "net1")["tap"]["name"].as_str().expect("a TAP");
+        let kind = if redirect == "u32" { "u32" } else { "bpf" };
+        assert_eq!(
+            podtap_testkit::wiring::redirect_kind(&pod, "net1", net1_tap),
+            Some(kind),
+            "{mode} ({launcher}): net1's redirect"
+        );
         assert_eq!(
             iface(&desc, "net1")["wiring"],
             "tc",

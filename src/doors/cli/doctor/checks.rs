@@ -65,12 +65,13 @@ pub enum Feature {
     U32,
     Mirred,
     ClsBpf,
+    BpfRedirect,
     Tcx,
 }
 
 impl Feature {
     /// Every feature, in the order the probe reports them.
-    pub const ALL: [Feature; 10] = [
+    pub const ALL: [Feature; 11] = [
         Feature::Veth,
         Feature::Bridge,
         Feature::Tap,
@@ -80,6 +81,7 @@ impl Feature {
         Feature::U32,
         Feature::Mirred,
         Feature::ClsBpf,
+        Feature::BpfRedirect,
         Feature::Tcx,
     ];
 
@@ -95,13 +97,17 @@ impl Feature {
             Feature::U32 => "u32 filter",
             Feature::Mirred => "mirred action",
             Feature::ClsBpf => "cls_bpf filter",
+            Feature::BpfRedirect => "bpf redirect",
             Feature::Tcx => "tcx",
         }
     }
 
     /// Whether attach in `mode` needs it. veth is what the CNI plugins
-    /// podtap chains after give a pod; cls_bpf and tcx are what other
-    /// plugins (Cilium, Calico eBPF) put beside podtap's filters.
+    /// podtap chains after give a pod. tc mode's BPF redirect is not
+    /// required: without it tc mode uses u32 + mirred, which stay required
+    /// (the fallback, and what attachments of older podtap hold). tcx and
+    /// clsact are what other plugins (Cilium, Calico eBPF) put beside
+    /// podtap's filters.
     pub fn required(self, mode: Wiring) -> bool {
         match self {
             Feature::Veth => true,
@@ -109,7 +115,7 @@ impl Feature {
             Feature::Tap => mode != Wiring::Macvtap,
             Feature::Macvtap => mode == Wiring::Macvtap,
             Feature::Ingress | Feature::U32 | Feature::Mirred => mode == Wiring::Tc,
-            Feature::Clsact | Feature::ClsBpf | Feature::Tcx => false,
+            Feature::Clsact | Feature::ClsBpf | Feature::BpfRedirect | Feature::Tcx => false,
         }
     }
 
@@ -124,7 +130,8 @@ impl Feature {
             Feature::Clsact => "only other plugins use clsact: load sch_ingress (CONFIG_NET_SCH_INGRESS) if one needs it",
             Feature::U32 => "load cls_u32 (CONFIG_NET_CLS_U32), or use --mode bridge",
             Feature::Mirred => "load act_mirred (CONFIG_NET_ACT_MIRRED), or use --mode bridge",
-            Feature::ClsBpf => "podtap does not need it; load cls_bpf (CONFIG_NET_CLS_BPF) if an eBPF CNI plugin does",
+            Feature::ClsBpf => "tc mode's BPF redirect needs it (else u32 + mirred); load cls_bpf (CONFIG_NET_CLS_BPF)",
+            Feature::BpfRedirect => "tc mode falls back to u32 + mirred (about 5% fewer packets per second); for the BPF redirect: bpf(2) as root (CONFIG_BPF_SYSCALL, CONFIG_BPF_JIT) and cls_bpf (CONFIG_NET_CLS_BPF)",
             Feature::Tcx => "podtap does not need it (tcx needs Linux 6.6+); eBPF CNI plugins fall back to cls_bpf",
         }
     }

@@ -22,7 +22,8 @@ use rtnetlink::{Handle, LinkBridge, LinkMacVtap, LinkVeth};
 use super::checks::{Feature, Probe};
 use crate::error::KernelError;
 use crate::kernel::netlink::create;
-use crate::kernel::tc::{new_ingress_qdisc, new_redirect, INGRESS_PARENT};
+use crate::kernel::bpf::RedirectProgram;
+use crate::kernel::tc::{new_bpf_redirect, new_ingress_qdisc, new_redirect, INGRESS_PARENT};
 
 /// ETH_P_ALL, in network byte order as tc expects it.
 const ETH_P_ALL_BE: u16 = 0x0003u16.to_be();
@@ -122,6 +123,7 @@ async fn probe_all(handle: &Handle) -> Vec<(Feature, Probe)> {
             "a cls_bpf filter (classic BPF)",
         ),
     ));
+    out.push((Feature::BpfRedirect, bpf_redirect(handle, a, b).await));
     out.push((
         Feature::Tcx,
         super::bpf::tcx_probe(a)
@@ -129,6 +131,18 @@ async fn probe_all(handle: &Handle) -> Vec<(Feature, Probe)> {
             .map_err(|e| show(&e)),
     ));
     out
+}
+
+/// tc mode's BPF redirect as attach makes it: the program loaded (its tag
+/// proven) and a direct-action cls_bpf filter at `ffff:fff2` of `from` with
+/// `to` as classid, on the ingress qdisc the u32 probe added (or a clsact).
+async fn bpf_redirect(handle: &Handle, from: u32, to: u32) -> Probe {
+    let program = RedirectProgram::load().map_err(|e| format!("loading the program: {}", show(&e)))?;
+    let _ = create(handle, new_ingress_qdisc(from)).await;
+    outcome(
+        create(handle, new_bpf_redirect(from, to, 3, &program)).await,
+        "the BPF redirect program (tag proven) in a cls_bpf filter",
+    )
 }
 
 /// A TAP with vnet_hdr, as attach makes them; it goes when its fd closes
