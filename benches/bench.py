@@ -29,11 +29,14 @@ BATCH = os.path.join(HERE, "iproute2-batch.sh")
 SCRIPT_GROUP = 4242          # link group the shell contenders use
 FLOOR_GROUP = 4343           # link group of the TAPs the kernel-floor deletion removes
 SCRIPT_PRIO = 49152          # tc prio of the shell contenders' filters
-# data-path variants, in the order of the report, with their labels
+# data-path variants, in the order of the report, with their labels; the ones
+# rewired with benches/bpfredir.c after podtap's attach
+REWIRED = ("tc-clsbpf", "tc-tcx", "tc-tcx-peer")
 DP_VARIANTS = {
     "veth": "bare veth (packet socket)",
-    "tc": "tc: u32 + mirred (podtap)",
-    "tc-clsbpf": "tc: cls_bpf bpf_redirect, direct action",
+    "tc": "tc: cls_bpf redirect, target as classid (podtap's default)",
+    "tc-u32": "tc: u32 + mirred (podtap's fallback)",
+    "tc-clsbpf": "tc: cls_bpf bpf_redirect, target as immediate",
     "tc-tcx": "tc: tcx bpf_redirect, no qdisc",
     "tc-tcx-peer": "tc: tcx, TAP side bpf_redirect_peer",
     "bridge": "bridge (podtap)",
@@ -545,15 +548,16 @@ class Bench:
                     dst = pod_mac
                     iface = None
                     if v != "veth":
+                        redirect = "u32" if v == "tc-u32" else "auto"
                         rr = sh([self.bin, "attach", "--netns", f"/var/run/netns/{pod}", "--id", cid,
-                                 "--mode", v.split("-")[0]], check=False)
+                                 "--mode", v.split("-")[0], "--tc-redirect", redirect], check=False)
                         if rr.returncode != 0:
                             self.fail(f"datapath attach {v}", rr.returncode, rr.stderr)
                             continue
                     try:
                         if v != "veth":
                             iface = [i for i in json.loads(rr.stdout)["interfaces"] if i.get("tap")][0]
-                            if v.startswith("tc-") and not self.bpf_rewire(v, pod, iface):
+                            if v in REWIRED and not self.bpf_rewire(v, pod, iface):
                                 continue  # the finally clause undoes what the rewire did
                             dst = iface.get("guest_mac", pod_mac)
                             # a macvtap is opened through its device node, as `podtap exec` does
@@ -577,7 +581,7 @@ class Bench:
                         # on every path, a failed or partial rewire included: a program
                         # left on tcx or at pref 1 would redirect to a dead ifindex in
                         # the later variants, which reuse this pod
-                        if v.startswith("tc-") and iface is not None:
+                        if v in REWIRED and iface is not None:
                             self.bpf_unwire(pod, iface)
                         if v != "veth":
                             rr = sh([self.bin, "detach", "--id", cid], check=False)
@@ -602,7 +606,7 @@ class Bench:
         return pod
 
     def bpf_rewire(self, v, pod, iface):
-        """Replace podtap's two u32 + mirred filters with the four-instruction
+        """Replace podtap's two redirect filters with the four-instruction
         bpf_redirect program of benches/bpfredir.c: as a cls_bpf filter in
         direct-action mode on the same ingress qdiscs (tc-clsbpf), or on tcx
         ingress with the qdiscs deleted (tc-tcx; tc-tcx-peer: the TAP's program
@@ -985,8 +989,8 @@ class Bench:
                      "(min–max), 64 B frames.\n")
             L.append("| wiring | echoed frames/s vs u32 + mirred | generator CPU / frame vs u32 + mirred |")
             L.append("|---|---|---|")
-            u32 = dp.get(("tc", 60), [])
-            for v in (k for k in DP_VARIANTS if k.startswith("tc-")):
+            u32 = dp.get(("tc-u32", 60), [])
+            for v in (k for k in DP_VARIANTS if k.startswith("tc") and k != "tc-u32"):
                 xs = dp.get((v, 60), [])
                 # rounds are paired by index only when both variants ran in every round
                 if not xs or len(xs) != len(u32):
@@ -1006,7 +1010,7 @@ class Bench:
                          "over rounds; *vs u32 + mirred* is the median of the ratios within each round.\n")
                 L.append("| wiring | generator CPU ns / frame sent | vs u32 + mirred | offered (kpps) |")
                 L.append("|---|---|---|---|")
-                u32 = ow.get("tc", [])
+                u32 = ow.get("tc-u32", [])
                 for v, xs in ow.items():
                     if not xs:
                         L.append(f"| {DP_VARIANTS[v]} | failed | | |")

@@ -7,7 +7,7 @@
 //! (10-15 ms, whatever the number of links). By then the name, the ifindex
 //! and the link's tc objects are gone from the netns, and RTNL is free.
 //!
-//! So a forked child sends the requests, one at a time, and waits out their
+//! So a child process sends the requests, one at a time, and waits out their
 //! acks, while the caller returns once it has seen an `RTM_DELLINK` for every
 //! link it expects (or the child has finished). [`Delete::Drained`] links
 //! (bridges) are not expected at all: the child deletes them after the
@@ -131,15 +131,24 @@ fn run(
         nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
     )?;
     // Our copies of the child's socket and pipe end close as it starts.
-    let child = unlist_child::start(requests, drain_from, sender, report_w)?;
+    let (child, memory) = unlist_child::start(requests, drain_from, sender, report_w)?;
     // Reaped by a thread of its own, started now, while the kernel works, so
-    // nothing is left to start once the links are unlisted. The child's end
-    // of the report pipe closing says that it is done. (Without that thread,
-    // a child still at work when this returns is reaped by whoever inherits
-    // it once this process exits.)
+    // nothing is left to start once the links are unlisted; it frees the
+    // child's memory once it has reaped it. The child's end of the report
+    // pipe closing says that it is done. (Without that thread, a child still
+    // at work when this returns is reaped by whoever inherits it once this
+    // process exits, and its memory is never freed: a closure that never
+    // ran drops it, hence ManuallyDrop.)
+    let memory = std::mem::ManuallyDrop::new(memory);
     let reaped = std::thread::Builder::new()
         .name("podtap-reaper".into())
-        .spawn(move || waitpid(child, None))
+        .spawn(move || {
+            let reaped = waitpid(child, None);
+            if reaped.is_ok() {
+                drop(std::mem::ManuallyDrop::into_inner(memory));
+            }
+            reaped
+        })
         .is_ok();
     let reap = |answers: Answers| {
         if !reaped {

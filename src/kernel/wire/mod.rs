@@ -30,7 +30,7 @@ const NLA_TYPE_MASK: u16 = 0x3FFF;
 
 /// `(type, sequence number, whole message)` of each netlink message in `buf`,
 /// up to the first one that does not fit (a message cut short ends it).
-/// Allocation-free: the forked link deleter reads its acks with it.
+/// Allocation-free: the link deleter child reads its acks with it.
 pub fn frames(buf: &[u8]) -> impl Iterator<Item = (u16, u32, &[u8])> {
     let mut rest = buf;
     std::iter::from_fn(move || {

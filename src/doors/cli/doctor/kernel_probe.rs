@@ -21,8 +21,8 @@ use rtnetlink::{Handle, LinkBridge, LinkMacVtap, LinkVeth};
 
 use super::checks::{Feature, Probe};
 use crate::error::KernelError;
-use crate::kernel::netlink::create;
 use crate::kernel::bpf::RedirectProgram;
+use crate::kernel::netlink::create;
 use crate::kernel::tc::{new_bpf_redirect, new_ingress_qdisc, new_redirect, INGRESS_PARENT};
 
 /// ETH_P_ALL, in network byte order as tc expects it.
@@ -137,7 +137,8 @@ async fn probe_all(handle: &Handle) -> Vec<(Feature, Probe)> {
 /// proven) and a direct-action cls_bpf filter at `ffff:fff2` of `from` with
 /// `to` as classid, on the ingress qdisc the u32 probe added (or a clsact).
 async fn bpf_redirect(handle: &Handle, from: u32, to: u32) -> Probe {
-    let program = RedirectProgram::load().map_err(|e| format!("loading the program: {}", show(&e)))?;
+    let program =
+        RedirectProgram::load().map_err(|e| format!("loading the program: {}", show(&e)))?;
     let _ = create(handle, new_ingress_qdisc(from)).await;
     outcome(
         create(handle, new_bpf_redirect(from, to, 3, &program)).await,
