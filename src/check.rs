@@ -4,6 +4,7 @@ use crate::error::{Error, Result};
 use crate::kernel::links::LinkState;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::runtime::block_on;
+use crate::kernel::tc::Via;
 use crate::state::{created_ifindex, Checkpoint, Phase, SandboxId, StateDir};
 use crate::teardown;
 use crate::teardown::missing::NicProblems;
@@ -59,6 +60,8 @@ pub(crate) struct NicLive {
     pub(crate) tap: Option<LinkState>,
     /// The TAP's packet counters (rx, tx) from `IFLA_STATS64`.
     pub(crate) packets: Option<(u64, u64)>,
+    /// The kind of the pod interface's redirect to the TAP, when there is one.
+    pub(crate) redirect: Option<Via>,
 }
 
 /// [`check`], NIC by NIC, under the id's lock.
@@ -104,10 +107,17 @@ fn inspect_locked(id: &SandboxId, state: &StateDir) -> Result<Inspection> {
                 (Some(_), Some(idx)) => packets(&nl, idx).await,
                 _ => None,
             };
+            let redirect = nic.tc.as_ref().and_then(|tc| {
+                now.filters_of(nic.pod.ifindex)
+                    .iter()
+                    .find(|f| f.prio == tc.prio && f.redirect_to.is_some() && f.redirect_to == idx)
+                    .and_then(|f| f.via)
+            });
             nics.push(NicLive {
                 problems,
                 tap,
                 packets,
+                redirect,
             });
         }
         Ok(Inspection {

@@ -203,6 +203,16 @@ fn show_tells_ok_missing_and_drifted_apart() {
             "{nic:#}"
         );
         assert_eq!(nic["vm"]["handover"], "fd or name");
+        // The redirect's kind, as the kernel's filter shows it.
+        assert!(
+            nic["wiring_detail"]
+                .as_str()
+                .is_some_and(|d| d.starts_with(&format!(
+                    "tc {} redirect prio ",
+                    podtap_testkit::wiring::default_redirect()
+                ))),
+            "{nic:#}"
+        );
     }
 
     // Tamper: TAP of eth0 deleted, eth1's redirect removed, TAP of eth2 renamed.
@@ -256,6 +266,10 @@ fn show_tells_ok_missing_and_drifted_apart() {
     };
     assert!(line("eth0").contains("  missing: TAP"), "{text}");
     assert!(line("eth1").contains("  drifted: tc redirect"), "{text}");
+    assert!(
+        line("eth1").contains(" -> tc redirect prio "),
+        "no redirect, no kind: {text}"
+    );
     assert!(
         line("eth2").contains("now guestnic2") && line("eth2").contains("drifted: TAP"),
         "{text}"

@@ -36,6 +36,27 @@ pub struct FilterInfo {
     /// Target ifindex when the filter is a redirect: a mirred action's, or
     /// the classid of a cls_bpf filter running podtap's redirect program.
     pub redirect_to: Option<u32>,
+    /// Which kind of redirect that is.
+    pub via: Option<Via>,
+}
+
+/// The two redirect filters podtap makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// u32 match-all with a mirred egress redirect.
+    Mirred,
+    /// cls_bpf running podtap's redirect program.
+    Bpf,
+}
+
+impl Via {
+    /// `u32` or `bpf`, as `PODTAP_TC_REDIRECT` names them.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Via::Mirred => "u32",
+            Via::Bpf => "bpf",
+        }
+    }
 }
 
 /// The ingress hook of one link: its qdisc kind and the filters on it.
@@ -132,10 +153,22 @@ fn filter_info<'a>(replies: impl Iterator<Item = &'a TcMessage>) -> Vec<FilterIn
     let mut out: Vec<FilterInfo> = Vec::new();
     for f in replies {
         let prio = (f.header.info >> 16) as u16;
-        let redirect_to = mirred_target(f).or_else(|| bpf_target(f));
+        let (redirect_to, via) = match (mirred_target(f), bpf_target(f)) {
+            (Some(to), _) => (Some(to), Some(Via::Mirred)),
+            (None, Some(to)) => (Some(to), Some(Via::Bpf)),
+            (None, None) => (None, None),
+        };
         match out.iter_mut().find(|x| x.prio == prio) {
-            Some(existing) => existing.redirect_to = existing.redirect_to.or(redirect_to),
-            None => out.push(FilterInfo { prio, redirect_to }),
+            Some(existing) if existing.redirect_to.is_none() => {
+                existing.redirect_to = redirect_to;
+                existing.via = via;
+            }
+            Some(_) => {}
+            None => out.push(FilterInfo {
+                prio,
+                redirect_to,
+                via,
+            }),
         }
     }
     out

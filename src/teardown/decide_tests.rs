@@ -52,6 +52,7 @@ fn a_foreign_filter_keeps_the_qdisc() {
     let foreign = FilterInfo {
         prio: 1,
         redirect_to: None,
+        via: None,
     };
     let now = observed(
         vec![link(2, "eth2", Some("veth")), tap(5, "tap_eth2")],
@@ -229,6 +230,7 @@ fn txqlen_is_restored_only_where_podtaps_tc_was() {
     let foreign = FilterInfo {
         prio: 1,
         redirect_to: None,
+        via: None,
     };
     let now = observed(
         vec![link(2, "eth2", Some("veth")), tap(5, "tap_eth2")],

@@ -113,5 +113,6 @@ pub(super) fn ours_filter(to: u32) -> FilterInfo {
     FilterInfo {
         prio: TC_PRIO_BASE,
         redirect_to: Some(to),
+        via: Some(crate::kernel::tc::Via::Bpf),
     }
 }

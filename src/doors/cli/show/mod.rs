@@ -177,7 +177,10 @@ fn nic(seen: &Inspection, plan: &NicPlan, live: &NicLive) -> ShownNic {
         None => ("drifted", live.problems.drifted.clone()),
     };
     let wiring_detail = match (&plan.tc, &plan.bridge, &plan.macvtap) {
-        (Some(tc), _, _) => format!("tc redirect prio {}", tc.prio),
+        (Some(tc), _, _) => match live.redirect {
+            Some(via) => format!("tc {} redirect prio {}", via.as_str(), tc.prio),
+            None => format!("tc redirect prio {}", tc.prio),
+        },
         (_, Some(b), _) => format!("bridge {}", b.name),
         (_, _, Some(_)) => "macvtap passthru".to_string(),
         _ => plan.wiring.as_str().to_string(),
