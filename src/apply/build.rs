@@ -106,7 +106,8 @@ pub(super) async fn build(
 /// The BPF redirect program for the tc NICs of `plan`, as its
 /// [`TcRedirect`](plan::TcRedirect) asks: none when no
 /// NIC is tc-wired or u32 is asked for; with `auto`, none when the kernel
-/// refuses it (u32 + mirred then, said once as a warning).
+/// refuses it or does not JIT-compile it (u32 + mirred then, said once as
+/// a warning).
 fn redirect_program(nl: &Netlink, plan: &Plan) -> Result<Option<RedirectProgram>> {
     if plan
         .nics
@@ -120,7 +121,13 @@ fn redirect_program(nl: &Netlink, plan: &Plan) -> Result<Option<RedirectProgram>
         return Ok(None);
     }
     match RedirectProgram::load() {
-        Ok(p) => Ok(Some(p)),
+        Ok(p) if p.jited() || choice == plan::TcRedirect::Bpf => Ok(Some(p)),
+        Ok(_) => {
+            tracing::warn!(
+                "tc redirect: the BPF program is interpreted (net.core.bpf_jit_enable=0); using u32 + mirred"
+            );
+            Ok(None)
+        }
         Err(e) if choice == plan::TcRedirect::Auto => {
             tracing::warn!("tc redirect: the BPF program did not load ({e}); using u32 + mirred");
             Ok(None)

@@ -68,6 +68,7 @@ pub const REDIRECT_TAGS: [[u8; 8]; 2] = [
 #[derive(Debug)]
 pub struct RedirectProgram {
     fd: OwnedFd,
+    jited: bool,
 }
 
 impl RedirectProgram {
@@ -83,14 +84,20 @@ impl RedirectProgram {
         // prog_name follows log_level, log_size, log_buf, kern_version, prog_flags.
         put(&mut attr, 48, PROG_NAME);
         let fd = bpf(BPF_PROG_LOAD, &mut attr)?;
-        let tag = prog_tag(&fd)?;
+        let (tag, jited) = prog_info(&fd)?;
         if !REDIRECT_TAGS.contains(&tag) {
             return Err(KernelError::Netlink(format!(
                 "bpf: the redirect program loaded with tag {}, not a known one",
                 hex(&tag)
             )));
         }
-        Ok(RedirectProgram { fd })
+        Ok(RedirectProgram { fd, jited })
+    }
+
+    /// Whether the kernel compiled it to native code (`net.core.bpf_jit_enable`);
+    /// interpreted, it costs more per packet than u32 + mirred.
+    pub fn jited(&self) -> bool {
+        self.jited
     }
 
     /// The fd a cls_bpf filter request names (`TCA_BPF_FD`).
@@ -99,17 +106,19 @@ impl RedirectProgram {
     }
 }
 
-/// The tag the kernel computed for the program behind `fd`.
-fn prog_tag(fd: &OwnedFd) -> Result<[u8; 8], KernelError> {
-    // struct bpf_prog_info starts: type (u32), id (u32), tag (8 bytes).
-    let mut info = [0u8; 16];
+/// The tag the kernel computed for the program behind `fd`, and whether
+/// it was JIT-compiled.
+fn prog_info(fd: &OwnedFd) -> Result<([u8; 8], bool), KernelError> {
+    // struct bpf_prog_info starts: type (u32), id (u32), tag (8 bytes),
+    // jited_prog_len (u32).
+    let mut info = [0u8; 20];
     let mut attr = [0u8; ATTR_SIZE];
     let raw = u32::try_from(fd.as_raw_fd()).unwrap_or(u32::MAX);
     put(&mut attr, 0, &raw.to_ne_bytes());
-    put(&mut attr, 4, &16u32.to_ne_bytes());
+    put(&mut attr, 4, &20u32.to_ne_bytes());
     put(&mut attr, 8, &(info.as_mut_ptr() as u64).to_ne_bytes());
     // SAFETY: attr is laid out as the `info` member of `union bpf_attr`; the
-    // kernel writes at most info_len (16) bytes to `info`, which outlives the call.
+    // kernel writes at most info_len (20) bytes to `info`, which outlives the call.
     let rc = unsafe {
         libc::syscall(
             libc::SYS_bpf,
@@ -123,7 +132,8 @@ fn prog_tag(fd: &OwnedFd) -> Result<[u8; 8], KernelError> {
     }
     let mut tag = [0u8; 8];
     tag.copy_from_slice(&info[8..16]);
-    Ok(tag)
+    let jited = info[16..20] != [0; 4];
+    Ok((tag, jited))
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -118,7 +118,7 @@ pub struct AttachArgs {
     #[arg(long)]
     pub no_vnet_hdr: bool,
     /// tc mode's redirect filter: a BPF program (cls_bpf), u32 + mirred, or
-    /// auto (BPF where the kernel takes it, else u32 + mirred).
+    /// auto (BPF where the kernel loads and JIT-compiles it, else u32 + mirred).
     #[arg(long, env = "PODTAP_TC_REDIRECT", default_value = "auto", value_parser = ["auto", "bpf", "u32"])]
     pub tc_redirect: String,
     /// Let UID[:GID] open the TAPs without CAP_NET_ADMIN (for an unprivileged or jailed VMM).

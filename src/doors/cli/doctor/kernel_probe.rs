@@ -139,6 +139,11 @@ async fn probe_all(handle: &Handle) -> Vec<(Feature, Probe)> {
 async fn bpf_redirect(handle: &Handle, from: u32, to: u32) -> Probe {
     let program =
         RedirectProgram::load().map_err(|e| format!("loading the program: {}", show(&e)))?;
+    if !program.jited() {
+        return Err(
+            "the program is interpreted, not JIT-compiled (net.core.bpf_jit_enable=0)".into(),
+        );
+    }
     let _ = create(handle, new_ingress_qdisc(from)).await;
     outcome(
         create(handle, new_bpf_redirect(from, to, 3, &program)).await,
