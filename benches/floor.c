@@ -154,13 +154,19 @@ static void qdisc(int type, int idx) {
     addattr(&r.h, TCA_KIND, "ingress", 8);
     sendreq(&r.h);
 }
-static void redirect(int from, int to) {
-    struct req r = { .h = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct tcmsg)), .nlmsg_type = RTM_NEWTFILTER,
-                            .nlmsg_flags = NLM_F_CREATE | NLM_F_EXCL } };
-    struct tcmsg *t = NLMSG_DATA(&r.h);
+// A new filter at prio 1, protocol all, on `from`'s ingress hook.
+static void filter_header(struct req *r, int from) {
+    *r = (struct req){ .h = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct tcmsg)), .nlmsg_type = RTM_NEWTFILTER,
+                              .nlmsg_flags = NLM_F_CREATE | NLM_F_EXCL } };
+    struct tcmsg *t = NLMSG_DATA(&r->h);
     t->tcm_family = AF_UNSPEC; t->tcm_ifindex = from;
     t->tcm_parent = TC_H_MAKE(TC_H_INGRESS, 0);
     t->tcm_info = TC_H_MAKE(1u << 16, htons(ETH_P_ALL));
+}
+
+static void redirect(int from, int to) {
+    struct req r;
+    filter_header(&r, from);
     addattr(&r.h, TCA_KIND, "u32", 4);
     struct rtattr *o = nest(&r.h, TCA_OPTIONS);
     char sel[sizeof(struct tc_u32_sel) + sizeof(struct tc_u32_key)] = { 0 };
@@ -197,12 +203,8 @@ static int load_redirect(void) {
 }
 
 static void redirect_bpf(int from, int to, int prog) {
-    struct req r = { .h = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct tcmsg)), .nlmsg_type = RTM_NEWTFILTER,
-                            .nlmsg_flags = NLM_F_CREATE | NLM_F_EXCL } };
-    struct tcmsg *t = NLMSG_DATA(&r.h);
-    t->tcm_family = AF_UNSPEC; t->tcm_ifindex = from;
-    t->tcm_parent = TC_H_MAKE(TC_H_INGRESS, 0);
-    t->tcm_info = TC_H_MAKE(1u << 16, htons(ETH_P_ALL));
+    struct req r;
+    filter_header(&r, from);
     addattr(&r.h, TCA_KIND, "bpf", 4);
     struct rtattr *o = nest(&r.h, TCA_OPTIONS);
     unsigned flags = TCA_BPF_FLAG_ACT_DIRECT, classid = to;
