@@ -333,7 +333,7 @@ fn a_checkpoint_without_tables_and_a_version_1_one_both_serve_and_tear_down() {
     assert!(desc["routes"].as_array().unwrap().len() > 50);
     let file = state.0.join(format!("{id}.json"));
     let cp: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
-    assert_eq!(cp["version"], 2);
+    assert_eq!(cp["version"], 3);
     assert_eq!(cp["description"]["routes"], serde_json::json!([]));
     assert!(cp["tables_digest"].is_u64(), "{cp}");
     assert_eq!(cp["description"]["interfaces"], desc["interfaces"]);

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use futures::future::join_all;
+use nix::errno::Errno;
 use rtnetlink::packet_route::link::InfoKind;
 
 use super::{micros, requests};
@@ -86,7 +87,7 @@ pub(super) async fn build(
         marker,
         program.as_ref(),
     );
-    run_steps(nl, &steps)?;
+    run_steps(nl, &steps, plan.tc_redirect == plan::TcRedirect::Auto)?;
     let bridged = join_all(
         plan.nics
             .iter()
@@ -146,8 +147,11 @@ fn log_phase(phase: &'static str, plan: &Plan, us: u64) {
     tracing::info!(phase, nics = plan.nics.len(), us, "phase done");
 }
 
-/// Send `steps` as one batch; the first that failed is the error.
-fn run_steps(nl: &Netlink, steps: &[requests::Step]) -> Result<()> {
+/// Send `steps` as one batch; the first that failed is the error. With
+/// `fall_back`, a BPF redirect filter the kernel refuses as unknown
+/// (ENOENT: no cls_bpf; EOPNOTSUPP) is made as u32 + mirred instead, in a
+/// second batch: the kernel ran every other request of the first.
+fn run_steps(nl: &Netlink, steps: &[requests::Step], fall_back: bool) -> Result<()> {
     if steps.is_empty() {
         return Ok(());
     }
@@ -156,10 +160,29 @@ fn run_steps(nl: &Netlink, steps: &[requests::Step]) -> Result<()> {
         .batch
         .run(&batch)
         .map_err(|e| nl.err("send request batch", "", e))?;
-    match steps
+    let mut retry: Vec<(&requests::Step, &Request)> = Vec::new();
+    for (step, result) in steps.iter().zip(results) {
+        let Err(errno) = result else { continue };
+        match (&step.fallback, errno) {
+            (Some(u32_mirred), Errno::ENOENT | Errno::EOPNOTSUPP) if fall_back => {
+                retry.push((step, u32_mirred))
+            }
+            _ => return Err(nl.err(step.op, &step.on, errno)),
+        }
+    }
+    if retry.is_empty() {
+        return Ok(());
+    }
+    tracing::warn!("tc redirect: the kernel refused the cls_bpf filter; using u32 + mirred");
+    let batch: Vec<&Request> = retry.iter().map(|(_, r)| *r).collect();
+    let results = nl
+        .batch
+        .run(&batch)
+        .map_err(|e| nl.err("send request batch", "", e))?;
+    match retry
         .iter()
         .zip(results)
-        .find_map(|(s, r)| Some((s, r.err()?)))
+        .find_map(|((s, _), r)| Some((s, r.err()?)))
     {
         Some((step, errno)) => Err(nl.err(step.op, &step.on, errno)),
         None => Ok(()),

@@ -24,6 +24,9 @@ pub struct Step {
     pub(crate) request: Request,
     pub(crate) op: &'static str,
     pub(crate) on: String,
+    /// For a BPF redirect filter: the u32 + mirred one that does the same,
+    /// for when the kernel refuses cls_bpf.
+    pub(crate) fallback: Option<Request>,
 }
 
 /// The steps for every NIC of `nics` without a bridge, NIC after NIC; `taps`
@@ -42,6 +45,7 @@ pub fn unbridged(
             request: Request::create(msg),
             op,
             on,
+            fallback: None,
         };
         let settings = links::tap_settings(tap, n.tap.mtu, group, marker, None, n.tc.is_none());
         steps.push(step(
@@ -63,18 +67,30 @@ pub fn unbridged(
             n.tap.name.clone(),
         ));
         let pod = n.pod.ifindex;
-        let redirect = |from: u32, to: u32| match bpf.filter(|_| pod.max(tap) <= MAX_TARGET) {
-            Some(prog) => tc::new_bpf_redirect(from, to, tcp.prio, prog),
-            None => tc::new_redirect(from, to, tcp.prio),
+        let redirect = |from: u32, to: u32, on: String| {
+            let u32_mirred = Request::create(tc::new_redirect(from, to, tcp.prio));
+            let (request, fallback) = match bpf.filter(|_| pod.max(tap) <= MAX_TARGET) {
+                Some(prog) => (
+                    Request::create(tc::new_bpf_redirect(from, to, tcp.prio, prog)),
+                    Some(u32_mirred),
+                ),
+                None => (u32_mirred, None),
+            };
+            Step {
+                request,
+                op: "add tc redirect filter",
+                on,
+                fallback,
+            }
         };
-        steps.push(step(
-            redirect(pod, tap),
-            "add tc redirect filter",
+        steps.push(redirect(
+            pod,
+            tap,
             format!("{} -> {}", n.pod.name, n.tap.name),
         ));
-        steps.push(step(
-            redirect(tap, pod),
-            "add tc redirect filter",
+        steps.push(redirect(
+            tap,
+            pod,
             format!("{} -> {}", n.tap.name, n.pod.name),
         ));
         steps.push(step(

@@ -132,24 +132,7 @@ fn run(
     )?;
     // Our copies of the child's socket and pipe end close as it starts.
     let (child, memory) = unlist_child::start(requests, drain_from, sender, report_w)?;
-    // Reaped by a thread of its own, started now, while the kernel works, so
-    // nothing is left to start once the links are unlisted; it frees the
-    // child's memory once it has reaped it. The child's end of the report
-    // pipe closing says that it is done. (Without that thread, a child still
-    // at work when this returns is reaped by whoever inherits it once this
-    // process exits, and its memory is never freed: a closure that never
-    // ran drops it, hence ManuallyDrop.)
-    let memory = std::mem::ManuallyDrop::new(memory);
-    let reaped = std::thread::Builder::new()
-        .name("podtap-reaper".into())
-        .spawn(move || {
-            let reaped = waitpid(child, None);
-            if reaped.is_ok() {
-                drop(std::mem::ManuallyDrop::into_inner(memory));
-            }
-            reaped
-        })
-        .is_ok();
+    let reaped = reap_in_background(child, memory);
     let reap = |answers: Answers| {
         if !reaped {
             // Reap it if it is done; else whoever inherits it will.
@@ -195,6 +178,30 @@ fn run(
             }
         }
     }
+}
+
+/// Reap `child` on a thread of its own, started now, while the kernel
+/// works, so nothing is left to start once the links are unlisted; it frees
+/// the child's memory once it has reaped it. False when that thread could
+/// not start: a child still at work when the caller returns is then reaped
+/// by whoever inherits it once this process exits, and its memory is never
+/// freed (a closure that never ran drops it, hence ManuallyDrop).
+fn reap_in_background(child: nix::unistd::Pid, memory: unlist_child::ChildMemory) -> bool {
+    let memory = std::mem::ManuallyDrop::new(memory);
+    std::thread::Builder::new()
+        .name("podtap-reaper".into())
+        .spawn(move || {
+            let reaped = loop {
+                match waitpid(child, None) {
+                    Err(Errno::EINTR) => continue,
+                    other => break other,
+                }
+            };
+            if reaped.is_ok() {
+                drop(std::mem::ManuallyDrop::into_inner(memory));
+            }
+        })
+        .is_ok()
 }
 
 /// Wait for the child to finish (its end of `report` closes) and return

@@ -13,6 +13,8 @@ use rtnetlink::sys::Socket;
 use super::errno;
 use super::wire::{code, frames, NLMSG_ERROR, NLMSG_HDRLEN};
 
+mod sys;
+
 /// Taken (flock) by the child before its first `Delete::Drained` request
 /// and held until it exits: every bridge deletion holds RTNL for one
 /// `rcu_barrier()`, and drains of several detaches at once (a pod's CNI DELs
@@ -80,15 +82,73 @@ struct ChildArgs {
 }
 
 /// The memory a started child uses (its arguments and its stack): drop it
-/// only after the child has been reaped, or never.
+/// only after the child has been reaped, or never. The arguments are held
+/// as a raw pointer, never moved or borrowed again while the child may
+/// read them.
 pub(super) struct ChildMemory {
-    _args: Box<ChildArgs>,
-    _stack: Vec<u128>,
+    args: std::ptr::NonNull<ChildArgs>,
+    stack: Stack,
+}
+
+// SAFETY: the memory is only handed to the reaper thread, which frees it
+// after the child is gone; nothing else touches it.
+unsafe impl Send for ChildMemory {}
+
+impl Drop for ChildMemory {
+    fn drop(&mut self) {
+        // SAFETY: `args` came from Box::into_raw in `start`, and the child
+        // that read it has been reaped (the contract of ChildMemory).
+        drop(unsafe { Box::from_raw(self.args.as_ptr()) });
+        // `stack` is unmapped next, as the fields drop.
+    }
 }
 
 /// The child's stack: [`child`] needs its 8 KiB receive buffer and a few
-/// frames; only the pages it touches are ever mapped.
+/// frames; only the pages it touches are ever backed.
 const CHILD_STACK: usize = 64 * 1024;
+/// Below it, a page nothing may touch: an overflow faults in the child
+/// instead of writing over this process's memory.
+const GUARD: usize = 4096;
+
+/// An anonymous mapping for the child's stack, guard page first.
+struct Stack {
+    base: *mut libc::c_void,
+}
+
+impl Stack {
+    fn new() -> std::io::Result<Self> {
+        // SAFETY: a fresh anonymous mapping, nothing else refers to it.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                GUARD + CHILD_STACK,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let stack = Stack { base };
+        // SAFETY: the first page of the mapping just made.
+        errno::check(unsafe { libc::mprotect(base, GUARD, libc::PROT_NONE) })?;
+        Ok(stack)
+    }
+
+    /// Its highest address, where the stack starts (page-aligned).
+    fn top(&self) -> *mut libc::c_void {
+        self.base.wrapping_byte_add(GUARD + CHILD_STACK)
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        // SAFETY: the mapping `new` made, whose user is gone (see ChildMemory).
+        unsafe { libc::munmap(self.base, GUARD + CHILD_STACK) };
+    }
+}
 
 /// Start the child that sends `requests` on `sender` and reports on
 /// `report`; its pid, and the memory it uses. From request `drain_from`
@@ -115,7 +175,7 @@ pub(super) fn start(
                 .ok()
         })
         .flatten();
-    let args = Box::new(ChildArgs {
+    let args = Box::into_raw(Box::new(ChildArgs {
         requests: requests.to_vec(),
         drain_from,
         drain_lock: drain_lock.as_ref().map(AsRawFd::as_raw_fd),
@@ -127,71 +187,61 @@ pub(super) fn start(
             Some(report.as_raw_fd()),
             drain_lock.as_ref().map(|f| f.as_raw_fd()),
         ]),
-    });
-    let mut stack: Vec<u128> = Vec::with_capacity(CHILD_STACK / 16);
-    let pid = spawn(&args, &mut stack)?;
-    Ok((
-        pid,
-        ChildMemory {
-            _args: args,
-            _stack: stack,
-        },
-    ))
+    }));
+    let memory = ChildMemory {
+        args: std::ptr::NonNull::new(args).ok_or_else(|| std::io::Error::other("no memory"))?,
+        stack: Stack::new()?,
+    };
+    // On an error no child runs: `memory` frees both.
+    let pid = spawn(memory.args.as_ptr(), memory.stack.top())?;
+    Ok((pid, memory))
 }
 
 /// Start [`child`] as a process that shares this one's memory
 /// (`clone(CLONE_VM)`, as `posix_spawn` does, without waiting for it): no
 /// page tables are copied and no page is copied on write afterwards, where
 /// a `fork` of podtap cost about 0.2 ms and the faults after it. It has
-/// its own fd table, and every signal blocked from its first instruction
-/// (a handler would run on this process's memory). It makes only raw
+/// its own fd table, its own stack (an mmap with a guard page below), and
+/// every signal blocked from its first instruction (a handler would run on
+/// this process's memory). It makes only raw
 /// system calls ([`sys`]): a libc wrapper would set errno in the calling
 /// thread's TLS, which the child shares.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-fn spawn(args: &ChildArgs, stack: &mut Vec<u128>) -> std::io::Result<Pid> {
+fn spawn(args: *mut ChildArgs, top: *mut libc::c_void) -> std::io::Result<Pid> {
     extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
         // SAFETY: `arg` is the ChildArgs `spawn` was given, which its
         // caller keeps allocated and unchanged until the child is reaped.
         child(unsafe { &*arg.cast::<ChildArgs>() })
     }
-    let top = stack
-        .as_mut_ptr()
-        .wrapping_add(stack.capacity())
-        .cast::<libc::c_void>();
-    // SAFETY: sigset_t is plain data; sigfillset initialises it.
-    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: valid sigset pointers; the mask is this thread's and is put
-    // back below. clone's child runs `entry` on `top`, the end of an
-    // allocation of CHILD_STACK bytes (16-byte aligned: u128) that outlives
-    // it, with `args`, which outlives it too.
-    let pid = unsafe {
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let pid = libc::clone(
-            entry,
-            top,
-            libc::CLONE_VM | libc::SIGCHLD,
-            std::ptr::from_ref(args).cast_mut().cast(),
-        );
-        let err = std::io::Error::last_os_error();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        if pid < 0 {
-            return Err(err);
-        }
-        pid
+    // Every signal blocked, glibc's own two (which its sigfillset leaves
+    // out) included: with the raw system call, as the child inherits it.
+    let all: u64 = !0;
+    let mut old: u64 = 0;
+    let mask = |set: *const u64, old: *mut u64| {
+        // SAFETY: 8-byte kernel sigsets, valid for the call; this thread's mask.
+        unsafe { libc::syscall(libc::SYS_rt_sigprocmask, libc::SIG_SETMASK, set, old, 8) }
     };
+    mask(&all, &mut old);
+    // SAFETY: clone's child runs `entry` on the stack that ends at `top`
+    // (page-aligned, CHILD_STACK bytes above a guard page), with `args`;
+    // the caller keeps both until the child is reaped.
+    let pid = unsafe { libc::clone(entry, top, libc::CLONE_VM | libc::SIGCHLD, args.cast()) };
+    let err = std::io::Error::last_os_error();
+    mask(&old, std::ptr::null_mut());
+    if pid < 0 {
+        return Err(err);
+    }
     Ok(Pid::from_raw(pid))
 }
 
 /// Elsewhere, a plain fork.
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-fn spawn(args: &ChildArgs, _stack: &mut Vec<u128>) -> std::io::Result<Pid> {
+fn spawn(args: *mut ChildArgs, _top: *mut libc::c_void) -> std::io::Result<Pid> {
     // SAFETY: the child runs only async-signal-safe system calls on memory
     // made before the fork (see `child`), then exits.
     match unsafe { nix::unistd::fork() }? {
-        nix::unistd::ForkResult::Child => child(args),
+        // SAFETY: `args` is live in the child's own copy of the memory.
+        nix::unistd::ForkResult::Child => child(unsafe { &*args }),
         nix::unistd::ForkResult::Parent { child } => Ok(child),
     }
 }
@@ -257,130 +307,6 @@ fn ack(fd: RawFd, seq: u32, buf: &mut [u8]) -> i32 {
             if kind == NLMSG_ERROR && got == seq && frame.len() >= NLMSG_HDRLEN + 4 {
                 return -code(frame);
             }
-        }
-    }
-}
-
-/// The child's system calls, made without libc's wrappers (which would
-/// write errno into the TLS of the thread that started the child: with
-/// `CLONE_VM` that is the parent's). Each gives the result or the errno.
-mod sys {
-    use std::os::fd::RawFd;
-
-    /// One system call; its raw result (negative: -errno).
-    #[cfg(target_arch = "x86_64")]
-    fn call(nr: libc::c_long, a: [usize; 6]) -> isize {
-        let ret: isize;
-        // SAFETY: the `syscall` instruction with the x86_64 Linux ABI
-        // (number in rax, arguments in rdi, rsi, rdx, r10, r8, r9; rcx and
-        // r11 clobbered). Each caller below passes arguments valid for
-        // its call: fds, and pointers into live buffers of the given sizes.
-        unsafe {
-            core::arch::asm!(
-                "syscall",
-                inlateout("rax") isize::try_from(nr).unwrap_or(-1) => ret,
-                in("rdi") a[0], in("rsi") a[1], in("rdx") a[2],
-                in("r10") a[3], in("r8") a[4], in("r9") a[5],
-                lateout("rcx") _, lateout("r11") _,
-                options(nostack),
-            );
-        }
-        ret
-    }
-
-    /// One system call; its raw result (negative: -errno).
-    #[cfg(target_arch = "aarch64")]
-    fn call(nr: libc::c_long, a: [usize; 6]) -> isize {
-        let ret: isize;
-        // SAFETY: `svc 0` with the aarch64 Linux ABI (number in x8,
-        // arguments in x0-x5, result in x0); arguments as for x86_64.
-        unsafe {
-            core::arch::asm!(
-                "svc 0",
-                in("x8") nr,
-                inlateout("x0") a[0] as isize => ret,
-                in("x1") a[1], in("x2") a[2], in("x3") a[3], in("x4") a[4], in("x5") a[5],
-                options(nostack),
-            );
-        }
-        ret
-    }
-
-    /// One system call through libc (after a fork the memory is the child's own).
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    fn call(nr: libc::c_long, a: [usize; 6]) -> isize {
-        // SAFETY: as for the architectures above.
-        let r = unsafe { libc::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]) };
-        if r < 0 {
-            -(nix::errno::Errno::last_raw() as isize)
-        } else {
-            r as isize
-        }
-    }
-
-    fn result(ret: isize) -> Result<usize, i32> {
-        usize::try_from(ret).map_err(|_| i32::try_from(-ret).unwrap_or(libc::EINVAL))
-    }
-
-    fn fd(fd: RawFd) -> usize {
-        usize::try_from(fd).unwrap_or(usize::MAX)
-    }
-
-    pub(super) fn dup3(from: RawFd, to: RawFd) -> Result<usize, i32> {
-        result(call(libc::SYS_dup3, [fd(from), fd(to), 0, 0, 0, 0]))
-    }
-
-    pub(super) fn close_range(first: u32, last: u32) -> Result<usize, i32> {
-        result(call(
-            libc::SYS_close_range,
-            [first as usize, last as usize, 0, 0, 0, 0],
-        ))
-    }
-
-    pub(super) fn send(sock: RawFd, data: &[u8]) -> Result<usize, i32> {
-        let p = data.as_ptr() as usize;
-        result(call(libc::SYS_sendto, [fd(sock), p, data.len(), 0, 0, 0]))
-    }
-
-    /// recvfrom into `buf`: the length and the sender's netlink port.
-    pub(super) fn recv_from(sock: RawFd, buf: &mut [u8]) -> Result<(usize, u32), i32> {
-        // SAFETY: all-zero is a valid sockaddr_nl.
-        let mut from: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        let mut len = super::SOCKADDR_NL_LEN;
-        let args = [
-            fd(sock),
-            buf.as_mut_ptr() as usize,
-            buf.len(),
-            0,
-            std::ptr::from_mut(&mut from) as usize,
-            std::ptr::from_mut(&mut len) as usize,
-        ];
-        let n = result(call(libc::SYS_recvfrom, args))?;
-        Ok((n, from.nl_pid))
-    }
-
-    pub(super) fn write(to: RawFd, data: &[u8]) -> Result<usize, i32> {
-        let p = data.as_ptr() as usize;
-        result(call(libc::SYS_write, [fd(to), p, data.len(), 0, 0, 0]))
-    }
-
-    pub(super) fn flock_nb(lock: RawFd) -> Result<usize, i32> {
-        let how = (libc::LOCK_EX | libc::LOCK_NB) as usize;
-        result(call(libc::SYS_flock, [fd(lock), how, 0, 0, 0, 0]))
-    }
-
-    pub(super) fn sleep_10ms() {
-        let step = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 10_000_000,
-        };
-        let p = std::ptr::from_ref(&step) as usize;
-        let _ = call(libc::SYS_nanosleep, [p, 0, 0, 0, 0, 0]);
-    }
-
-    pub(super) fn exit(code: u8) -> ! {
-        loop {
-            let _ = call(libc::SYS_exit, [usize::from(code), 0, 0, 0, 0, 0]);
         }
     }
 }

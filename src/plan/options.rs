@@ -57,8 +57,8 @@ impl AttachOptions {
 
 /// The environment variable that chooses tc mode's redirect filter for
 /// every attach of this process ([`TcRedirect`]); a node setting, read
-/// from the environment the node admin gives the CLI, the CNI plugin, the
-/// OCI hook and `watch`.
+/// from the environment the node admin gives the CLI, the CNI plugin and
+/// the OCI hook. `watch` uses what the attachment's checkpoint records.
 pub const TC_REDIRECT_ENV: &str = "PODTAP_TC_REDIRECT";
 
 /// Which filter tc mode redirects with.

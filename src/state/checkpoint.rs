@@ -8,9 +8,15 @@ use crate::kernel::netns_id::NetnsId;
 use crate::model::{Description, NetnsRef};
 use crate::plan::Plan;
 
-/// Checkpoint format version: 2 since the description is recorded without
-/// its routes and rules (see [`Checkpoint`]).
-pub const VERSION: u32 = 2;
+/// Checkpoint format version: 3 since a tc redirect may be a cls_bpf
+/// filter (`plan.tc_redirect`), which a podtap that writes version 2 does
+/// not recognise as its own: it must refuse these files rather than leave
+/// such a filter behind at teardown.
+pub const VERSION: u32 = 3;
+
+/// Version 2: the description recorded without its routes and rules (see
+/// [`Checkpoint`]); tc redirects were u32 + mirred. Read as version 3.
+pub const VERSION_2: u32 = 2;
 
 /// The format before it: the description with every route, neighbour and
 /// rule (still read, and torn down, as a node upgrade finds them).

@@ -331,7 +331,7 @@ mod tests {
     const V1_SAMPLE: &str = include_str!("testdata/checkpoint-v1.json");
 
     #[test]
-    fn a_version_1_file_reads_for_teardown_and_as_version_2() {
+    fn a_version_1_file_reads_for_teardown_and_as_the_current_version() {
         let dir = std::env::temp_dir().join(format!("podtap-cp5-{}", std::process::id()));
         let sd = StateDir::new(&dir);
         sd.ensure().unwrap();
@@ -362,7 +362,7 @@ mod tests {
         let mut full: Description = serde_json::from_value(old["description"].clone()).unwrap();
         assert_eq!(cp.tables_digest, Some(full.take_tables().digest()));
 
-        // Written back (by watch), it is a version-2 file without the tables.
+        // Written back (by watch), it is a current file without the tables.
         sd.save(&cp).unwrap();
         let new: serde_json::Value =
             serde_json::from_slice(&fs::read(sd.file(&pod)).unwrap()).unwrap();
@@ -370,6 +370,26 @@ mod tests {
         assert_eq!(new["description"]["routes"], serde_json::json!([]));
         assert_eq!(new["plan"], old["plan"]);
         assert_eq!(new["created"], old["created"]);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_version_2_file_reads_as_version_3_with_auto_redirect() {
+        let dir = std::env::temp_dir().join(format!("podtap-cp7-{}", std::process::id()));
+        let sd = StateDir::new(&dir);
+        sd.ensure().unwrap();
+        let pod = id("pod-v1");
+        let mut v2: serde_json::Value = serde_json::from_str(V1_SAMPLE).unwrap();
+        v2["version"] = 2.into();
+        fs::write(sd.file(&pod), v2.to_string()).unwrap();
+        let cp = sd.load(&pod).unwrap().unwrap();
+        assert_eq!(cp.version, VERSION);
+        assert_eq!(cp.plan.tc_redirect, crate::plan::TcRedirect::Auto);
+        // An unknown later version is refused, never guessed at.
+        v2["version"] = (VERSION + 1).into();
+        fs::write(sd.file(&pod), v2.to_string()).unwrap();
+        let err = sd.load_for_teardown(&pod).unwrap_err();
+        assert_eq!(err.exit_code(), crate::error::exit::CORRUPT_STATE);
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -5,13 +5,14 @@ use std::path::Path;
 
 use serde::de::DeserializeOwned;
 
-use super::checkpoint::{Checkpoint, Stage, VERSION, VERSION_1};
+use super::checkpoint::{Checkpoint, Stage, VERSION, VERSION_1, VERSION_2};
 use super::entry::{self, EntryError};
 use crate::error::{Error, Result};
 use crate::id::SandboxId;
 
 /// `cp` as the current version: a description without its routes and rules
-/// (a version-1 file holds them: their digest is the one a version-2 file records).
+/// (a version-1 file holds them: their digest is the one a later file
+/// records). A version-2 file is a version-3 one without `tc_redirect`.
 pub(super) fn current(mut cp: Checkpoint) -> Checkpoint {
     if let Stage::Complete(Some(desc)) = &mut cp.stage {
         if cp.tables_digest.is_none() {
@@ -54,7 +55,7 @@ pub(super) fn parse<D: DeserializeOwned>(
         Err(EntryError::Io(e)) => return Err(Error::io("read checkpoint", path, e)),
     };
     let cp: Checkpoint<D> = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
-    if cp.version != VERSION && cp.version != VERSION_1 {
+    if ![VERSION, VERSION_2, VERSION_1].contains(&cp.version) {
         return Err(corrupt(format!("unknown version {}", cp.version)));
     }
     if cp.id != *id {
