@@ -148,3 +148,24 @@ fn rejects() {
         code::INVALID_ENV
     );
 }
+
+#[test]
+fn the_tc_redirect_is_the_node_config_and_no_pod_source_sets_it() {
+    let o = conf(r#","tcRedirect":"u32""#)
+        .attach_options("eth0", "")
+        .unwrap();
+    assert_eq!(o.tc_redirect, crate::plan::TcRedirect::U32);
+    let c = conf(
+        r#","tcRedirect":"bpf",
+           "args":{"cni":{"podtap":{"tcRedirect":"u32"}}},
+           "runtimeConfig":{"podtap":{"tcRedirect":"u32"},
+           "io.kubernetes.cri.pod-annotations":{"io.podtap.tc-redirect":"u32"}}"#,
+    );
+    let o = c.attach_options("eth0", "PODTAP_TC_REDIRECT=u32").unwrap();
+    assert_eq!(o.tc_redirect, crate::plan::TcRedirect::Bpf);
+    let e = conf(r#","tcRedirect":"ebpf""#)
+        .attach_options("eth0", "")
+        .unwrap_err();
+    assert_eq!(e.code, code::INVALID_CONFIG);
+    assert!(e.msg.contains("tcRedirect"), "{}", e.msg);
+}
