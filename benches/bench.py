@@ -142,7 +142,7 @@ class Bench:
 
     def wait_drained(self, ns, timeout=5.0):
         """Bridges are deleted after detach returns (one rcu_barrier each, under RTNL,
-        by a forked child): wait until no bridge without ports is left, then compare."""
+        by a child): wait until no bridge without ports is left, then compare."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             links = json.loads(sh(["ip", "-n", ns, "-d", "-j", "link", "show"]).stdout)
@@ -154,7 +154,7 @@ class Bench:
 
     def settle(self, timeout=30.0):
         """Wait until the previous contender's background work is over: a detach
-        returns early and leaves a forked child (podtap's, the library's or
+        returns early and leaves a child (podtap's, the library's or
         floor.c's) in the kernel's rcu_barrier and link deletions. Started
         next to it, a contender would share the CPUs and RCU with it, and with
         the contenders in a fixed cyclic order always the same one would."""
@@ -376,7 +376,7 @@ class Bench:
                 self.fail(f"floor.c {det} n={n}", rc, err)
             else:
                 self.record(("cfloor", mode, what, n), ms)
-            # the early return leaves the deletion running in a forked child
+            # the early return leaves the deletion running in a child
             for _ in range(200):
                 links = json.loads(sh(["ip", "-n", ns, "-j", "link", "show"]).stdout)
                 if not any(l.get("ifname", "").startswith("ftap") for l in links):

@@ -60,7 +60,7 @@ def running(exes):
 
 def wait_idle(exes, timeout=30.0, poll=0.005):
     """Wait until no process runs one of EXES (paths, resolved here): a detach
-    returns before its forked deleter child ends. False if one still runs
+    returns before its deleter child ends. False if one still runs
     after TIMEOUT seconds (None: wait for ever)."""
     exes = {os.path.realpath(p) for p in exes}
     end = None if timeout is None else time.monotonic() + timeout

@@ -13,7 +13,7 @@ detach` with PODTAP_PHASES=1 (each prints its phases on stderr, see
 src/phases.rs), and, with --old, the same two commands of another binary
 (before/after, same run). Once per repetition it also runs `podtap --version`
 and an empty static C program (`true.c`), fork to reap: what starting and
-ending a process costs here. Every process starts once the last one's forked
+ending a process costs here. Every process starts once the last one's
 children (detach's deleter) are gone. Wall time is fork to reap (os.wait4);
 `process start` is fork to podtap's `main` and `exit` is podtap's last mark to
 reap (both from CLOCK_MONOTONIC, which the driver and podtap share).
@@ -130,7 +130,7 @@ class Run:
         return sorted(l["ifname"] for l in json.loads(sh(["ip", "-n", ns, "-j", "link", "show"])))
 
     def settle(self, timeout=30.0):
-        """Wait until no podtap or floor.c process is left (detach's forked deleter)."""
+        """Wait until no podtap or floor.c process is left (detach's deleter child)."""
         benchlib.wait_idle(self.exes, timeout, poll=0.002)
 
     def check_clean(self, ns, base, who):
@@ -254,7 +254,7 @@ class Run:
                 "rotated every repetition: floor.c `attach-tc` then `detach-early`, `podtap attach` "
                 "then `podtap detach` (tc mode)" + (", the old binary's attach and detach" if a.old else "")
                 + ", then `podtap --version` and an empty static C program. Each process starts once "
-                "no podtap or floor.c process is left (detach returns before its forked deleter "
+                "no podtap or floor.c process is left (detach returns before its deleter child "
                 "ends) and the pod netns has its own links again. Wall time is fork to reap "
                 "(`perf_counter_ns` around `Popen` and `os.wait4`). With `PODTAP_PHASES=1` podtap "
                 "prints its phase marks (src/phases.rs): each phase is the time from the mark "

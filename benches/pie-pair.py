@@ -5,8 +5,8 @@
 
 Builds one pod netns with N veths (the fixture of benches/bench.py), then for
 each pair runs `attach` + `detach` (tc mode) with both binaries, the order
-alternating from pair to pair, each started once the last one's forked
-detach child is gone; and `--version` likewise (process start alone). Wall
+alternating from pair to pair, each started once the last
+detach's deleter child is gone; and `--version` likewise (process start alone). Wall
 time is fork to reap (os.wait4), as benches/bench.py measures it; CPU time is
 the process's user + system time (rusage), which other load on the machine
 disturbs less. Prints, for each, the medians, the median of the per-pair

@@ -63,7 +63,7 @@ def procs_matching(pred):
 
 
 def wait_quiet(work, podtap):
-    """Until no podtap process of ours (a detach's forked child) and no shim
+    """Until no podtap process of ours (a detach's deleter child) and no shim
     serving W is left: each start begins on a quiet node. Returns False on timeout."""
     def ours(pid):
         if os.readlink(f"/proc/{pid}/exe") == podtap:
@@ -382,7 +382,7 @@ the same two with every plugin run through `benches/podstart-wrap.c`, which adds
 per plugin and logs each plugin's wall time (fork to reap, CLOCK_MONOTONIC) and CPU time
 (user + sys, wait4), and *podtap-waited*, where the wrapper, a child subreaper, also
 waits for every process the plugin left (podtap's detach returns once the kernel has
-unlisted the TAP, while a forked child waits out the kernel's unregistration): what
+unlisted the TAP, while a deleter child waits out the kernel's unregistration): what
 the kernel's work costs when it is attributed to podtap. The plugin timestamps split
 each call into the time before the first plugin, the plugins of each command (the
 runtime's work between plugins included), and the runtime's work between and after
@@ -391,7 +391,7 @@ them. containerd serves the five chains as runtime handlers with their own
 Pods (busybox sandbox image, `sleep`) and containers (`--rootfs` busybox, `sh -c :`)
 are started one at a time, the chains interleaved: every round runs each chain once,
 the order rotated every round, so drift hits all alike; each start waits until no
-podtap process (a detach's forked child) and no shim of the previous pod is left.
+podtap process (a detach's deleter child) and no shim of the previous pod is left.
 CRI: the driver times each gRPC call in-process (`perf_counter_ns` around
 RunPodSandbox, then StopPodSandbox and RemovePodSandbox as rows of their own); podman:
 the whole `podman run --rm` process, fork to reap (ADD at start, DEL at removal; a

@@ -96,7 +96,7 @@ class Bench:
 
     def quiet(self):
         """Wait until no podtap process of ours is left (detach returns before
-        its forked child has finished the kernel's clean-up)."""
+        its deleter child has finished the kernel's clean-up)."""
         exe = os.path.realpath(self.a.bin)
         for _ in range(500):
             busy = False
@@ -307,7 +307,7 @@ class Bench:
             f"One untimed warm-up round, then {self.a.reps} repetitions; in each, every "
             "size runs dump, scan and attach+detach, in an order rotated every "
             "repetition; each command starts once no podtap process is left (detach "
-            "returns before its forked child). Reported: median and p95 (nearest rank) "
+            "returns before its deleter child). Reported: median and p95 (nearest rank) "
             "of the wall times, median CPU time. Sizes come from one untimed run per size: "
             "the bytes the dumps read, the checkpoint file right after attach, the bytes "
             "scan and attach print; peak RSS from `/usr/bin/time -f %M`, one untimed run "

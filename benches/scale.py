@@ -11,7 +11,7 @@ the levels. At each level it times, in every repetition, one after the other:
 `attach` of one more pod (netns made once, not counted in N), `check --id` of
 the first and of the last pod attached, `list`, `list --json`, `detach` of the
 extra pod, `detach` of the first pod and `attach` of it again; after each
-detach it waits until detach's forked child is gone. Prints a Markdown section (tables
+detach it waits until detach's deleter child is gone. Prints a Markdown section (tables
 and a Method paragraph) on stdout, or appends it to --out.
 
 --smoke: levels 1,5,10 and 3 repetitions (shows the harness works, not speed).
@@ -149,7 +149,7 @@ class Scale:
         return (t1 - t0) / 1e6, (ru.ru_utime + ru.ru_stime) * 1000, ru.ru_maxrss, out
 
     def settle(self, timeout=30.0):
-        """Wait until no process runs our binary (detach's forked deleter)."""
+        """Wait until no process runs our binary (detach's deleter child)."""
         if benchlib.wait_idle((self.bin,), timeout):
             return
         problems.append(f"a podtap process was still running after {timeout:.0f} s")
@@ -305,7 +305,7 @@ class Scale:
             "`list --json`, `detach` of the extra pod, `detach` of the first pod attached and "
             "`attach` of it again (the pod whose netns's `/proc/sys/net` entries are the oldest "
             "on the node); after each `detach` the bench waits until no podtap "
-            "process is left (detach's forked deleter). Each time is one process, fork to reap (`os.wait4`), with "
+            "process is left (detach's deleter child). Each time is one process, fork to reap (`os.wait4`), with "
             "the CPU time of the process and of the children it waited for from the same call; "
             "the tables give the median and p90 (nearest rank) of the wall times and the "
             "median CPU time. Peak RSS: the most of 3 untimed runs under `/usr/bin/time -f %M` "
