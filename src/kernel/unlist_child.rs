@@ -96,7 +96,7 @@ unsafe impl Send for ChildMemory {}
 
 impl Drop for ChildMemory {
     fn drop(&mut self) {
-        // SAFETY: `args` came from Box::into_raw in `start`, and the child
+        // SAFETY: `args` came from Box::leak in `start`, and the child
         // that read it has been reaped (the contract of ChildMemory).
         drop(unsafe { Box::from_raw(self.args.as_ptr()) });
         // `stack` is unmapped next, as the fields drop.
@@ -175,7 +175,8 @@ pub(super) fn start(
                 .ok()
         })
         .flatten();
-    let args = Box::into_raw(Box::new(ChildArgs {
+    let stack = Stack::new()?;
+    let args = std::ptr::NonNull::from(Box::leak(Box::new(ChildArgs {
         requests: requests.to_vec(),
         drain_from,
         drain_lock: drain_lock.as_ref().map(AsRawFd::as_raw_fd),
@@ -187,11 +188,8 @@ pub(super) fn start(
             Some(report.as_raw_fd()),
             drain_lock.as_ref().map(|f| f.as_raw_fd()),
         ]),
-    }));
-    let memory = ChildMemory {
-        args: std::ptr::NonNull::new(args).ok_or_else(|| std::io::Error::other("no memory"))?,
-        stack: Stack::new()?,
-    };
+    })));
+    let memory = ChildMemory { args, stack };
     // On an error no child runs: `memory` frees both.
     let pid = spawn(memory.args.as_ptr(), memory.stack.top())?;
     Ok((pid, memory))
