@@ -23,11 +23,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::error::KernelError;
 
-/// `BPF_PROG_LOAD`.
-pub const BPF_PROG_LOAD: libc::c_long = 5;
+const BPF_PROG_LOAD: libc::c_long = 5;
 const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
-/// `BPF_PROG_TYPE_SCHED_CLS`.
-pub const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
+const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
 /// Large enough for every field podtap sets; the kernel accepts a longer
 /// `union bpf_attr` as long as the bytes it does not know are zero.
 pub const ATTR_SIZE: usize = 128;
@@ -42,7 +40,7 @@ pub const MAX_TARGET: u32 = 0xFFFF;
 
 /// The instructions, as the kernel takes them (`struct bpf_insn`, little
 /// endian: code, dst | src << 4, off, imm).
-const INSNS: [[u8; 8]; INSN_COUNT as usize] = [
+const INSNS: [[u8; 8]; 4] = [
     // BPF_LDX | BPF_MEM | BPF_W, r1 = *(u32 *)(r1 + 72)
     [0x61, 0x11, 72, 0, 0, 0, 0, 0],
     // BPF_ALU64 | BPF_MOV | BPF_K, r2 = 0
@@ -52,8 +50,6 @@ const INSNS: [[u8; 8]; INSN_COUNT as usize] = [
     // BPF_JMP | BPF_EXIT
     [0x95, 0, 0, 0, 0, 0, 0, 0],
 ];
-
-const INSN_COUNT: u32 = 4;
 
 /// The program's tag as kernels compute it: the first 8 bytes of the
 /// SHA-256 (Linux 6.18 and later) or SHA-1 (earlier) of [`INSNS`]. A loaded
@@ -74,16 +70,7 @@ pub struct RedirectProgram {
 impl RedirectProgram {
     /// Load the program and prove its tag is one of [`REDIRECT_TAGS`].
     pub fn load() -> Result<Self, KernelError> {
-        let insns: Vec<u8> = INSNS.concat();
-        let license = b"GPL\0";
-        let mut attr = [0u8; ATTR_SIZE];
-        put(&mut attr, 0, &BPF_PROG_TYPE_SCHED_CLS.to_ne_bytes());
-        put(&mut attr, 4, &INSN_COUNT.to_ne_bytes());
-        put(&mut attr, 8, &(insns.as_ptr() as u64).to_ne_bytes());
-        put(&mut attr, 16, &(license.as_ptr() as u64).to_ne_bytes());
-        // prog_name follows log_level, log_size, log_buf, kern_version, prog_flags.
-        put(&mut attr, 48, PROG_NAME);
-        let fd = bpf(BPF_PROG_LOAD, &mut attr)?;
+        let fd = load_sched_cls(&INSNS, PROG_NAME)?;
         let (tag, jited) = prog_info(&fd)?;
         if !REDIRECT_TAGS.contains(&tag) {
             return Err(KernelError::Netlink(format!(
@@ -117,19 +104,8 @@ fn prog_info(fd: &OwnedFd) -> Result<([u8; 8], bool), KernelError> {
     put(&mut attr, 0, &raw.to_ne_bytes());
     put(&mut attr, 4, &20u32.to_ne_bytes());
     put(&mut attr, 8, &(info.as_mut_ptr() as u64).to_ne_bytes());
-    // SAFETY: attr is laid out as the `info` member of `union bpf_attr`; the
-    // kernel writes at most info_len (20) bytes to `info`, which outlives the call.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_OBJ_GET_INFO_BY_FD,
-            attr.as_mut_ptr(),
-            ATTR_SIZE,
-        )
-    };
-    if rc < 0 {
-        return Err(KernelError::Errno(nix::errno::Errno::last()));
-    }
+    // The kernel writes at most info_len (20) bytes to `info`.
+    bpf_call(BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
     let mut tag = [0u8; 8];
     tag.copy_from_slice(&info[8..16]);
     let jited = info[16..20] != [0; 4];
@@ -145,18 +121,43 @@ pub fn put(attr: &mut [u8], at: usize, bytes: &[u8]) {
     attr[at..at + bytes.len()].copy_from_slice(bytes);
 }
 
+/// Load a `BPF_PROG_TYPE_SCHED_CLS` program (GPL) of `insns` (`struct
+/// bpf_insn`s as the kernel takes them), named `name` (at most 15 bytes).
+pub fn load_sched_cls(insns: &[[u8; 8]], name: &[u8]) -> Result<OwnedFd, KernelError> {
+    let code: Vec<u8> = insns.concat();
+    let count = u32::try_from(insns.len())
+        .map_err(|_| KernelError::Netlink("bpf: program too long".into()))?;
+    let license = b"GPL\0";
+    let mut attr = [0u8; ATTR_SIZE];
+    put(&mut attr, 0, &BPF_PROG_TYPE_SCHED_CLS.to_ne_bytes());
+    put(&mut attr, 4, &count.to_ne_bytes());
+    put(&mut attr, 8, &(code.as_ptr() as u64).to_ne_bytes());
+    put(&mut attr, 16, &(license.as_ptr() as u64).to_ne_bytes());
+    // prog_name follows log_level, log_size, log_buf, kern_version, prog_flags.
+    put(&mut attr, 48, &name[..name.len().min(15)]);
+    bpf(BPF_PROG_LOAD, &mut attr)
+}
+
 /// bpf(2) with a command whose result is a new fd.
 pub fn bpf(cmd: libc::c_long, attr: &mut [u8; ATTR_SIZE]) -> Result<OwnedFd, KernelError> {
-    // SAFETY: attr is a valid, writable buffer of ATTR_SIZE bytes laid out as
-    // the `union bpf_attr` member of `cmd`; the pointers it holds (program,
-    // licence) outlive the call. The kernel reads at most ATTR_SIZE bytes.
-    let fd = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_mut_ptr(), ATTR_SIZE) };
-    if fd < 0 {
+    let fd = bpf_call(cmd, attr)?;
+    let fd = i32::try_from(fd).map_err(|_| KernelError::Netlink("bpf: fd out of range".into()))?;
+    // SAFETY: a non-negative bpf(2) result of a command that makes an fd is
+    // a new fd this process owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// bpf(2): its non-negative result, or the errno. `attr` is laid out as the
+/// `union bpf_attr` member of `cmd`, and every pointer it holds points to a
+/// buffer, live for the call, of the size that member gives it.
+fn bpf_call(cmd: libc::c_long, attr: &mut [u8; ATTR_SIZE]) -> Result<libc::c_long, KernelError> {
+    // SAFETY: attr is a valid, writable buffer of ATTR_SIZE bytes, which
+    // the kernel reads at most; the pointers in it are valid (above).
+    let rc = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_mut_ptr(), ATTR_SIZE) };
+    if rc < 0 {
         return Err(KernelError::Errno(nix::errno::Errno::last()));
     }
-    let fd = i32::try_from(fd).map_err(|_| KernelError::Netlink("bpf: fd out of range".into()))?;
-    // SAFETY: a non-negative bpf(2) result is a new fd this process owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    Ok(rc)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! the throwaway netns. Both fds close on return, which detaches and frees it.
 
 use crate::error::KernelError;
-use crate::kernel::bpf::{bpf, put, ATTR_SIZE, BPF_PROG_LOAD, BPF_PROG_TYPE_SCHED_CLS};
+use crate::kernel::bpf::{bpf, load_sched_cls, put, ATTR_SIZE};
 
 const BPF_LINK_CREATE: libc::c_long = 28;
 const BPF_TCX_INGRESS: u32 = 46;
@@ -12,17 +12,10 @@ const BPF_TCX_INGRESS: u32 = 46;
 /// Load a program and attach it at tcx ingress of `ifindex`.
 pub fn tcx_probe(ifindex: u32) -> Result<(), KernelError> {
     // mov64 r0, 0 (TC_ACT_OK); exit.
-    let insns: [u64; 2] = [
-        u64::from_le_bytes([0xb7, 0, 0, 0, 0, 0, 0, 0]),
-        u64::from_le_bytes([0x95, 0, 0, 0, 0, 0, 0, 0]),
-    ];
-    let license = b"GPL\0";
-    let mut attr = [0u8; ATTR_SIZE];
-    put(&mut attr, 0, &BPF_PROG_TYPE_SCHED_CLS.to_ne_bytes());
-    put(&mut attr, 4, &2u32.to_ne_bytes());
-    put(&mut attr, 8, &(insns.as_ptr() as u64).to_ne_bytes());
-    put(&mut attr, 16, &(license.as_ptr() as u64).to_ne_bytes());
-    let prog = bpf(BPF_PROG_LOAD, &mut attr)?;
+    let prog = load_sched_cls(
+        &[[0xb7, 0, 0, 0, 0, 0, 0, 0], [0x95, 0, 0, 0, 0, 0, 0, 0]],
+        b"",
+    )?;
     let mut attr = [0u8; ATTR_SIZE];
     let prog_fd = u32::try_from(std::os::fd::AsRawFd::as_raw_fd(&prog)).unwrap_or(u32::MAX);
     put(&mut attr, 0, &prog_fd.to_ne_bytes());
