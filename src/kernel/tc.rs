@@ -256,13 +256,6 @@ pub async fn add_redirect(
 /// action mirred egress redirect dev TO`), built here so that it can also go
 /// out in a batch.
 pub fn new_redirect(from: u32, to: u32, prio: u16) -> RouteNetlinkMessage {
-    let mut msg = TcMessage::with_index(index(from));
-    msg.header.parent = INGRESS_PARENT.into();
-    msg.header.info = (u32::from(prio) << 16) | u32::from(ETH_P_ALL_BE);
-    let mut selector = TcU32Selector::default();
-    selector.flags = TcU32SelectorFlags::Terminal;
-    selector.nkeys = 1;
-    selector.keys = vec![TcU32Key::default()];
     let mut mirred = TcMirror::default();
     mirred.generic = TcActionGeneric::default();
     mirred.generic.action = TcActionType::Stolen;
@@ -275,13 +268,24 @@ pub fn new_redirect(from: u32, to: u32, prio: u16) -> RouteNetlinkMessage {
             mirred,
         ))]),
     ];
-    msg.attributes
-        .push(TcAttribute::Kind(TcFilterU32::KIND.to_string()));
-    msg.attributes.push(TcAttribute::Options(vec![
-        TcOption::U32(TcFilterU32Option::Selector(selector)),
-        TcOption::U32(TcFilterU32Option::Action(vec![action])),
-    ]));
-    RouteNetlinkMessage::NewTrafficFilter(msg)
+    new_filter(
+        from,
+        prio,
+        TcFilterU32::KIND,
+        vec![
+            TcOption::U32(TcFilterU32Option::Selector(match_all())),
+            TcOption::U32(TcFilterU32Option::Action(vec![action])),
+        ],
+    )
+}
+
+/// `match u8 0 0`: the u32 selector that matches every packet.
+pub fn match_all() -> TcU32Selector {
+    let mut selector = TcU32Selector::default();
+    selector.flags = TcU32SelectorFlags::Terminal;
+    selector.nkeys = 1;
+    selector.keys = vec![TcU32Key::default()];
+    selector
 }
 
 /// `tc filter add dev FROM ingress prio PRIO protocol all bpf direct-action
@@ -294,27 +298,45 @@ pub fn new_bpf_redirect(
     prio: u16,
     prog: &RedirectProgram,
 ) -> RouteNetlinkMessage {
-    let mut msg = TcMessage::with_index(index(from));
-    msg.header.parent = INGRESS_PARENT.into();
-    msg.header.info = (u32::from(prio) << 16) | u32::from(ETH_P_ALL_BE);
-    msg.attributes
-        .push(TcAttribute::Kind(TcFilterBpf::KIND.to_string()));
-    msg.attributes.push(TcAttribute::Options(vec![
-        TcOption::Bpf(TcFilterBpfOption::ProgFd(prog.raw_fd())),
-        TcOption::Bpf(TcFilterBpfOption::ProgName(FILTER_NAME.to_string())),
-        TcOption::Bpf(TcFilterBpfOption::Flags(TcBpfFlags::DirectAction)),
-        TcOption::Bpf(TcFilterBpfOption::ClassId(TcHandle::from(to))),
-    ]));
+    new_filter(
+        from,
+        prio,
+        TcFilterBpf::KIND,
+        vec![
+            TcOption::Bpf(TcFilterBpfOption::ProgFd(prog.raw_fd())),
+            TcOption::Bpf(TcFilterBpfOption::ProgName(FILTER_NAME.to_string())),
+            TcOption::Bpf(TcFilterBpfOption::Flags(TcBpfFlags::DirectAction)),
+            TcOption::Bpf(TcFilterBpfOption::ClassId(TcHandle::from(to))),
+        ],
+    )
+}
+
+/// A new filter of `kind` with `options` at `prio`, protocol all, on
+/// `ifindex`'s ingress hook (`ffff:fff2`).
+pub fn new_filter(
+    ifindex: u32,
+    prio: u16,
+    kind: &str,
+    options: Vec<TcOption>,
+) -> RouteNetlinkMessage {
+    let mut msg = filter_at(ifindex, prio);
+    msg.attributes.push(TcAttribute::Kind(kind.to_string()));
+    msg.attributes.push(TcAttribute::Options(options));
     RouteNetlinkMessage::NewTrafficFilter(msg)
 }
 
 /// The request that deletes every filter at `prio` on `ifindex`'s ingress hook.
 pub fn del_filter(ifindex: u32, prio: u16) -> RouteNetlinkMessage {
     // A raw message: rtnetlink's TrafficFilterDelRequest cannot set the priority.
+    RouteNetlinkMessage::DelTrafficFilter(filter_at(ifindex, prio))
+}
+
+/// A filter message for `prio`, protocol all, on `ifindex`'s ingress hook.
+fn filter_at(ifindex: u32, prio: u16) -> TcMessage {
     let mut msg = TcMessage::with_index(index(ifindex));
     msg.header.parent = INGRESS_PARENT.into();
     msg.header.info = (u32::from(prio) << 16) | u32::from(ETH_P_ALL_BE);
-    RouteNetlinkMessage::DelTrafficFilter(msg)
+    msg
 }
 
 /// tc messages carry the ifindex as a signed int; kernel ifindexes are always below 2^31.

@@ -13,8 +13,7 @@ use futures::TryStreamExt;
 use rtnetlink::packet_core::DefaultNla;
 use rtnetlink::packet_route::link::MacVtapMode;
 use rtnetlink::packet_route::tc::{
-    TcAttribute, TcFilterU32, TcFilterU32Option, TcHandle, TcMessage, TcOption, TcU32Key,
-    TcU32Selector, TcU32SelectorFlags,
+    TcAttribute, TcFilterU32, TcFilterU32Option, TcHandle, TcMessage, TcOption,
 };
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::{Handle, LinkBridge, LinkMacVtap, LinkVeth};
@@ -23,10 +22,7 @@ use super::checks::{Feature, Probe};
 use crate::error::KernelError;
 use crate::kernel::bpf::RedirectProgram;
 use crate::kernel::netlink::create;
-use crate::kernel::tc::{new_bpf_redirect, new_ingress_qdisc, new_redirect, INGRESS_PARENT};
-
-/// ETH_P_ALL, in network byte order as tc expects it.
-const ETH_P_ALL_BE: u16 = 0x0003u16.to_be();
+use crate::kernel::tc::{match_all, new_bpf_redirect, new_filter, new_ingress_qdisc, new_redirect};
 
 /// The result of each kernel feature probe, in [`Feature::ALL`] order.
 pub fn probe() -> Vec<(Feature, Probe)> {
@@ -207,21 +203,12 @@ fn clsact(ifindex: u32) -> RouteNetlinkMessage {
 
 /// A filter at `ffff:fff2`, priority 1, protocol all, of `kind` with `options`.
 fn filter(ifindex: u32, kind: &str, options: Vec<TcOption>) -> RouteNetlinkMessage {
-    let mut msg = TcMessage::with_index(tc_index(ifindex));
-    msg.header.parent = INGRESS_PARENT.into();
-    msg.header.info = (1 << 16) | u32::from(ETH_P_ALL_BE);
-    msg.attributes.push(TcAttribute::Kind(kind.into()));
-    msg.attributes.push(TcAttribute::Options(options));
-    RouteNetlinkMessage::NewTrafficFilter(msg)
+    new_filter(ifindex, 1, kind, options)
 }
 
 /// `u32 match u8 0 0` without an action: the classifier alone.
 fn u32_filter(ifindex: u32) -> RouteNetlinkMessage {
-    let mut selector = TcU32Selector::default();
-    selector.flags = TcU32SelectorFlags::Terminal;
-    selector.nkeys = 1;
-    selector.keys = vec![TcU32Key::default()];
-    let options = vec![TcOption::U32(TcFilterU32Option::Selector(selector))];
+    let options = vec![TcOption::U32(TcFilterU32Option::Selector(match_all()))];
     filter(ifindex, TcFilterU32::KIND, options)
 }
 
