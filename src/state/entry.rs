@@ -159,7 +159,7 @@ mod tests {
 
     #[test]
     fn a_huge_sparse_file_is_refused_before_any_buffer() {
-        let path = std::env::temp_dir().join(format!("podtap-entry-{}", std::process::id()));
+        let path = crate::state::scratch_path("entry");
         let file = File::create(&path).unwrap();
         file.set_len(1 << 40).unwrap();
         assert!(matches!(read(&path), Err(EntryError::TooLarge(n)) if n == 1 << 40));

@@ -262,6 +262,16 @@ impl StateDir {
     }
 }
 
+/// A path under the temp dir that no other test uses: the process id and a
+/// counter, so unit tests running in parallel never share (or remove) one.
+#[cfg(test)]
+pub(crate) fn scratch_path(tag: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("podtap-{tag}-{}-{n}", std::process::id()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,7 +282,7 @@ mod tests {
 
     #[test]
     fn state_dir_is_0700() {
-        let dir = std::env::temp_dir().join(format!("podtap-cp-{}", std::process::id()));
+        let dir = scratch_path("cp");
         let sd = StateDir::new(&dir);
         sd.ensure().unwrap();
         assert_eq!(
@@ -284,7 +294,7 @@ mod tests {
 
     #[test]
     fn lock_file_goes_with_the_checkpoint() {
-        let dir = std::env::temp_dir().join(format!("podtap-cp3-{}", std::process::id()));
+        let dir = scratch_path("cp3");
         let sd = StateDir::new(&dir);
         let s1 = id("s1");
         let lock_path = dir.join("s1.lock");
@@ -306,7 +316,7 @@ mod tests {
 
     #[test]
     fn teardown_reads_past_the_description() {
-        let dir = std::env::temp_dir().join(format!("podtap-cp4-{}", std::process::id()));
+        let dir = scratch_path("cp4");
         let sd = StateDir::new(&dir);
         sd.ensure().unwrap();
         let s1 = id("s1");
@@ -332,7 +342,7 @@ mod tests {
 
     #[test]
     fn a_version_1_file_reads_for_teardown_and_as_the_current_version() {
-        let dir = std::env::temp_dir().join(format!("podtap-cp5-{}", std::process::id()));
+        let dir = scratch_path("cp5");
         let sd = StateDir::new(&dir);
         sd.ensure().unwrap();
         let pod = id("pod-v1");
@@ -375,7 +385,7 @@ mod tests {
 
     #[test]
     fn a_version_2_file_reads_as_version_3_with_auto_redirect() {
-        let dir = std::env::temp_dir().join(format!("podtap-cp7-{}", std::process::id()));
+        let dir = scratch_path("cp7");
         let sd = StateDir::new(&dir);
         sd.ensure().unwrap();
         let pod = id("pod-v1");
@@ -395,7 +405,7 @@ mod tests {
 
     #[test]
     fn each_reads_as_load_reads() {
-        let dir = std::env::temp_dir().join(format!("podtap-cp6-{}", std::process::id()));
+        let dir = scratch_path("cp6");
         let sd = StateDir::new(&dir);
         let ids = [id("a"), id("b"), id("c"), id("d")];
         let none = sd.load_each(&ids).unwrap().collect::<Vec<_>>();
@@ -424,7 +434,7 @@ mod tests {
 
     #[test]
     fn corrupt_file_is_reported_and_kept() {
-        let dir = std::env::temp_dir().join(format!("podtap-cp2-{}", std::process::id()));
+        let dir = scratch_path("cp2");
         let sd = StateDir::new(&dir);
         sd.ensure().unwrap();
         let s1 = id("s1");

@@ -247,7 +247,7 @@ mod tests {
 
     #[test]
     fn news_goes_only_to_the_watches_of_its_netns() {
-        let state = std::env::temp_dir().join(format!("podtap-news-{}", std::process::id()));
+        let state = crate::state::scratch_path("news");
         fs::create_dir_all(&state).unwrap();
         saved(&state, (1, 2), &id("a"));
         assert!(!dir(&state, (1, 2)).exists(), "no watch: nothing made");

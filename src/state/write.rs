@@ -136,7 +136,7 @@ mod tests {
 
     #[test]
     fn atomic_write_replaces_and_sets_mode() {
-        let dir = std::env::temp_dir().join(format!("podtap-write-{}", std::process::id()));
+        let dir = crate::state::scratch_path("write");
         fs::create_dir_all(&dir).unwrap();
         let p = dir.join("x.json");
         write_atomic(&p, b"one", 0o600).unwrap();
@@ -151,7 +151,7 @@ mod tests {
 
     #[test]
     fn a_locked_write_replaces_a_killed_writers_temp_file() {
-        let dir = std::env::temp_dir().join(format!("podtap-locked-{}", std::process::id()));
+        let dir = crate::state::scratch_path("locked");
         fs::create_dir_all(&dir).unwrap();
         let p = dir.join("a.json");
         let left = dir.join(".a.json.tmp");
@@ -175,7 +175,7 @@ mod tests {
 
     #[test]
     fn a_replacing_write_leaves_no_temp_file_and_never_moves_a_directory() {
-        let dir = std::env::temp_dir().join(format!("podtap-replace-{}", std::process::id()));
+        let dir = crate::state::scratch_path("replace");
         fs::create_dir_all(&dir).unwrap();
         let p = dir.join("b.json");
         let tmp = dir.join(".b.json.tmp");
