@@ -156,50 +156,44 @@ if [ "$dponly" = 1 ]; then
     exit "$rc"
 fi
 
+# One more part of the run, in the background like bench.py; its failure
+# makes the run's exit status 1.
+part() {
+    "$@" &
+    py=$!
+    wait "$py" || rc=1
+    py=""
+}
+
 # Attach and detach per phase next to floor.c (issue 31, item 1): benches/phases.py,
 # its Markdown on stdout or into FILE.phases.md beside --out's.
 phase_args=(--bin "$bin" --floor "$work/floor" --prefix "$prefix-ph" --state-dir "$state-phases"
             --workdir "$work" --reps "$reps")
 [ "$smoke" = 1 ] && phase_args+=(--smoke)
 [ -n "$out" ] && phase_args+=(--out "${out%.md}.phases.md")
-python3 "$here/phases.py" "${phase_args[@]}" &
-py=$!
-wait "$py" || rc=1
-py=""
+part python3 "$here/phases.py" "${phase_args[@]}"
 
 # Routing size (issue 31 item 3): benches/routes.py, its Markdown after bench.py's.
 rargs=(--bin "$bin" --floor "$work/floor" --prefix "$prefix-rt" --state-dir "$state-rt")
 [ "$smoke" = 1 ] && rargs+=(--smoke)
 [ -n "$out" ] && rargs+=(--out "$out")
-python3 "$here/routes.py" "${rargs[@]}" &
-py=$!
-wait "$py" || rc=1
-py=""
+part python3 "$here/routes.py" "${rargs[@]}"
 rm -rf "$state-rt"
 
 # Node scale (issue 31 item 6): N attachments on the node, its own script and section.
 scale=(--bin "$bin" --prefix "$prefix-scale" --state-dir "$state-scale" --standin "$work/standin")
 [ "$smoke" = 1 ] && scale+=(--smoke) || scale+=(--reps "$reps")
-python3 "$here/scale.py" "${scale[@]}" ${out:+--out "$out"} &
-py=$!
-wait "$py" || rc=1
-py=""
+part python3 "$here/scale.py" "${scale[@]}" ${out:+--out "$out"}
 # Watches at rest (issue 31 item 4): benches/watch_rest.py, its own netns and state dir.
 watch_args=(--bin "$bin" --prefix "$prefix-wr" --state-dir "/run/$prefix-watch")
 if [ "$smoke" = 1 ]; then watch_args+=(--smoke); fi
 if [ -n "$out" ]; then watch_args+=(--out "$out"); fi
-python3 "$here/watch_rest.py" "${watch_args[@]}" &
-py=$!
-wait "$py" || rc=1
-py=""
+part python3 "$here/watch_rest.py" "${watch_args[@]}"
 
 # Pod start under a real runtime (issue 31, item 5): its own script, its section appended.
 if [ "$podstart" = 1 ]; then
     ps_args=(--bin "$bin")
     [ "$smoke" = 1 ] && ps_args+=(--smoke)
-    bash "$here/podstart.sh" "${ps_args[@]}" >>"${out:-/dev/stdout}" &
-    py=$!
-    wait "$py" || rc=1
-    py=""
+    part bash "$here/podstart.sh" "${ps_args[@]}" >>"${out:-/dev/stdout}"
 fi
 exit "$rc"
