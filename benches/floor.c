@@ -11,6 +11,9 @@
 //                               loaded once with bpf(2), in a direct-action cls_bpf filter
 //   floor attach-tc-u32 NETNS N the same with u32 match-all + mirred egress redirect
 //                               (podtap's fallback, PODTAP_TC_REDIRECT=u32)
+//   floor attach-read NETNS N   `dump` (below), then `attach-tc`, in one process: the
+//                               kernel work of an attach that reads what podtap's scan
+//                               reads (nothing parsed or printed but the byte count)
 //   floor detach NETNS          pod ingress qdiscs deleted, group delete, waits for the ack
 //   floor probe NETNS           RTNL stall probe: RTM_GETLINK round trips until SIGTERM,
 //                               prints the worst one and every one over 5 ms as JSON
@@ -472,6 +475,7 @@ int main(int argc, char **argv) {
     nl = nlopen(0);
     if (!strcmp(argv[1], "attach-tc") && argc == 4) attach_tc(atoi(argv[3]), 1);
     else if (!strcmp(argv[1], "attach-tc-u32") && argc == 4) attach_tc(atoi(argv[3]), 0);
+    else if (!strcmp(argv[1], "attach-read") && argc == 4) { dump_all(); attach_tc(atoi(argv[3]), 1); }
     else if (!strcmp(argv[1], "detach")) detach(0);
     else if (!strcmp(argv[1], "detach-early")) detach(1);
     else if (!strcmp(argv[1], "probe")) probe();

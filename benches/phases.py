@@ -8,7 +8,8 @@
 For each size one pod netns with N veths (the fixture of benches/bench.py).
 Each repetition runs, per size and in an order rotated every repetition:
 floor.c `attach-tc` + `detach-early` (the floor: podtap's tc-mode kernel work in
-one C process, pipelined netlink, no checkpoint), `podtap attach` + `podtap
+one C process, pipelined netlink, no checkpoint), floor.c `attach-read` (the
+same attach after the dumps podtap's scan makes; informational), `podtap attach` + `podtap
 detach` with PODTAP_PHASES=1 (each prints its phases on stderr, see
 src/phases.rs), and, with --old, the same two commands of another binary
 (before/after, same run). Once per repetition it also runs `podtap --version`
@@ -158,6 +159,19 @@ class Run:
                 self.record(("floor", "detach-cpu", n), cpu)
         self.settle()
         self.check_clean(ns, base, f"floor.c n={n}")
+        # The same attach after the scan's dumps (informational: the floor
+        # of an attach that reads what podtap reads); its detach is untimed.
+        ms, rc, err, _, _, cpu = timed([self.a.floor, "attach-read", ns, str(n)])
+        if rc != 0:
+            self.fail(f"floor.c attach-read n={n}", rc, err)
+        else:
+            self.record(("floor-read", "attach", n), ms)
+            self.record(("floor-read", "attach-cpu", n), cpu)
+        _, rc, err, _, _, _ = timed([self.a.floor, "detach", ns])
+        if rc != 0:
+            self.fail(f"floor.c detach n={n}", rc, err)
+        self.settle()
+        self.check_clean(ns, base, f"floor.c attach-read n={n}")
 
     def podtap(self, who, binary, n, ns, base, rep):
         env = dict(os.environ, PODTAP_STATE_DIR=self.a.state_dir, PODTAP_PHASES="1")
@@ -214,7 +228,9 @@ class Run:
         rule = "|---|" + "---|" * len(a.sizes)
         out += ["Wall time, fork to reap (ms, median of the repetitions), and the ratio to floor.c:", "",
                 head, rule]
-        rows = [("floor.c attach-tc", ("floor", "attach")), ("podtap attach, tc", ("podtap", "attach")),
+        rows = [("floor.c attach-tc", ("floor", "attach")),
+                ("floor.c attach-read (the scan's dumps first)", ("floor-read", "attach")),
+                ("podtap attach, tc", ("podtap", "attach")),
                 ("floor.c detach-early", ("floor", "detach")), ("podtap detach, tc", ("podtap", "detach"))]
         if a.old:
             rows += [("old binary attach, tc", ("old", "attach")), ("old binary detach, tc", ("old", "detach"))]
@@ -226,6 +242,9 @@ class Run:
                 out.append(f"| {label} {cmd} / floor.c | " + " | ".join(
                     f"{med(s.get((who, cmd, n), [])) / med(s.get(('floor', cmd, n), [])):.2f}×"
                     for n in a.sizes) + " |")
+        out.append("| podtap attach / floor.c attach-read | " + " | ".join(
+            f"{med(s.get(('podtap', 'attach', n), [])) / med(s.get(('floor-read', 'attach', n), [])):.2f}×"
+            for n in a.sizes) + " |")
         out += ["", "CPU time of the same runs (user + system of the process and the children it "
                 "waited for, ms, median); on a shared machine it moves less than wall time:", "",
                 head, rule]
@@ -251,7 +270,9 @@ class Run:
         out += ["**Method.** `benches/phases.py`: one pod netns per size (N veths, each with an IPv4 "
                 "/24 and an IPv6 /64, a default route). After one untimed warm-up round, "
                 f"{a.reps} repetitions; in each, every contender runs once per size, in an order "
-                "rotated every repetition: floor.c `attach-tc` then `detach-early`, `podtap attach` "
+                "rotated every repetition: floor.c `attach-tc` then `detach-early`, floor.c "
+                "`attach-read` (the six dumps of `floor dump`, which podtap's scan makes, then "
+                "`attach-tc`; undone by an untimed `floor detach`), `podtap attach` "
                 "then `podtap detach` (tc mode)" + (", the old binary's attach and detach" if a.old else "")
                 + ", then `podtap --version` and an empty static C program. Each process starts once "
                 "no podtap or floor.c process is left (detach returns before its deleter child "

@@ -11,8 +11,10 @@ route, N host routes in main and N/5 in table 100 that a policy rule points
 to (N = 10 000 is the pod of issue 31: 10 000 + 2 000 routes), built with
 one `ip -n NS -batch FILE`. Then, per repetition and size, in an order
 rotated every repetition: `floor dump` (benches/floor.c: the dumps scan
-makes, bytes read and dropped, nothing parsed), `podtap scan`, `podtap
-attach` (tc mode) and `podtap detach`. Printed Markdown: the table and the
+makes, bytes read and dropped, nothing parsed), `floor attach-read` (those
+dumps, then one TAP and its BPF redirect: the kernel work of an attach, in
+C) with an untimed `floor detach`, `podtap scan`, `podtap attach` (tc mode)
+and `podtap detach`. Printed Markdown: the table and the
 method. Every namespace and the state dir are removed on any exit (SIGINT
 and SIGTERM too). Exit 0 when every command succeeded, 1 otherwise, 2 for
 bad usage. Timings are reported, never asserted.
@@ -149,6 +151,12 @@ class Bench:
             return self.timed(size, what, [self.a.floor, "dump", ns])
         if what == "scan":
             return self.timed(size, what, self.podtap("scan", "--netns", path))
+        if what == "floor":
+            ok = self.timed(size, what, [self.a.floor, "attach-read", ns, "1"])
+            r = subprocess.run([self.a.floor, "detach", ns], capture_output=True, text=True)
+            if r.returncode != 0:
+                self.failures.append(f"floor detach at {size}: {r.stderr[-300:]}")
+            return ok and r.returncode == 0
         # attach then detach, each timed
         ok = self.timed(size, "attach", self.podtap("attach", *st, "--netns", path, "--id", sid))
         ok = self.timed(size, "detach", self.podtap("detach", *st, "--id", sid)) and ok
@@ -204,11 +212,12 @@ class Bench:
                   file=sys.stderr)
         for n in self.a.sizes:
             self.measure_sizes(n, pods[n])
-        kinds = ["dump", "scan", "attach"]
+        kinds = ["dump", "floor", "scan", "attach"]
         for rep in range(-1, self.a.reps):  # rep -1: untimed warm-up
             keep = dict(self.samples)
             for n in self.a.sizes:
-                order = kinds[rep % 3:] + kinds[:rep % 3]
+                k = rep % len(kinds)
+                order = kinds[k:] + kinds[:k]
                 for what in order:
                     self.one(n, pods[n], what, f"rt-{n}-{rep + 1}")
             if rep < 0:
@@ -251,22 +260,26 @@ class Bench:
                    f"{self.a.reps} repetitions; routes = main-table routes "
                    "(plus a fifth as many in table 100).")
         out.append("")
-        out.append("| routes | bare dump (floor.c) | podtap scan | podtap attach | "
-                   "attach / dump | podtap detach |")
-        out.append("|---|---|---|---|---|---|")
+        out.append("| routes | bare dump (floor.c) | floor.c attach-read | podtap scan | "
+                   "podtap attach | attach / dump | floor.c attach-read / dump | "
+                   "podtap detach |")
+        out.append("|---|---|---|---|---|---|---|---|")
+
+        def over_dump(size, what):
+            d, x = self.stat(size, "dump"), self.stat(size, what)
+            return f"{x[0] / d[0]:.2f}×" if d and x else "–"
         for n in self.a.sizes:
-            d, a = self.stat(n, "dump"), self.stat(n, "attach")
-            ratio = f"{a[0] / d[0]:.2f}×" if d and a else "–"
-            out.append(f"| {n:,} | {ms(n, 'dump')} | {ms(n, 'scan')} | {ms(n, 'attach')} | "
-                       f"{ratio} | {ms(n, 'detach')} |".replace(",", " "))
+            out.append(f"| {n:,} | {ms(n, 'dump')} | {ms(n, 'floor')} | {ms(n, 'scan')} | "
+                       f"{ms(n, 'attach')} | {over_dump(n, 'attach')} | "
+                       f"{over_dump(n, 'floor')} | {ms(n, 'detach')} |".replace(",", " "))
         out.append("")
         out.append("CPU time (user + sys, ms, median) of the same runs:")
         out.append("")
-        out.append("| routes | bare dump | scan | attach | detach |")
-        out.append("|---|---|---|---|---|")
+        out.append("| routes | bare dump | floor.c attach-read | scan | attach | detach |")
+        out.append("|---|---|---|---|---|---|")
         for n in self.a.sizes:
             cells = []
-            for what in ("dump", "scan", "attach", "detach"):
+            for what in ("dump", "floor", "scan", "attach", "detach"):
                 s = self.stat(n, what, 1)
                 cells.append("–" if s is None else f(s[0]))
             out.append(f"| {n:,} | ".replace(",", " ") + " | ".join(cells) + " |")
@@ -302,10 +315,15 @@ class Bench:
             "neighbours, routes of every family and table, IPv4 and IPv6 rules), one after "
             "another on one netlink socket, every datagram read into a 64 KiB buffer and "
             "dropped, nothing parsed; it is the floor for a scan (and for attach's survey). "
-            "*scan* is `podtap scan`, *attach* `podtap attach --mode tc` (one TAP, its "
+            "*floor.c attach-read* is the floor of the attach itself: in one process, the "
+            "same dumps, then what `floor attach-tc` does for one interface (its link dump, "
+            "a persistent TAP, link settings, two ingress qdiscs, the BPF redirect each "
+            "way, the TAP up), nothing parsed or printed; an untimed `floor detach` undoes "
+            "it. *scan* is `podtap scan`, *attach* `podtap attach --mode tc` (one TAP, its "
             "wiring, the checkpoint, the description printed) and *detach* `podtap detach`. "
             f"One untimed warm-up round, then {self.a.reps} repetitions; in each, every "
-            "size runs dump, scan and attach+detach, in an order rotated every "
+            "size runs dump, floor.c attach-read, scan and attach+detach, in an order "
+            "rotated every "
             "repetition; each command starts once no podtap process is left (detach "
             "returns before its deleter child). Reported: median and p95 (nearest rank) "
             "of the wall times, median CPU time. Sizes come from one untimed run per size: "
