@@ -288,3 +288,51 @@ fn check_of_unknown_id_and_list_of_empty_dir() {
     let l = podtap_state(BIN, &state.0, &["list"]);
     assert_eq!(code(&l), 0, "{}", stderr(&l));
 }
+
+/// podtap enters at C's `main` (src/main.rs) and opens closed standard fds
+/// on /dev/null itself. Started with stdin, stdout and stderr closed, an
+/// attach succeeds, prints into none of its own files (a lock or checkpoint
+/// that took fd 1), leaves a valid checkpoint, and detaches exactly.
+#[test]
+fn closed_standard_fds_do_not_receive_a_checkpoint() {
+    use std::os::unix::process::CommandExt;
+    if !ready("closed_standard_fds_do_not_receive_a_checkpoint") {
+        return;
+    }
+    let pod = pod();
+    let state = StateDir::new();
+    let before = snapshot(&pod.pod);
+    let id = podtap_testkit::unique("closedfds");
+    let mut cmd = podtap_testkit::attach_cmd(BIN, &state.0, &pod, &id, &[]);
+    // SAFETY: close(2) is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            for fd in 0..3 {
+                libc::close(fd);
+            }
+            Ok(())
+        });
+    }
+    let status = cmd.status().expect("run podtap");
+    assert!(status.success(), "attach with closed fds: {status:?}");
+    let recorded =
+        std::fs::read_to_string(state.0.join(format!("{id}.json"))).expect("the checkpoint exists");
+    serde_json::from_str::<serde_json::Value>(&recorded)
+        .expect("the checkpoint is one JSON document");
+    // The description is printed pretty (`"schema": `); podtap's own files are compact.
+    for entry in std::fs::read_dir(&state.0).expect("state dir") {
+        let path = entry.expect("entry").path();
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            !text.contains("\"schema\": "),
+            "the description was printed into {}",
+            path.display()
+        );
+    }
+    let o = check(BIN, &state, &id);
+    assert_eq!(code(&o), 0, "check: {}", stderr(&o));
+    let o = detach(BIN, &state, &id);
+    assert_eq!(code(&o), 0, "detach: {}", stderr(&o));
+    settle_taps(&pod.pod);
+    assert_eq!(snapshot(&pod.pod), before, "detach left the pod as it was");
+}

@@ -1,0 +1,55 @@
+//! What a podtap process sets up before it runs, and finishes before it
+//! exits. The binary enters at C's `main` (see `src/main.rs`), so the parts
+//! of Rust's own start-up that matter are done here.
+
+use std::io::Write;
+
+/// Before anything else runs, on the main thread, before any other thread.
+pub(crate) fn prepare() {
+    standard_fds_open();
+    // SAFETY: setting a signal's disposition to SIG_IGN and a malloc
+    // parameter have no memory-safety preconditions; no other thread exists.
+    unsafe {
+        // As Rust's start-up: a write to a closed pipe fails with EPIPE
+        // instead of killing the process.
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        // One malloc arena for every thread: glibc otherwise gives each
+        // thread's first allocation an arena of its own (a 64 MiB
+        // reservation, two munmaps, an mprotect and fresh pages), and
+        // podtap's threads are few, short and barely contend.
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
+/// Before the process exits: what Rust's start-up would flush.
+pub(crate) fn finish() {
+    let _ = std::io::stdout().flush();
+}
+
+/// As Rust's start-up: a closed stdin, stdout or stderr is opened on
+/// /dev/null, so that no file podtap opens later (a checkpoint, a lock)
+/// takes fd 0, 1 or 2 and receives what is printed.
+fn standard_fds_open() {
+    let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
+        fd,
+        events: 0,
+        revents: 0,
+    });
+    // SAFETY: three valid pollfds for the duration of the call.
+    let polled = unsafe { libc::poll(fds.as_mut_ptr(), 3, 0) } >= 0;
+    for pfd in fds {
+        let closed = if polled {
+            pfd.revents & libc::POLLNVAL != 0
+        } else {
+            // SAFETY: F_GETFD on any fd number is harmless.
+            let flags = unsafe { libc::fcntl(pfd.fd, libc::F_GETFD) };
+            flags == -1
+        };
+        // The lowest free fd is this one: the ones below it are open.
+        // SAFETY: a NUL-terminated path; the fd is kept open on purpose.
+        if closed && unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) } != pfd.fd {
+            // Rust's start-up aborts here too: nothing can be printed safely.
+            std::process::abort();
+        }
+    }
+}
