@@ -10,8 +10,11 @@
 //! times, then fails naming the dump. tc and neighbour dumps keep no
 //! generation; teardown reads them for links it has already proven.
 //!
-//! A datagram is sized before it is read ([`nlrecv::receive_whole`]), so no
-//! message is cut. A dump is always read to its `NLMSG_DONE` (or error):
+//! A datagram is read into a buffer of [`DATAGRAM`] bytes, more than the
+//! kernel puts in one (32 KiB, unless a single link message is longer). A
+//! datagram longer than the buffer is never used cut: the answer is thrown
+//! away and the dump asked again with a buffer that fits it (the kernel says
+//! how long it was). A dump is always read to its `NLMSG_DONE` (or error):
 //! the kernel runs one dump per socket and answers EBUSY to the next until
 //! the reader has taken the last datagram; one left half-read (a timeout)
 //! is read out before the next dump starts ([`Batch::open_dump`]).
@@ -37,8 +40,22 @@ use super::wire::{self, code, flags, frames, push, NLMSG_DONE, NLMSG_ERROR, NLM_
 /// clear error rather than a wrong answer.
 pub const ATTEMPTS: u32 = 16;
 
+/// The datagram buffer a dump starts with (grown when a datagram is longer).
+const DATAGRAM: usize = 1 << 16;
+
 /// Dump answers thrown away because the kernel flagged them interrupted.
 static INTERRUPTED: AtomicU64 = AtomicU64::new(0);
+
+/// How one asking of a dump ended.
+enum Answered {
+    /// Read to its end: how it ended, and whether a change interrupted it.
+    Whole {
+        done: Result<(), Errno>,
+        interrupted: bool,
+    },
+    /// A datagram did not fit the buffer, which now does: ask again.
+    Cut,
+}
 
 /// Where a dump's answer got to after one datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,11 +156,25 @@ impl Batch {
         reply: &mut Vec<u8>,
         answer: &mut Vec<u8>,
     ) -> io::Result<Result<(), Errno>> {
+        if reply.capacity() < DATAGRAM {
+            reply.clear();
+            reply.reserve(DATAGRAM);
+        }
         for attempt in 1..=ATTEMPTS {
             answer.clear();
-            let (done, interrupted) = self.dump_once(request, reply, answer)?;
-            if !interrupted || done.is_err() {
-                return Ok(done);
+            match self.dump_once(request, reply, answer)? {
+                Answered::Whole { done, interrupted } if !interrupted || done.is_err() => {
+                    return Ok(done)
+                }
+                Answered::Whole { .. } => {}
+                Answered::Cut => {
+                    tracing::debug!(
+                        "a {} dump datagram was longer than {} bytes; asking again with a buffer that fits it",
+                        what(request),
+                        DATAGRAM
+                    );
+                    continue;
+                }
             }
             let so_far = INTERRUPTED.fetch_add(1, Ordering::Relaxed) + 1;
             tracing::debug!(
@@ -159,13 +190,15 @@ impl Batch {
     }
 
     /// Ask once and read the whole answer into `answer`: how it ended, and
-    /// whether the kernel flagged it interrupted.
+    /// whether the kernel flagged it interrupted; or [`Answered::Cut`],
+    /// with `reply` grown to the datagram that did not fit (the rest of
+    /// that answer is read out before the next dump).
     fn dump_once(
         &self,
         request: &RouteNetlinkMessage,
         reply: &mut Vec<u8>,
         answer: &mut Vec<u8>,
-    ) -> io::Result<(Result<(), Errno>, bool)> {
+    ) -> io::Result<Answered> {
         self.finish_open_dump(reply)?;
         let seq = seq_of(self.sent.fetch_add(1, Ordering::Relaxed));
         let mut buf = Vec::new();
@@ -174,11 +207,18 @@ impl Batch {
         self.open_dump.store(seq, Ordering::Relaxed);
         let mut interrupted = false;
         loop {
-            let n = nlrecv::receive_whole(&self.socket, reply, REPLY_TIMEOUT)?;
-            let datagram = reply.get(..n).unwrap_or(reply);
-            if let Step::Done(code) = take(datagram, seq, answer, &mut interrupted) {
+            let n = nlrecv::receive_spare(&self.socket, reply, REPLY_TIMEOUT)?;
+            if n > reply.len() {
+                reply.clear();
+                reply.reserve(n.max(DATAGRAM));
+                return Ok(Answered::Cut);
+            }
+            if let Step::Done(code) = take(&reply[..n], seq, answer, &mut interrupted) {
                 self.open_dump.store(0, Ordering::Relaxed);
-                return Ok((errno::reply(code), interrupted));
+                return Ok(Answered::Whole {
+                    done: errno::reply(code),
+                    interrupted,
+                });
             }
         }
     }
@@ -192,7 +232,8 @@ impl Batch {
         }
         let mut ignored = Vec::new();
         loop {
-            let n = nlrecv::receive_whole(&self.socket, reply, REPLY_TIMEOUT)?;
+            // A datagram cut here is only looked through for the end.
+            let n = nlrecv::receive_spare(&self.socket, reply, REPLY_TIMEOUT)?;
             ignored.clear();
             let datagram = reply.get(..n).unwrap_or(reply);
             if take(datagram, seq, &mut ignored, &mut false) != Step::More {
