@@ -8,10 +8,12 @@
 //! attach or detach is about 0.2 ms (5%) faster here (`benches/phases.py`);
 //! a stack overflow still ends the process, by SIGSEGV. What else that
 //! start-up does, [`podtap::main`] does itself: see `src/start.rs`.
-#![no_main]
+// The unit-test build of this file keeps libtest's own `main`.
+#![cfg_attr(not(test), no_main)]
 
 /// The C entry point: glibc has set up the process (and std reads the
 /// arguments through `.init_array`), so the arguments are not needed here.
+#[cfg(not(test))]
 #[no_mangle]
 pub extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
     podtap::main()
