@@ -44,7 +44,7 @@ DETACH = ["args", "logging", "locks", "checkpoint_read", "netns_open", "netns_th
           "runtime", "sockets", "observe", "undo", "runtime_drop", "checkpoint_remove",
           "release", "registry"]
 WHAT = {
-    "start": "process start: fork to `main` (exec, static-pie self-relocation, libc and std init)",
+    "start": "process start: fork to `main` (exec, static-pie self-relocation, libc init)",
     "args": "argument parsing (clap)", "logging": "tracing subscriber",
     "netns_open": "open the netns file", "netns_thread": "start the netns thread",
     "locks": "id lock (state dir) and netns lock", "runtime": "tokio runtime created",
