@@ -144,32 +144,28 @@ class Run:
         for name in set(self.links(ns)) - set(base):
             sh(["ip", "-n", ns, "link", "delete", name], check=False)
 
-    def floor(self, n, ns, base):
-        ms, rc, err, _, _, cpu = timed([self.a.floor, "attach-tc", ns, str(n)])
+    def floor_step(self, key, argv, n):
+        """Run one floor.c command and record its wall and CPU time under
+        `key` (who, cmd), or nothing when `key` is None. Whether it succeeded."""
+        ms, rc, err, _, _, cpu = timed(argv)
         if rc != 0:
-            self.fail(f"floor.c attach-tc n={n}", rc, err)
-        else:
-            self.record(("floor", "attach", n), ms)
-            self.record(("floor", "attach-cpu", n), cpu)
-            ms, rc, err, _, _, cpu = timed([self.a.floor, "detach-early", ns])
-            if rc != 0:
-                self.fail(f"floor.c detach-early n={n}", rc, err)
-            else:
-                self.record(("floor", "detach", n), ms)
-                self.record(("floor", "detach-cpu", n), cpu)
+            self.fail(f"floor.c {argv[1]} n={n}", rc, err)
+            return False
+        if key:
+            self.record((key[0], key[1], n), ms)
+            self.record((key[0], f"{key[1]}-cpu", n), cpu)
+        return True
+
+    def floor(self, n, ns, base):
+        f = self.a.floor
+        if self.floor_step(("floor", "attach"), [f, "attach-tc", ns, str(n)], n):
+            self.floor_step(("floor", "detach"), [f, "detach-early", ns], n)
         self.settle()
         self.check_clean(ns, base, f"floor.c n={n}")
         # The same attach after the scan's dumps (informational: the floor
         # of an attach that reads what podtap reads); its detach is untimed.
-        ms, rc, err, _, _, cpu = timed([self.a.floor, "attach-read", ns, str(n)])
-        if rc != 0:
-            self.fail(f"floor.c attach-read n={n}", rc, err)
-        else:
-            self.record(("floor-read", "attach", n), ms)
-            self.record(("floor-read", "attach-cpu", n), cpu)
-        _, rc, err, _, _, _ = timed([self.a.floor, "detach", ns])
-        if rc != 0:
-            self.fail(f"floor.c detach n={n}", rc, err)
+        self.floor_step(("floor-read", "attach"), [f, "attach-read", ns, str(n)], n)
+        self.floor_step(None, [f, "detach", ns], n)
         self.settle()
         self.check_clean(ns, base, f"floor.c attach-read n={n}")
 
