@@ -13,8 +13,9 @@
 
 /// The C entry point: glibc has set up the process (and std reads the
 /// arguments through `.init_array`), so the arguments are not needed here.
+/// An exit code outside 0-255 (none is documented) becomes 1, not its low byte.
 #[cfg(not(test))]
 #[no_mangle]
 pub extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
-    podtap::main()
+    u8::try_from(podtap::main()).map_or(1, libc::c_int::from)
 }
