@@ -106,7 +106,7 @@ impl Batch {
     ) -> std::io::Result<Vec<Result<(), Errno>>> {
         let mut results = vec![Ok(()); requests.len()];
         let mut buf = Vec::new();
-        let mut reply = Vec::with_capacity(1 << 16);
+        let mut reply = Vec::with_capacity(nlrecv::DATAGRAM);
         let count = u32::try_from(requests.len()).unwrap_or(u32::MAX);
         let base = self.sent.fetch_add(count, Ordering::Relaxed);
         for (w, window) in requests.chunks(WINDOW).enumerate() {

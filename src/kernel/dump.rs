@@ -10,8 +10,8 @@
 //! times, then fails naming the dump. tc and neighbour dumps keep no
 //! generation; teardown reads them for links it has already proven.
 //!
-//! A datagram is read into a buffer of [`DATAGRAM`] bytes, more than the
-//! kernel puts in one (32 KiB, unless a single link message is longer). A
+//! A datagram is read into a buffer of [`nlrecv::DATAGRAM`] bytes, more than
+//! the kernel puts in one (32 KiB, unless a single link message is longer). A
 //! datagram longer than the buffer is never used cut: the answer is thrown
 //! away and the dump asked again with a buffer that fits it (the kernel says
 //! how long it was). A dump is always read to its `NLMSG_DONE` (or error):
@@ -28,7 +28,7 @@ use rtnetlink::packet_route::RouteNetlinkMessage;
 
 use super::batch::{seq_of, Batch, REPLY_TIMEOUT};
 use super::errno;
-use super::nlrecv;
+use super::nlrecv::{self, DATAGRAM};
 use super::wire::{self, code, flags, frames, push, NLMSG_DONE, NLMSG_ERROR, NLM_F_DUMP_INTR};
 
 /// How many times a dump is asked for before an interrupted answer is an
@@ -39,9 +39,6 @@ use super::wire::{self, code, flags, frames, push, NLMSG_DONE, NLMSG_ERROR, NLM_
 /// in a row are far rarer, and a netns that changes faster still gets a
 /// clear error rather than a wrong answer.
 pub const ATTEMPTS: u32 = 16;
-
-/// The datagram buffer a dump starts with (grown when a datagram is longer).
-const DATAGRAM: usize = 1 << 16;
 
 /// Dump answers thrown away because the kernel flagged them interrupted.
 static INTERRUPTED: AtomicU64 = AtomicU64::new(0);

@@ -17,6 +17,10 @@ use std::time::{Duration, Instant};
 use nix::errno::Errno;
 use rtnetlink::sys::Socket;
 
+/// The buffer a datagram is read into: more than the kernel puts in one
+/// (a dump fills at most 32 KiB, unless a single message is longer).
+pub const DATAGRAM: usize = 1 << 16;
+
 /// Datagrams dropped because a process, not the kernel, sent them.
 static FOREIGN: AtomicU64 = AtomicU64::new(0);
 

@@ -146,7 +146,7 @@ fn run(
     };
     let deadline = Instant::now() + ANNOUNCE_TIMEOUT;
     // Read into the spare capacity: nothing zeroed, only written pages touched.
-    let mut buf = Vec::with_capacity(1 << 16);
+    let mut buf = Vec::with_capacity(super::nlrecv::DATAGRAM);
     loop {
         if expect.is_empty() {
             // Every link is unlisted: the rest is the kernel's own cleanup.
