@@ -245,6 +245,23 @@ fn an_unwritable_output_rolls_back_and_a_bad_one_builds_nothing() {
     assert!(stderr(&out).contains("rolled back"), "{}", stderr(&out));
     assert!(!state.0.join("o2.json").exists());
     assert_eq!(snapshot(&pod.pod), before);
+
+    // Standard output that takes nothing (/dev/full: ENOSPC on every
+    // write): the description streamed there never arrives, so rolled back.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = podtap_cmd(BIN, &state.0)
+        .args(["attach", "--netns", &ns, "--id", "o3"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("rolled back"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("stdout"), "{}", stderr(&out));
+    assert!(!state.0.join("o3.json").exists());
+    assert_eq!(snapshot(&pod.pod), before);
 }
 
 #[test]

@@ -36,7 +36,8 @@ pub fn emit_attached(
     id: &SandboxId,
     state: &StateDir,
 ) -> Result<()> {
-    emit_attached_with(attached, id, state, |text| emit_text(text, output))
+    let printed = emit(&attached.description, output);
+    undo_unless_printed(attached, id, state, printed)
 }
 
 /// [`emit_attached`] with a writer of the door's own (the OCI hook writes
@@ -47,7 +48,19 @@ pub fn emit_attached_with(
     state: &StateDir,
     write: impl FnOnce(&str) -> Result<()>,
 ) -> Result<()> {
-    let Err(e) = pretty(&attached.description).and_then(|text| write(&text)) else {
+    let printed = pretty(&attached.description).and_then(|text| write(&text));
+    undo_unless_printed(attached, id, state, printed)
+}
+
+/// `printed`, or, when printing failed and this call built the
+/// attachment, the failure after the attachment is undone.
+fn undo_unless_printed(
+    attached: &Attached,
+    id: &SandboxId,
+    state: &StateDir,
+    printed: Result<()>,
+) -> Result<()> {
+    let Err(e) = printed else {
         return Ok(());
     };
     if !attached.fresh {
@@ -64,8 +77,33 @@ pub fn emit_attached_with(
 
 /// Write the description as pretty JSON to `output` (atomically) or stdout.
 pub fn emit(desc: &Description, output: Option<&Path>) -> Result<()> {
-    emit_text(&pretty(desc)?, output)
+    match output {
+        Some(_) => emit_text(&pretty(desc)?, output),
+        None => print_pretty(desc),
+    }
 }
+
+/// The description as pretty JSON on stdout, streamed through one buffer:
+/// the text of a pod with 100 000 routes is tens of MB, and building it
+/// whole first cost a page fault for every 4 KiB of it.
+fn print_pretty(desc: &Description) -> Result<()> {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(STREAM_BUFFER, stdout.lock());
+    let failed = |e: std::io::Error| Error::io("write", "stdout", e);
+    serde_json::to_writer_pretty(&mut out, desc).map_err(|e| {
+        if e.is_io() {
+            failed(e.into())
+        } else {
+            Error::Invalid(format!("serialize: {e}"))
+        }
+    })?;
+    out.write_all(b"\n")
+        .and_then(|()| out.flush())
+        .map_err(failed)
+}
+
+/// The buffer [`print_pretty`] writes through.
+const STREAM_BUFFER: usize = 1 << 16;
 
 /// The description as pretty JSON with a final newline.
 fn pretty(desc: &Description) -> Result<String> {

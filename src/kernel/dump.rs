@@ -243,7 +243,9 @@ impl Batch {
 
 /// The typed messages of a dump's answer, or EBADMSG if one does not parse.
 fn typed(answer: &[u8]) -> Result<Vec<RouteNetlinkMessage>, Errno> {
-    let mut msgs = Vec::new();
+    // Sized up front: a routing table's answer is 100 000 messages, and a
+    // vector grown by doubling copies them over and over into fresh pages.
+    let mut msgs = Vec::with_capacity(frames(answer).count());
     for (kind, _, frame) in frames(answer) {
         let slim = match kind {
             wire::RTM_NEWLINK => wire::link::without_af_spec(frame),

@@ -105,35 +105,25 @@ pub(crate) fn dump(nl: &Netlink) -> Result<Dump> {
             .chain(rest)
             .collect())
     });
-    let mut messages = Vec::new();
     let named = std::iter::once("dump links").chain(here.iter().map(|(what, _)| *what));
-    answered(nl, named, answers, &mut messages)?;
+    answered(nl, named, answers, &mut dump)?;
     let named = beside.iter().map(|(what, _)| *what);
-    answered(nl, named, pending.wait()?, &mut messages)?;
-    for m in messages {
-        match m {
-            RouteNetlinkMessage::NewAddress(a) => dump.addresses.push(a),
-            RouteNetlinkMessage::NewRoute(r) => dump.routes.push(r),
-            RouteNetlinkMessage::NewNeighbour(n) => dump.neighbours.push(n),
-            RouteNetlinkMessage::NewRule(r) => dump.rules.push(r),
-            _ => {}
-        }
-    }
+    answered(nl, named, pending.wait()?, &mut dump)?;
     Ok(dump)
 }
 
-/// The messages of the dumps `named` into `messages`, or the first failure
+/// The messages of the dumps `named` into `dump`, or the first failure
 /// (named by its dump).
 fn answered<'a>(
     nl: &Netlink,
     named: impl Iterator<Item = &'a str>,
     answers: std::io::Result<Vec<std::result::Result<Vec<RouteNetlinkMessage>, Errno>>>,
-    messages: &mut Vec<RouteNetlinkMessage>,
+    dump: &mut Dump,
 ) -> Result<()> {
     let answers = answers
         .map_err(|e| nl.err("dump the netns", "", crate::kernel::errno::kernel_error(&e)))?;
     for (what, answer) in named.zip(answers) {
-        messages.extend(answer.map_err(|e| nl.err(what, "", e))?);
+        dump.take(answer.map_err(|e| nl.err(what, "", e))?);
     }
     Ok(())
 }

@@ -12,9 +12,10 @@ use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags, AddressMe
 use rtnetlink::packet_route::neighbour::NeighbourMessage;
 use rtnetlink::packet_route::route::RouteMessage;
 use rtnetlink::packet_route::rule::RuleMessage;
+use rtnetlink::packet_route::RouteNetlinkMessage;
 
 use super::names::{oper_state_name, scope_name};
-use super::routes::{neighbour, route, route_order, rule, RT_TABLE_MAIN};
+use super::routes::{neighbour, route, rule, sort_routes, RT_TABLE_MAIN};
 use crate::kernel::wire::link::{LinkState, ARPHRD_ETHER, ARPHRD_LOOPBACK};
 use crate::model::{Address, Family, Interface, LinkKind, Neighbour, Route, Rule};
 
@@ -28,6 +29,28 @@ pub struct Dump {
     pub neighbours: Vec<NeighbourMessage>,
     /// Policy rules, IPv4 and IPv6.
     pub rules: Vec<RuleMessage>,
+}
+
+impl Dump {
+    /// Keep the addresses, routes, neighbours and rules of `messages`, in
+    /// their order: each message moved once, into a routes' vector sized up
+    /// front (a dump can hold 100 000 routes).
+    pub fn take(&mut self, messages: Vec<RouteNetlinkMessage>) {
+        let routes = messages
+            .iter()
+            .filter(|m| matches!(m, RouteNetlinkMessage::NewRoute(_)))
+            .count();
+        self.routes.reserve(routes);
+        for m in messages {
+            match m {
+                RouteNetlinkMessage::NewAddress(a) => self.addresses.push(a),
+                RouteNetlinkMessage::NewRoute(r) => self.routes.push(r),
+                RouteNetlinkMessage::NewNeighbour(n) => self.neighbours.push(n),
+                RouteNetlinkMessage::NewRule(r) => self.rules.push(r),
+                _ => {}
+            }
+        }
+    }
 }
 
 /// Interfaces, routes and neighbours, each in a stable order.
@@ -68,12 +91,7 @@ pub fn parse(dump: &Dump) -> Parsed {
     let tables: BTreeSet<u32> = std::iter::once(RT_TABLE_MAIN)
         .chain(rules.iter().filter_map(|r| r.table))
         .collect();
-    let mut routes: Vec<Route> = dump
-        .routes
-        .iter()
-        .filter_map(|r| route(r, &names))
-        .filter(|r| tables.contains(&r.table))
-        .collect();
+    let mut routes = routes_of(&dump.routes, &names, &tables);
     sort_routes(&mut routes);
 
     let gateways: HashSet<(&str, &str)> = routes
@@ -103,13 +121,22 @@ pub fn parse(dump: &Dump) -> Parsed {
     }
 }
 
-/// Sort `routes` by [`route_order`], stably. A route is a few hundred bytes:
-/// the sort moves indexes, and each route moves once.
-pub(super) fn sort_routes(routes: &mut Vec<Route>) {
-    let mut order: Vec<usize> = (0..routes.len()).collect();
-    order.sort_by(|a, b| route_order(&routes[*a], &routes[*b]));
-    let mut slots: Vec<Option<Route>> = std::mem::take(routes).into_iter().map(Some).collect();
-    routes.extend(order.iter().filter_map(|i| slots[*i].take()));
+/// The routes of `tables` among `messages`, in their order.
+fn routes_of(
+    messages: &[RouteMessage],
+    names: &BTreeMap<u32, String>,
+    tables: &BTreeSet<u32>,
+) -> Vec<Route> {
+    // Sized up front: grown by doubling, the routes of a big table were
+    // copied over and over into fresh pages.
+    let mut routes = Vec::with_capacity(messages.len());
+    routes.extend(
+        messages
+            .iter()
+            .filter_map(|r| route(r, names))
+            .filter(|r| tables.contains(&r.table)),
+    );
+    routes
 }
 
 fn link_to_interface(link: &LinkState) -> Interface {
