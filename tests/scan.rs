@@ -190,6 +190,10 @@ fn onlink_mtu_multipath_and_device_only_routes() {
         "route add 198.19.7.0/24 nexthop via 198.18.{n}.1 dev eth0 weight 1 nexthop via 198.18.{m}.1 dev eth1 weight 3"
     ));
     p.ip("-6 route add 2001:db8:99::/64 dev eth0");
+    // An IPv4 route with an IPv6 gateway (RTA_VIA).
+    p.ip(&format!(
+        "route add 198.19.8.0/24 via inet6 2001:db8:{n:x}::1 dev eth0"
+    ));
     p.ip(&format!(
         "-6 route add 2001:db8:77::/64 nexthop via 2001:db8:{n:x}::1 dev eth0 weight 2 nexthop via 2001:db8:{m:x}::1 dev eth1"
     ));
@@ -220,6 +224,10 @@ fn onlink_mtu_multipath_and_device_only_routes() {
     assert_eq!(hops, [("eth0".to_string(), 1), ("eth1".to_string(), 3)]);
     let mp6 = route(d, "2001:db8:77::/64");
     assert_eq!(arr(&mp6["nexthops"]).len(), 2);
+
+    let via6 = route(d, "198.19.8.0/24");
+    assert_eq!(via6["family"], "inet");
+    assert_eq!(via6["gateway"], format!("2001:db8:{n:x}::1"));
 
     let dev_only = route(d, "2001:db8:99::/64");
     assert_eq!(dev_only["family"], "inet6");

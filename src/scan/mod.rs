@@ -23,8 +23,10 @@ use rtnetlink::packet_route::rule::{RuleAction, RuleMessage};
 use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 
 use crate::error::Result;
+use crate::kernel::batch::Batch;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
+use crate::kernel::wire::route::RouteState;
 use crate::kernel::{links, wire};
 use crate::model::{Description, NetnsRef, SCHEMA};
 pub(crate) use parse::Dump;
@@ -65,16 +67,11 @@ fn scan_ns_with(ns: &NetNs, view: fn(&NetNs, bool, &Dump) -> Description) -> Res
 /// socket costs a few system calls (`kernel::dump`), where the rtnetlink connection's stream
 /// machinery cost several wake-ups. Routes and rules (most of the work) are
 /// dumped by the netns thread on a socket of its own while this thread dumps
-/// the rest: two CPUs share the kernel's work and the parse. Links are read
-/// raw, by `kernel::wire::link` (the one parser of link messages).
+/// the rest: two CPUs share the kernel's work and the parse. Links and
+/// routes are read raw, by `kernel::wire::link` and `kernel::wire::route`
+/// (the one parsers of those messages).
 pub(crate) fn dump(nl: &Netlink) -> Result<Dump> {
-    let mut beside = vec![
-        (
-            "dump routes",
-            RouteNetlinkMessage::GetRoute(RouteMessage::default()),
-        ),
-        ("dump IPv4 rules", rules_of(AddressFamily::Inet)),
-    ];
+    let mut beside = vec![("dump IPv4 rules", rules_of(AddressFamily::Inet))];
     if nl.ipv6_enabled {
         beside.push(("dump IPv6 rules", rules_of(AddressFamily::Inet6)));
     }
@@ -90,7 +87,10 @@ pub(crate) fn dump(nl: &Netlink) -> Result<Dump> {
     ];
     let side = nl.side.clone();
     let asked: Vec<RouteNetlinkMessage> = beside.iter().map(|(_, m)| m.clone()).collect();
-    let pending = nl.worker.start(move || side.dumps(&asked))?;
+    let pending = nl.worker.start(move || {
+        let routes = dump_routes(&side);
+        (routes, side.dumps(&asked))
+    })?;
     let mut dump = Dump::default();
     // Links first, then addresses and neighbours, one after another on the
     // batch socket: a socket error stops them all; a refused dump is
@@ -107,9 +107,32 @@ pub(crate) fn dump(nl: &Netlink) -> Result<Dump> {
     });
     let named = std::iter::once("dump links").chain(here.iter().map(|(what, _)| *what));
     answered(nl, named, answers, &mut dump)?;
+    let (routes, rules) = pending.wait()?;
+    dump.routes = routes
+        .map_err(|e| nl.err("dump the netns", "", crate::kernel::errno::kernel_error(&e)))?
+        .map_err(|e| nl.err("dump routes", "", e))?;
     let named = beside.iter().map(|(what, _)| *what);
-    answered(nl, named, pending.wait()?, &mut dump)?;
+    answered(nl, named, rules, &mut dump)?;
     Ok(dump)
+}
+
+/// The routes of every family and table, read raw (`kernel::wire::route`):
+/// the answer is refused as unreadable (EBADMSG) if one of its route
+/// messages is too short to be one.
+fn dump_routes(batch: &Batch) -> std::io::Result<std::result::Result<Vec<RouteState>, Errno>> {
+    let (mut routes, mut unreadable) = (Vec::new(), false);
+    let done = batch.dump_raw(
+        RouteNetlinkMessage::GetRoute(RouteMessage::default()),
+        |frame| match wire::route::parse_new(frame) {
+            Some(route) => routes.push(route),
+            None => unreadable |= frame.get(4..6) == Some(&wire::route::RTM_NEWROUTE.to_ne_bytes()),
+        },
+    )?;
+    let read = match unreadable {
+        true => Err(Errno::EBADMSG),
+        false => Ok(routes),
+    };
+    Ok(done.and(read))
 }
 
 /// The messages of the dumps `named` into `dump`, or the first failure

@@ -1,22 +1,23 @@
 //! Pure translation of dump messages into the description model.
 //!
-//! No I/O here: `scan::dump` collects the messages (links as read by
-//! `kernel::wire::link`, the one parser of link messages; addresses,
-//! routes, neighbours and rules as rtnetlink's typed messages), this module
-//! decides what they mean, so it is covered by plain unit tests.
+//! No I/O here: `scan::dump` collects the messages (links and routes as
+//! read by `kernel::wire::link` and `kernel::wire::route`, the one parsers
+//! of those messages; addresses, neighbours and rules as rtnetlink's typed
+//! messages), this module decides what they mean, so it is covered by
+//! plain unit tests.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::IpAddr;
 
 use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
 use rtnetlink::packet_route::neighbour::NeighbourMessage;
-use rtnetlink::packet_route::route::RouteMessage;
 use rtnetlink::packet_route::rule::RuleMessage;
 use rtnetlink::packet_route::RouteNetlinkMessage;
 
 use super::names::{oper_state_name, scope_name};
 use super::routes::{neighbour, route, rule, sort_routes, RT_TABLE_MAIN};
 use crate::kernel::wire::link::{LinkState, ARPHRD_ETHER, ARPHRD_LOOPBACK};
+use crate::kernel::wire::route::RouteState;
 use crate::model::{Address, Family, Interface, LinkKind, Neighbour, Route, Rule};
 
 /// Everything one scan read from the kernel, one dump per object type.
@@ -25,26 +26,19 @@ pub struct Dump {
     /// Links in the order the kernel dumped them.
     pub links: Vec<LinkState>,
     pub addresses: Vec<AddressMessage>,
-    pub routes: Vec<RouteMessage>,
+    /// Routes as `kernel::wire::route` reads them.
+    pub routes: Vec<RouteState>,
     pub neighbours: Vec<NeighbourMessage>,
     /// Policy rules, IPv4 and IPv6.
     pub rules: Vec<RuleMessage>,
 }
 
 impl Dump {
-    /// Keep the addresses, routes, neighbours and rules of `messages`, in
-    /// their order: each message moved once, into a routes' vector sized up
-    /// front (a dump can hold 100 000 routes).
+    /// Keep the addresses, neighbours and rules of `messages`, in their order.
     pub fn take(&mut self, messages: Vec<RouteNetlinkMessage>) {
-        let routes = messages
-            .iter()
-            .filter(|m| matches!(m, RouteNetlinkMessage::NewRoute(_)))
-            .count();
-        self.routes.reserve(routes);
         for m in messages {
             match m {
                 RouteNetlinkMessage::NewAddress(a) => self.addresses.push(a),
-                RouteNetlinkMessage::NewRoute(r) => self.routes.push(r),
                 RouteNetlinkMessage::NewNeighbour(n) => self.neighbours.push(n),
                 RouteNetlinkMessage::NewRule(r) => self.rules.push(r),
                 _ => {}
@@ -123,7 +117,7 @@ pub fn parse(dump: &Dump) -> Parsed {
 
 /// The routes of `tables` among `messages`, in their order.
 fn routes_of(
-    messages: &[RouteMessage],
+    messages: &[RouteState],
     names: &BTreeMap<u32, String>,
     tables: &BTreeSet<u32>,
 ) -> Vec<Route> {

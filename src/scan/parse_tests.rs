@@ -3,6 +3,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use rtnetlink::packet_core::Emitable;
 use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
 use rtnetlink::packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
@@ -16,6 +17,7 @@ use rtnetlink::packet_route::AddressFamily;
 use super::parse::{parse, Dump};
 use crate::kernel::mac::MacAddr;
 use crate::kernel::wire::link::{LinkState, ARPHRD_ETHER, ARPHRD_LOOPBACK};
+use crate::kernel::wire::route::RouteState;
 use crate::model::{Family, LinkKind};
 
 /// A link as `kernel::wire::link` reads it from a dump: up, MTU 1500,
@@ -75,6 +77,13 @@ fn route(
         m.attributes.push(RouteAttribute::Oif(o));
     }
     m
+}
+
+/// A typed route message as `kernel::wire::route` reads its bytes.
+fn as_read(msg: &RouteMessage) -> RouteState {
+    let mut body = vec![0u8; msg.buffer_len()];
+    msg.emit(&mut body);
+    crate::kernel::wire::route::parse(&body).unwrap_or_default()
 }
 
 /// The sample's routes: onlink default, one with an MTU and a metric, a
@@ -169,7 +178,7 @@ fn sample() -> Dump {
             ),
             addr(2, ll, 64, AddressFlags::Permanent | AddressFlags::Tentative),
         ],
-        routes: sample_routes(),
+        routes: sample_routes().iter().map(as_read).collect(),
         neighbours: sample_neighbours(),
         rules: vec![],
     }

@@ -7,15 +7,14 @@ use std::net::{IpAddr, Ipv4Addr};
 use rtnetlink::packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
 };
-use rtnetlink::packet_route::route::{
-    RouteAddress, RouteAttribute, RouteFlags, RouteMessage, RouteMetric, RouteNextHop,
-    RouteNextHopFlags, RouteVia,
-};
 use rtnetlink::packet_route::rule::{RuleAction, RuleAttribute, RuleFlags, RuleMessage};
 use rtnetlink::packet_route::AddressFamily;
 
 use super::names::{neighbour_state, protocol_name, scope_name, type_name};
 use crate::kernel::mac::MacAddr;
+use crate::kernel::wire::route::{
+    NextHopState, RouteState, AF_INET, AF_INET6, RTM_F_CLONED, RTNH_F_ONLINK,
+};
 use crate::model::{Family, Neighbour, NextHop, Route, Rule};
 
 /// The main routing table.
@@ -25,89 +24,45 @@ const RT_TABLE_LOCAL: u32 = 255;
 /// The "default" table of the kernel's last default rule.
 const RT_TABLE_DEFAULT: u32 = 253;
 
-pub fn route(msg: &RouteMessage, names: &BTreeMap<u32, String>) -> Option<Route> {
-    if msg.header.flags.contains(RouteFlags::Cloned) {
+pub fn route(r: &RouteState, names: &BTreeMap<u32, String>) -> Option<Route> {
+    if r.flags & RTM_F_CLONED != 0 {
         return None;
     }
-    let family = match msg.header.address_family {
-        AddressFamily::Inet => Family::Inet,
-        AddressFamily::Inet6 => Family::Inet6,
+    let (family, unspecified) = match r.family {
+        AF_INET => (Family::Inet, "0.0.0.0"),
+        AF_INET6 => (Family::Inet6, "::"),
         _ => return None,
     };
-    let mut table = u32::from(msg.header.table);
-    let mut destination = None;
-    let mut gateway = None;
-    let mut oif = None;
-    let mut metric = 0;
-    let mut mtu = None;
-    let mut source = None;
-    let mut nexthops = Vec::new();
-    for attr in &msg.attributes {
-        match attr {
-            RouteAttribute::Table(t) => table = *t,
-            RouteAttribute::Destination(a) => destination = route_ip(a),
-            RouteAttribute::Gateway(a) => gateway = route_ip(a),
-            RouteAttribute::Via(v) => gateway = via_ip(v),
-            RouteAttribute::Oif(i) => oif = Some(*i),
-            RouteAttribute::Priority(p) => metric = *p,
-            RouteAttribute::PrefSource(a) => source = route_ip(a),
-            RouteAttribute::Metrics(ms) => mtu = metric_mtu(ms),
-            RouteAttribute::MultiPath(hops) => nexthops = next_hops(hops, names),
-            _ => {}
-        }
-    }
-    let unspecified = match family {
-        Family::Inet => "0.0.0.0",
-        Family::Inet6 => "::",
-    };
-    let len = msg.header.destination_prefix_length;
-    let destination = match destination {
+    let len = r.destination_len;
+    let destination = match r.destination {
         Some(d) => cidr_text(d, len),
         None => format!("{unspecified}/{len}"),
     };
     Some(Route {
         family,
         destination,
-        gateway: gateway.map(ip_text),
-        interface: oif.map(|i| if_name(names, i)),
-        metric,
-        onlink: msg.header.flags.contains(RouteFlags::Onlink),
-        mtu,
-        scope: scope_name(u8::from(msg.header.scope)),
-        protocol: protocol_name(u8::from(msg.header.protocol)),
-        route_type: type_name(u8::from(msg.header.kind)),
-        source: source.map(ip_text),
-        nexthops,
-        table,
+        gateway: r.gateway.map(ip_text),
+        interface: r.oif.map(|i| if_name(names, i)),
+        metric: r.priority,
+        onlink: r.flags & RTNH_F_ONLINK != 0,
+        mtu: r.mtu,
+        scope: scope_name(r.scope),
+        protocol: protocol_name(r.protocol),
+        route_type: type_name(r.kind),
+        source: r.source.map(ip_text),
+        nexthops: r.nexthops.iter().map(|h| next_hop(h, names)).collect(),
+        table: r.table,
     })
 }
 
-/// The `mtu` of a route's metrics, if it has one.
-fn metric_mtu(metrics: &[RouteMetric]) -> Option<u32> {
-    metrics.iter().find_map(|m| match m {
-        RouteMetric::Mtu(v) => Some(*v),
-        _ => None,
-    })
-}
-
-/// A multipath route's next hops, in the description's terms.
-fn next_hops(hops: &[RouteNextHop], names: &BTreeMap<u32, String>) -> Vec<NextHop> {
-    hops.iter()
-        .map(|h| NextHop {
-            gateway: h
-                .attributes
-                .iter()
-                .find_map(|a| match a {
-                    RouteAttribute::Gateway(g) => route_ip(g),
-                    RouteAttribute::Via(v) => via_ip(v),
-                    _ => None,
-                })
-                .map(ip_text),
-            interface: if_name(names, h.interface_index),
-            weight: u16::from(h.hops) + 1,
-            onlink: h.flags.contains(RouteNextHopFlags::Onlink),
-        })
-        .collect()
+/// A multipath route's leg, in the description's terms.
+fn next_hop(h: &NextHopState, names: &BTreeMap<u32, String>) -> NextHop {
+    NextHop {
+        gateway: h.gateway.map(ip_text),
+        interface: if_name(names, h.ifindex),
+        weight: u16::from(h.hops) + 1,
+        onlink: u32::from(h.flags) & RTNH_F_ONLINK != 0,
+    }
 }
 
 /// A policy rule, or `None` for the kernel's defaults (`0: from all lookup
@@ -268,22 +223,6 @@ fn push_decimal(out: &mut String, v: u8) {
         out.push(char::from(b'0' + v / 10 % 10));
     }
     out.push(char::from(b'0' + v % 10));
-}
-
-fn route_ip(a: &RouteAddress) -> Option<IpAddr> {
-    match a {
-        RouteAddress::Inet(v4) => Some(IpAddr::V4(*v4)),
-        RouteAddress::Inet6(v6) => Some(IpAddr::V6(*v6)),
-        _ => None,
-    }
-}
-
-fn via_ip(v: &RouteVia) -> Option<IpAddr> {
-    match v {
-        RouteVia::Inet(v4) => Some(IpAddr::V4(*v4)),
-        RouteVia::Inet6(v6) => Some(IpAddr::V6(*v6)),
-        _ => None,
-    }
 }
 
 fn if_name(names: &BTreeMap<u32, String>, index: u32) -> String {

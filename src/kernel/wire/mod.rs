@@ -1,11 +1,13 @@
 //! The netlink wire format, read and written in one place: message frames,
-//! attributes, and the link messages podtap reads ([`link`], [`tun`]).
+//! attributes, and the link and route messages podtap reads ([`link`],
+//! [`tun`], [`route`]).
 //!
 //! The bottom of the kernel layer: plain bytes in, values out. No socket, no
 //! system call, nothing of podtap's above it; every other kernel module that
 //! looks inside a netlink datagram does it through these walkers.
 
 pub mod link;
+pub mod route;
 pub mod tun;
 
 pub use tun::TunInfo;
