@@ -243,8 +243,9 @@ impl Batch {
 
 /// The typed messages of a dump's answer, or EBADMSG if one does not parse.
 fn typed(answer: &[u8]) -> Result<Vec<RouteNetlinkMessage>, Errno> {
-    // Sized up front: a routing table's answer is 100 000 messages, and a
-    // vector grown by doubling copies them over and over into fresh pages.
+    // Sized up front: an answer can hold thousands of messages (a pod's
+    // neighbours, a 64-NIC pod's filters), and a vector grown by doubling
+    // copies them over and over into fresh pages.
     let mut msgs = Vec::with_capacity(frames(answer).count());
     for (kind, _, frame) in frames(answer) {
         let slim = match kind {
