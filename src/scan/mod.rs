@@ -125,7 +125,7 @@ fn dump_routes(batch: &Batch) -> std::io::Result<std::result::Result<Vec<RouteSt
         RouteNetlinkMessage::GetRoute(RouteMessage::default()),
         |frame| match wire::route::parse_new(frame) {
             Some(route) => routes.push(route),
-            None => unreadable |= frame.get(4..6) == Some(&wire::route::RTM_NEWROUTE.to_ne_bytes()),
+            None => unreadable |= wire::kind(frame) == wire::route::RTM_NEWROUTE,
         },
     )?;
     let read = match unreadable {

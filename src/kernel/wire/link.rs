@@ -97,8 +97,7 @@ const IFF_LOOPBACK: u32 = 8;
 /// The [`LinkState`] of one whole `RTM_NEWLINK` message (netlink header
 /// included, as a dump hands it over); `None` for any other message.
 pub fn parse_new(frame: &[u8]) -> Option<LinkState> {
-    let kind = u16::from_ne_bytes(frame.get(4..6)?.try_into().ok()?);
-    (kind == super::RTM_NEWLINK)
+    (super::kind(frame) == super::RTM_NEWLINK)
         .then(|| parse(super::payload(frame)))
         .flatten()
 }

@@ -59,6 +59,13 @@ pub fn code(frame: &[u8]) -> i32 {
         .map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
 }
 
+/// The `nlmsg_type` of a message (0 when it is too short to have one).
+pub fn kind(frame: &[u8]) -> u16 {
+    frame
+        .get(4..6)
+        .map_or(0, |b| u16::from_ne_bytes([b[0], b[1]]))
+}
+
 /// The `nlmsg_flags` of a message.
 pub fn flags(frame: &[u8]) -> u16 {
     frame

@@ -81,8 +81,7 @@ pub struct NextHopState {
 /// The [`RouteState`] of one whole message, `None` unless it is an
 /// `RTM_NEWROUTE` long enough to be one.
 pub fn parse_new(frame: &[u8]) -> Option<RouteState> {
-    let kind = u16::from_ne_bytes(frame.get(4..6)?.try_into().ok()?);
-    (kind == RTM_NEWROUTE)
+    (super::kind(frame) == RTM_NEWROUTE)
         .then(|| parse(payload(frame)))
         .flatten()
 }
