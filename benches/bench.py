@@ -34,8 +34,8 @@ SCRIPT_PRIO = 49152          # tc prio of the shell contenders' filters
 REWIRED = ("tc-clsbpf", "tc-tcx", "tc-tcx-peer")
 DP_VARIANTS = {
     "veth": "bare veth (packet socket)",
-    "tc": "tc: cls_bpf redirect, target as classid (podtap's default)",
-    "tc-u32": "tc: u32 + mirred (podtap's fallback)",
+    "tc": "tc: u32 + mirred (podtap's default)",
+    "tc-bpf": "tc: cls_bpf redirect, target as classid (podtap's --tc-redirect bpf)",
     "tc-clsbpf": "tc: cls_bpf bpf_redirect, target as immediate",
     "tc-tcx": "tc: tcx bpf_redirect, no qdisc",
     "tc-tcx-peer": "tc: tcx, TAP side bpf_redirect_peer",
@@ -428,9 +428,9 @@ class Bench:
     def identity_check(self, n, ns, base):
         snaps = {}
         cid = f"{self.prefix}-ident"
-        # The iproute2 scripts build u32 + mirred redirects (tc loads BPF only
-        # from an ELF object), so their objects are compared with podtap's
-        # fallback wiring; the default's BPF filters are checked by the tests.
+        # The iproute2 scripts build u32 + mirred redirects, podtap's default
+        # (it makes them with an explicit --tc-redirect u32, whatever the
+        # environment says); the BPF redirect's filters are checked by the tests.
         r = sh([self.bin, "attach", "--netns", f"/var/run/netns/{ns}", "--id", cid,
                 "--tc-redirect", "u32"], check=False)
         if r.returncode != 0:
@@ -552,7 +552,7 @@ class Bench:
                     dst = pod_mac
                     iface = None
                     if v != "veth":
-                        redirect = "u32" if v == "tc-u32" else "auto"
+                        redirect = "bpf" if v == "tc-bpf" else "u32"
                         rr = sh([self.bin, "attach", "--netns", f"/var/run/netns/{pod}", "--id", cid,
                                  "--mode", v.split("-")[0], "--tc-redirect", redirect], check=False)
                         if rr.returncode != 0:
@@ -993,8 +993,8 @@ class Bench:
                      "(min–max), 64 B frames.\n")
             L.append("| wiring | echoed frames/s vs u32 + mirred | generator CPU / frame vs u32 + mirred |")
             L.append("|---|---|---|")
-            u32 = dp.get(("tc-u32", 60), [])
-            for v in (k for k in DP_VARIANTS if k.startswith("tc") and k != "tc-u32"):
+            u32 = dp.get(("tc", 60), [])
+            for v in (k for k in DP_VARIANTS if k.startswith("tc") and k != "tc"):
                 xs = dp.get((v, 60), [])
                 # rounds are paired by index only when both variants ran in every round
                 if not xs or len(xs) != len(u32):
@@ -1014,7 +1014,7 @@ class Bench:
                          "over rounds; *vs u32 + mirred* is the median of the ratios within each round.\n")
                 L.append("| wiring | generator CPU ns / frame sent | vs u32 + mirred | offered (kpps) |")
                 L.append("|---|---|---|---|")
-                u32 = ow.get("tc-u32", [])
+                u32 = ow.get("tc", [])
                 for v, xs in ow.items():
                     if not xs:
                         L.append(f"| {DP_VARIANTS[v]} | failed | | |")
@@ -1043,8 +1043,8 @@ class Bench:
         idn = self.extra.get("identity")
         if idn:
             L.append(f"\n### Identical kernel objects (checked once, {idn[0]} interfaces)\n")
-            L.append("The iproute2 scripts build u32 + mirred redirects, so they are compared "
-                     "with `podtap attach --tc-redirect u32` (podtap's fallback wiring).\n")
+            L.append("The iproute2 scripts build u32 + mirred redirects, podtap's default "
+                     "(`podtap attach --tc-redirect u32`).\n")
             for k, v in idn[1].items():
                 L.append(f"- {k} vs podtap: {v}")
         L.append(f"\n### Failures and leftovers: {len(problems)}\n")

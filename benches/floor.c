@@ -6,11 +6,11 @@
 //   floor attach-tc NETNS N     for the first N non-loopback links of NETNS: a persistent
 //                               TAP (TUNSETIFF+TUNSETPERSIST+owner), link group + alias,
 //                               MTU, ingress qdisc on both, a redirect each way, TAP up
-//                               after tc. The redirect is podtap's default: its BPF program
-//                               (src/kernel/bpf.rs, the target as the filter's classid),
-//                               loaded once with bpf(2), in a direct-action cls_bpf filter
-//   floor attach-tc-u32 NETNS N the same with u32 match-all + mirred egress redirect
-//                               (podtap's fallback, PODTAP_TC_REDIRECT=u32)
+//                               after tc. The redirect is podtap's default: u32 match-all
+//                               + mirred egress redirect
+//   floor attach-tc-bpf NETNS N the same with podtap's BPF program (src/kernel/bpf.rs, the
+//                               target as the filter's classid), loaded once with bpf(2),
+//                               in a direct-action cls_bpf filter (PODTAP_TC_REDIRECT=bpf)
 //   floor attach-read NETNS N   `dump` (below), then `attach-tc`, in one process: the
 //                               kernel work of an attach that reads what podtap's scan
 //                               reads (nothing parsed or printed but the byte count)
@@ -473,9 +473,9 @@ int main(int argc, char **argv) {
     if (argc < 3) { fprintf(stderr, "usage: floor attach-tc NETNS N | detach NETNS | detach-early NETNS\n"); return 2; }
     enter(argv[2]);
     nl = nlopen(0);
-    if (!strcmp(argv[1], "attach-tc") && argc == 4) attach_tc(atoi(argv[3]), 1);
-    else if (!strcmp(argv[1], "attach-tc-u32") && argc == 4) attach_tc(atoi(argv[3]), 0);
-    else if (!strcmp(argv[1], "attach-read") && argc == 4) { dump_all(); attach_tc(atoi(argv[3]), 1); }
+    if (!strcmp(argv[1], "attach-tc") && argc == 4) attach_tc(atoi(argv[3]), 0);
+    else if (!strcmp(argv[1], "attach-tc-bpf") && argc == 4) attach_tc(atoi(argv[3]), 1);
+    else if (!strcmp(argv[1], "attach-read") && argc == 4) { dump_all(); attach_tc(atoi(argv[3]), 0); }
     else if (!strcmp(argv[1], "detach")) detach(0);
     else if (!strcmp(argv[1], "detach-early")) detach(1);
     else if (!strcmp(argv[1], "probe")) probe();

@@ -12,7 +12,7 @@ to (N = 10 000 is the pod of issue 31: 10 000 + 2 000 routes), built with
 one `ip -n NS -batch FILE`. Then, per repetition and size, in an order
 rotated every repetition: `floor dump` (benches/floor.c: the dumps scan
 makes, bytes read and dropped, nothing parsed), `floor attach-read` (those
-dumps, then one TAP and its BPF redirect: the kernel work of an attach, in
+dumps, then one TAP and its u32 + mirred redirect: the kernel work of an attach, in
 C) with an untimed `floor detach`, `podtap scan`, `podtap attach` (tc mode)
 and `podtap detach`. Printed Markdown: the table and the
 method. Every namespace and the state dir are removed on any exit (SIGINT
@@ -317,7 +317,7 @@ class Bench:
             "dropped, nothing parsed; it is the floor for a scan (and for attach's survey). "
             "*floor.c attach-read* is the floor of the attach itself: in one process, the "
             "same dumps, then what `floor attach-tc` does for one interface (its link dump, "
-            "a persistent TAP, link settings, two ingress qdiscs, the BPF redirect each "
+            "a persistent TAP, link settings, two ingress qdiscs, the u32 + mirred redirect each "
             "way, the TAP up), nothing parsed or printed; an untimed `floor detach` undoes "
             "it. *scan* is `podtap scan`, *attach* `podtap attach --mode tc` (one TAP, its "
             "wiring, the checkpoint, the description printed) and *detach* `podtap detach`. "

@@ -604,7 +604,7 @@ fn a_classic_bpf_filter_dressed_as_the_redirect_is_not_taken_for_it() {
     let before = snapshot(&pod.pod);
     let id = podtap_testkit::unique("dressed");
     let n = &pod.pod.name;
-    let desc = json_ok(&attach(BIN, &state.0, &pod, &id, &[]));
+    let desc = json_ok(&attach(BIN, &state.0, &pod, &id, &["--tc-redirect", "bpf"]));
     let tap = verify_tap(&pod, &desc, "eth0");
     let ifindex = link(&pod.pod, &tap)["ifindex"].as_u64().expect("ifindex");
     let f = filters(&pod.pod, "eth0");

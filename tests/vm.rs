@@ -117,10 +117,11 @@ fn cni_pod_boots_in_tc_and_bridge_mode() {
 
     // The guest pings out, then stays up while the node reaches in.
     let append = format!("podtap.ping={v4_gw},{v6_gw},{mv_peer} podtap.hold=12");
-    // The third boot keeps the fallback redirect (u32 + mirred) proven too.
+    // The first boot keeps the optional BPF redirect proven too; the
+    // third has the default, u32 + mirred.
     for (mode, launcher, redirect) in [
-        ("tc", "qemu-by-name.sh", "auto"),
-        ("bridge", "qemu-by-name.sh", "auto"),
+        ("tc", "qemu-by-name.sh", "bpf"),
+        ("bridge", "qemu-by-name.sh", "u32"),
         ("tc", "qemu-fds.sh", "u32"),
     ] {
         let id = unique("vmcni");

@@ -66,8 +66,11 @@ pub struct Plan {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) taps: Option<TapOptions>,
     /// The redirect filter attach was asked for (tc NICs added later use
-    /// it too); absent means auto.
-    #[serde(default, skip_serializing_if = "TcRedirect::is_auto")]
+    /// it too); absent means auto ([`TcRedirect::absent`]).
+    #[serde(
+        default = "TcRedirect::absent",
+        skip_serializing_if = "TcRedirect::is_absent"
+    )]
     pub(crate) tc_redirect: TcRedirect,
 }
 

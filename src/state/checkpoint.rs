@@ -199,7 +199,7 @@ pub(crate) mod tests {
             group: 1,
             nics: vec![],
             taps: None,
-            tc_redirect: Default::default(),
+            tc_redirect: crate::plan::TcRedirect::U32,
         };
         Checkpoint {
             version: VERSION,

@@ -88,7 +88,7 @@ pub(super) fn the_plan(nics: Vec<NicPlan>) -> Plan {
         group: GROUP,
         nics,
         taps: None,
-        tc_redirect: Default::default(),
+        tc_redirect: crate::plan::TcRedirect::U32,
     }
 }
 

@@ -117,9 +117,9 @@ pub struct AttachArgs {
     /// Create TAPs without IFF_VNET_HDR.
     #[arg(long)]
     pub no_vnet_hdr: bool,
-    /// tc mode's redirect filter: a BPF program (cls_bpf), u32 + mirred, or
+    /// tc mode's redirect filter: u32 + mirred, a BPF program (cls_bpf), or
     /// auto (BPF where the kernel loads and JIT-compiles it, else u32 + mirred).
-    #[arg(long, env = "PODTAP_TC_REDIRECT", default_value = "auto", value_parser = ["auto", "bpf", "u32"])]
+    #[arg(long, env = "PODTAP_TC_REDIRECT", default_value = "u32", value_parser = ["u32", "bpf", "auto"])]
     pub tc_redirect: String,
     /// Let UID[:GID] open the TAPs without CAP_NET_ADMIN (for an unprivileged or jailed VMM).
     #[arg(long, value_name = "UID[:GID]")]

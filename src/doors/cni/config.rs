@@ -38,8 +38,8 @@ pub struct NetConf {
     pub args: Option<Value>,
     #[serde(flatten)]
     pub options: Overrides,
-    /// tc mode's redirect filter (`auto`, `bpf`, `u32`); a node setting the
-    /// pod cannot change. When absent, `PODTAP_TC_REDIRECT` or `auto`.
+    /// tc mode's redirect filter (`u32`, `bpf`, `auto`); a node setting the
+    /// pod cannot change. When absent, `PODTAP_TC_REDIRECT` or `u32`.
     #[serde(default)]
     pub tc_redirect: Option<String>,
     /// Where checkpoints live; `/run/podtap` when absent.

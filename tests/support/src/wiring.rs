@@ -104,12 +104,12 @@ pub fn redirect_kind(ns: &Netns, from: &str, to: &str) -> Option<&'static str> {
     bpf.then_some("bpf")
 }
 
-/// The redirect kind attach makes by default on this machine: BPF, unless
-/// the test run asks for u32 with `PODTAP_TC_REDIRECT`.
+/// The redirect kind attach makes by default: u32 + mirred, unless the
+/// test run asks for the BPF redirect with `PODTAP_TC_REDIRECT`.
 pub fn default_redirect() -> &'static str {
     match std::env::var("PODTAP_TC_REDIRECT").as_deref() {
-        Ok("u32") => "u32",
-        _ => "bpf",
+        Ok("bpf" | "auto") => "bpf",
+        _ => "u32",
     }
 }
 

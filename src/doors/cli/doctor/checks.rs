@@ -104,8 +104,8 @@ impl Feature {
 
     /// Whether attach in `mode` needs it. veth is what the CNI plugins
     /// podtap chains after give a pod. tc mode's BPF redirect is not
-    /// required: without it tc mode uses u32 + mirred, which stay required
-    /// (the fallback, and what attachments of older podtap hold). tcx and
+    /// required: only `PODTAP_TC_REDIRECT=bpf` or `auto` asks for it; u32 +
+    /// mirred are tc mode's default and stay required. tcx and
     /// clsact are what other plugins (Cilium, Calico eBPF) put beside
     /// podtap's filters.
     pub fn required(self, mode: Wiring) -> bool {
@@ -130,8 +130,8 @@ impl Feature {
             Feature::Clsact => "only other plugins use clsact: load sch_ingress (CONFIG_NET_SCH_INGRESS) if one needs it",
             Feature::U32 => "load cls_u32 (CONFIG_NET_CLS_U32), or use --mode bridge",
             Feature::Mirred => "load act_mirred (CONFIG_NET_ACT_MIRRED), or use --mode bridge",
-            Feature::ClsBpf => "tc mode's BPF redirect needs it (else u32 + mirred); load cls_bpf (CONFIG_NET_CLS_BPF)",
-            Feature::BpfRedirect => "tc mode falls back to u32 + mirred (about 5% fewer packets per second); for the BPF redirect: bpf(2) as root (CONFIG_BPF_SYSCALL, CONFIG_BPF_JIT) and cls_bpf (CONFIG_NET_CLS_BPF)",
+            Feature::ClsBpf => "only the optional BPF redirect (PODTAP_TC_REDIRECT=bpf or auto) needs it; load cls_bpf (CONFIG_NET_CLS_BPF)",
+            Feature::BpfRedirect => "only PODTAP_TC_REDIRECT=bpf or auto uses it (the default is u32 + mirred); it needs bpf(2) as root (CONFIG_BPF_SYSCALL, CONFIG_BPF_JIT) and cls_bpf (CONFIG_NET_CLS_BPF)",
             Feature::Tcx => "podtap does not need it (tcx needs Linux 6.6+); eBPF CNI plugins fall back to cls_bpf",
         }
     }

@@ -48,7 +48,7 @@ pub fn text(shown: &[Shown], colour: bool) -> String {
     out
 }
 
-/// `  eth0 -> tap_eth0 (tap 5) -> tc bpf redirect prio N -> vm MAC mtu 1450 queues 1 fd or name tap_eth0  STATE  rx N tx N`
+/// `  eth0 -> tap_eth0 (tap 5) -> tc u32 redirect prio N -> vm MAC mtu 1450 queues 1 fd or name tap_eth0  STATE  rx N tx N`
 fn nic_line(n: &ShownNic, colour: bool) -> String {
     let renamed = match &n.tap_now {
         Some(now) => format!(", now {now}"),
