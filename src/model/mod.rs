@@ -8,9 +8,17 @@ mod attached;
 pub(crate) mod ifname;
 mod tables;
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 
 pub use attached::{Attachment, BridgeInfo, TapInfo, Timings, Wiring};
+
+/// A name from one of the kernel's fixed tables (a route's scope, protocol
+/// or type), or the number as text where the table has no name: borrowed
+/// when known, so a routing table of 100 000 routes does not allocate three
+/// strings a route for a few words.
+pub type Name = Cow<'static, str>;
 
 /// The value of the `schema` field.
 pub const SCHEMA: &str = "podtap/v2";
@@ -214,12 +222,12 @@ pub struct Route {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtu: Option<u32>,
     /// global (universe), site, link, host, nowhere: iproute2 names.
-    pub scope: String,
+    pub scope: Name,
     /// kernel, boot, static, dhcp, ra, ... or the number.
-    pub protocol: String,
+    pub protocol: Name,
     /// unicast, blackhole, unreachable, prohibit, ...
     #[serde(rename = "type")]
-    pub route_type: String,
+    pub route_type: Name,
     /// Preferred source address (`src`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,

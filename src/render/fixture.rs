@@ -261,7 +261,7 @@ fn route(
             "link"
         }
         .into(),
-        protocol: protocol.into(),
+        protocol: protocol.to_string().into(),
         route_type: "unicast".into(),
         source: None,
         nexthops: Vec::new(),

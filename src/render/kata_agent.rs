@@ -311,7 +311,7 @@ fn route_source(route: &GuestRoute, guest_addresses: &[IpAddr]) -> Result<String
 
 /// The kernel's `rtm_scope` for the description's (iproute2) scope name.
 fn route_scope(route: &GuestRoute) -> Result<u32, RenderError> {
-    let scope: u8 = match route.scope.as_str() {
+    let scope: u8 = match route.scope.as_ref() {
         "global" | "universe" => 0,
         "site" => 200,
         "link" => 253,

@@ -24,7 +24,7 @@ pub(crate) struct GuestRoute {
     /// This is one leg of a multipath route.
     pub multipath: bool,
     /// The route's scope as the description names it (`global`, `link`, ... or a number).
-    pub scope: String,
+    pub scope: crate::model::Name,
     /// The route's preferred source address (`src`) as found in the description, unparsed.
     pub source: Option<String>,
     /// The routing table (254: main).

@@ -3,6 +3,8 @@
 
 use rtnetlink::packet_route::neighbour::NeighbourState;
 
+use crate::model::Name;
+
 /// The name of a link's `IFLA_OPERSTATE` (RFC 2863 `IF_OPER_*`, as
 /// iproute2 shows it); "UNKNOWN" when the kernel sent none, the number when
 /// it is one this table does not know.
@@ -21,19 +23,20 @@ pub fn oper_state_name(state: Option<u8>) -> String {
 }
 
 /// iproute2's names for `rtm_scope` / `ifa_scope`.
-pub fn scope_name(scope: u8) -> String {
-    match scope {
-        0 => "global".into(),
-        200 => "site".into(),
-        253 => "link".into(),
-        254 => "host".into(),
-        255 => "nowhere".into(),
-        n => n.to_string(),
-    }
+pub fn scope_name(scope: u8) -> Name {
+    let name = match scope {
+        0 => "global",
+        200 => "site",
+        253 => "link",
+        254 => "host",
+        255 => "nowhere",
+        n => return Name::Owned(n.to_string()),
+    };
+    Name::Borrowed(name)
 }
 
 /// iproute2's names for `rtm_protocol` (rt_protos).
-pub fn protocol_name(proto: u8) -> String {
+pub fn protocol_name(proto: u8) -> Name {
     let name = match proto {
         0 => "unspec",
         1 => "redirect",
@@ -57,13 +60,13 @@ pub fn protocol_name(proto: u8) -> String {
         188 => "ospf",
         189 => "rip",
         192 => "eigrp",
-        n => return n.to_string(),
+        n => return Name::Owned(n.to_string()),
     };
     name.into()
 }
 
 /// iproute2's names for `rtm_type`.
-pub fn type_name(kind: u8) -> String {
+pub fn type_name(kind: u8) -> Name {
     let name = match kind {
         0 => "none",
         1 => "unicast",
@@ -77,7 +80,7 @@ pub fn type_name(kind: u8) -> String {
         9 => "throw",
         10 => "nat",
         11 => "xresolve",
-        n => return n.to_string(),
+        n => return Name::Owned(n.to_string()),
     };
     name.into()
 }

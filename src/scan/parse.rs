@@ -267,7 +267,7 @@ fn address(msg: &AddressMessage) -> Option<Address> {
     Some(Address {
         cidr: format!("{ip}/{}", msg.header.prefix_len),
         family,
-        scope: scope_name(u8::from(msg.header.scope)),
+        scope: scope_name(u8::from(msg.header.scope)).into_owned(),
         link_local,
         tentative: flags.contains(AddressFlags::Tentative),
         deprecated: flags.contains(AddressFlags::Deprecated),

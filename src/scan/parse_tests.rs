@@ -239,7 +239,7 @@ fn routes_keep_onlink_mtu_metric_multipath_and_device_only_v6() {
         .find(|r| r.destination == "198.19.0.0/16")
         .unwrap();
     assert_eq!(
-        (mtu.mtu, mtu.metric, mtu.protocol.as_str()),
+        (mtu.mtu, mtu.metric, mtu.protocol.as_ref()),
         (Some(1400), 10, "static")
     );
     let mp = p
