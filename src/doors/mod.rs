@@ -13,6 +13,7 @@ pub mod hook_state;
 pub mod oci_hook;
 pub mod output;
 pub mod pod_policy;
+mod pretty;
 pub mod state_args;
 pub mod stdin;
 

@@ -90,7 +90,7 @@ fn print_pretty(desc: &Description) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(STREAM_BUFFER, stdout.lock());
     let failed = |e: std::io::Error| Error::io("write", "stdout", e);
-    serde_json::to_writer_pretty(&mut out, desc).map_err(|e| {
+    super::pretty::to_writer(&mut out, desc).map_err(|e| {
         if e.is_io() {
             failed(e.into())
         } else {
@@ -115,7 +115,7 @@ fn pretty(desc: &Description) -> Result<String> {
         + 320 * desc.routes.len()
         + 192 * (desc.neighbours.len() + desc.rules.len());
     let mut text = Vec::with_capacity(guess);
-    serde_json::to_writer_pretty(&mut text, desc)
+    super::pretty::to_writer(&mut text, desc)
         .map_err(|e| Error::Invalid(format!("serialize: {e}")))?;
     text.push(b'\n');
     // serde_json writes UTF-8 only.
