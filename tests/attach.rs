@@ -548,7 +548,7 @@ fn the_tc_redirect_setting_picks_the_filter_and_either_kind_detaches_exactly() {
     let pod = pod();
     let state = StateDir::new();
     let before = snapshot(&pod.pod);
-    for (setting, want) in [("u32", "u32"), ("bpf", "bpf"), ("auto", "bpf")] {
+    for (setting, want) in [("u32", "u32"), ("", "u32"), ("bpf", "bpf"), ("auto", "bpf")] {
         let id = podtap_testkit::unique("redir");
         let out = podtap_testkit::podtap_cmd(BIN, &state.0)
             .env("PODTAP_TC_REDIRECT", setting)

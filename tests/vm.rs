@@ -117,8 +117,8 @@ fn cni_pod_boots_in_tc_and_bridge_mode() {
 
     // The guest pings out, then stays up while the node reaches in.
     let append = format!("podtap.ping={v4_gw},{v6_gw},{mv_peer} podtap.hold=12");
-    // The first boot keeps the optional BPF redirect proven too; the
-    // third has the default, u32 + mirred.
+    // The first boot keeps the optional BPF redirect proven in a guest; the
+    // others ask for u32 + mirred, the default (which every other test uses).
     for (mode, launcher, redirect) in [
         ("tc", "qemu-by-name.sh", "bpf"),
         ("bridge", "qemu-by-name.sh", "u32"),

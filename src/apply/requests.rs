@@ -24,8 +24,8 @@ pub struct Step {
     pub(crate) request: Request,
     pub(crate) op: &'static str,
     pub(crate) on: String,
-    /// For a BPF redirect filter: the u32 + mirred one that does the same,
-    /// for when the kernel refuses cls_bpf.
+    /// For a BPF redirect filter (`auto`): the u32 + mirred one that does
+    /// the same, for when the kernel refuses cls_bpf.
     pub(crate) fallback: Option<Request>,
 }
 

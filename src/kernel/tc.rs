@@ -1,7 +1,7 @@
-//! tc requests: ingress qdiscs, and the redirect filters: cls_bpf running
-//! podtap's redirect program ([`super::bpf`]) with the target as classid, or
-//! (the fallback, and what older podtap made) u32 match-all with a mirred
-//! egress redirect. A dump reads both kinds back as the same [`FilterInfo`].
+//! tc requests: ingress qdiscs, and the redirect filters: u32 match-all with
+//! a mirred egress redirect (the default), or, on request, cls_bpf running
+//! podtap's redirect program ([`super::bpf`]) with the target as classid. A
+//! dump reads both kinds back as the same [`FilterInfo`].
 //!
 //! Filters are added at parent `ffff:fff2`, which both the `ingress` and the
 //! `clsact` qdisc accept, so podtap can sit beside a CNI plugin's own clsact.

@@ -72,13 +72,13 @@ pub enum TcRedirect {
     Auto,
     /// The BPF redirect; attach fails when the kernel refuses it.
     Bpf,
-    /// u32 + mirred match-all with a mirred egress redirect (the default).
+    /// u32 match-all with a mirred egress redirect (the default).
     U32,
 }
 
 impl TcRedirect {
-    /// What a checkpoint without the field means: `auto`, which the
-    /// podtap that first wrote the field left out as its default.
+    /// What a version-3 checkpoint without the field means: `auto`, which
+    /// the podtap that first wrote the field left out as its default.
     pub fn absent() -> Self {
         TcRedirect::Auto
     }
@@ -91,7 +91,10 @@ impl TcRedirect {
     /// From [`TC_REDIRECT_ENV`]: unset or empty is [`TcRedirect::U32`].
     pub fn from_env() -> Result<Self, Error> {
         match std::env::var(TC_REDIRECT_ENV) {
-            Err(_) => Ok(TcRedirect::U32),
+            Err(std::env::VarError::NotPresent) => Ok(TcRedirect::U32),
+            Err(std::env::VarError::NotUnicode(_)) => Err(Error::Invalid(format!(
+                "{TC_REDIRECT_ENV}: not UTF-8: the tc redirect must be u32, bpf or auto"
+            ))),
             Ok(v) => v
                 .parse()
                 .map_err(|e| Error::Invalid(format!("{TC_REDIRECT_ENV}: {e}"))),
@@ -108,7 +111,7 @@ impl FromStr for TcRedirect {
             "bpf" => Ok(TcRedirect::Bpf),
             "" | "u32" => Ok(TcRedirect::U32),
             _ => Err(Error::Invalid(format!(
-                "{:?}: the tc redirect must be auto, bpf or u32",
+                "{:?}: the tc redirect must be u32, bpf or auto",
                 s.chars().take(32).collect::<String>()
             ))),
         }
@@ -191,7 +194,7 @@ mod tests {
         assert_eq!("bpf".parse::<TcRedirect>().ok(), Some(TcRedirect::Bpf));
         assert_eq!("u32".parse::<TcRedirect>().ok(), Some(TcRedirect::U32));
         let e = "BPF\n".parse::<TcRedirect>().err().map(|e| e.to_string());
-        assert!(e.is_some_and(|e| e.contains("must be auto, bpf or u32") && !e.contains('\n')));
+        assert!(e.is_some_and(|e| e.contains("must be u32, bpf or auto") && !e.contains('\n')));
     }
 
     #[test]

@@ -273,6 +273,9 @@ pub(crate) fn scratch_path(tag: &str) -> PathBuf {
 }
 
 #[cfg(test)]
+mod versions_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -332,73 +335,6 @@ mod tests {
         let cut = text.find("\"description\"").unwrap() + 20;
         fs::write(sd.file(&s1), &text[..cut]).unwrap();
         let err = sd.load_for_teardown(&s1).unwrap_err();
-        assert_eq!(err.exit_code(), crate::error::exit::CORRUPT_STATE);
-        fs::remove_dir_all(&dir).unwrap();
-    }
-
-    /// A version-1 checkpoint as podtap wrote it before version 2 (tc mode,
-    /// one NIC, a policy rule and its table, a permanent neighbour).
-    const V1_SAMPLE: &str = include_str!("testdata/checkpoint-v1.json");
-
-    #[test]
-    fn a_version_1_file_reads_for_teardown_and_as_the_current_version() {
-        let dir = scratch_path("cp5");
-        let sd = StateDir::new(&dir);
-        sd.ensure().unwrap();
-        let pod = id("pod-v1");
-        fs::write(sd.file(&pod), V1_SAMPLE).unwrap();
-        let old: serde_json::Value = serde_json::from_str(V1_SAMPLE).unwrap();
-        assert_eq!(old["version"], 1);
-        let routes = old["description"]["routes"].as_array().unwrap().len();
-        assert!(routes > 0 && !old["description"]["rules"].as_array().unwrap().is_empty());
-
-        let cp = sd.load_for_teardown(&pod).unwrap().unwrap();
-        assert_eq!(
-            (cp.version, cp.plan.nics.len(), cp.created.len()),
-            (1, 1, 1)
-        );
-        assert_eq!(cp.plan.nics[0].tap.name, "tap_eth0");
-
-        let cp = sd.load(&pod).unwrap().unwrap();
-        assert_eq!((cp.version, cp.phase()), (VERSION, Phase::Complete));
-        let desc = cp.description().unwrap();
-        assert!(desc.routes.is_empty() && desc.rules.is_empty());
-        assert_eq!(
-            desc.neighbours.len(),
-            old["description"]["neighbours"].as_array().unwrap().len()
-        );
-        assert_eq!(desc.attached().count(), 1);
-        // The digest of the tables it held: what attach records now.
-        let mut full: Description = serde_json::from_value(old["description"].clone()).unwrap();
-        assert_eq!(cp.tables_digest, Some(full.take_tables().digest()));
-
-        // Written back (by watch), it is a current file without the tables.
-        sd.save(&cp).unwrap();
-        let new: serde_json::Value =
-            serde_json::from_slice(&fs::read(sd.file(&pod)).unwrap()).unwrap();
-        assert_eq!(new["version"], VERSION);
-        assert_eq!(new["description"]["routes"], serde_json::json!([]));
-        assert_eq!(new["plan"], old["plan"]);
-        assert_eq!(new["created"], old["created"]);
-        fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn a_version_2_file_reads_as_version_3_with_auto_redirect() {
-        let dir = scratch_path("cp7");
-        let sd = StateDir::new(&dir);
-        sd.ensure().unwrap();
-        let pod = id("pod-v1");
-        let mut v2: serde_json::Value = serde_json::from_str(V1_SAMPLE).unwrap();
-        v2["version"] = 2.into();
-        fs::write(sd.file(&pod), v2.to_string()).unwrap();
-        let cp = sd.load(&pod).unwrap().unwrap();
-        assert_eq!(cp.version, VERSION);
-        assert_eq!(cp.plan.tc_redirect, crate::plan::TcRedirect::Auto);
-        // An unknown later version is refused, never guessed at.
-        v2["version"] = (VERSION + 1).into();
-        fs::write(sd.file(&pod), v2.to_string()).unwrap();
-        let err = sd.load_for_teardown(&pod).unwrap_err();
         assert_eq!(err.exit_code(), crate::error::exit::CORRUPT_STATE);
         fs::remove_dir_all(&dir).unwrap();
     }

@@ -12,8 +12,12 @@ use crate::id::SandboxId;
 
 /// `cp` as the current version: a description without its routes and rules
 /// (a version-1 file holds them: their digest is the one a later file
-/// records). A version-2 file is a version-3 one without `tc_redirect`.
+/// records). A version-2 file is a version-3 one without `tc_redirect`:
+/// versions 1 and 2 made u32 + mirred only, so that is what they record.
 pub(super) fn current(mut cp: Checkpoint) -> Checkpoint {
+    if cp.version < VERSION {
+        cp.plan.tc_redirect = crate::plan::TcRedirect::U32;
+    }
     if let Stage::Complete(Some(desc)) = &mut cp.stage {
         if cp.tables_digest.is_none() {
             cp.tables_digest = Some(desc.tables_digest());

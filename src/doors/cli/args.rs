@@ -119,7 +119,7 @@ pub struct AttachArgs {
     pub no_vnet_hdr: bool,
     /// tc mode's redirect filter: u32 + mirred, a BPF program (cls_bpf), or
     /// auto (BPF where the kernel loads and JIT-compiles it, else u32 + mirred).
-    #[arg(long, env = "PODTAP_TC_REDIRECT", default_value = "u32", value_parser = ["u32", "bpf", "auto"])]
+    #[arg(long, env = "PODTAP_TC_REDIRECT", default_value = "u32", value_parser = tc_redirect_values())]
     pub tc_redirect: String,
     /// Let UID[:GID] open the TAPs without CAP_NET_ADMIN (for an unprivileged or jailed VMM).
     #[arg(long, value_name = "UID[:GID]")]
@@ -256,6 +256,19 @@ pub struct CniInstallArgs {
     /// container: deleting it takes podtap off the node).
     #[arg(long, conflicts_with = "uninstall")]
     pub wait: bool,
+}
+
+/// `--tc-redirect`'s values; an empty `PODTAP_TC_REDIRECT` is accepted
+/// (not listed) and means the default, as it does for the CNI plugin and
+/// the OCI hook (clap passes an empty variable on as a value).
+fn tc_redirect_values() -> clap::builder::PossibleValuesParser {
+    use clap::builder::PossibleValue;
+    clap::builder::PossibleValuesParser::new([
+        PossibleValue::new("u32"),
+        PossibleValue::new("bpf"),
+        PossibleValue::new("auto"),
+        PossibleValue::new("").hide(true),
+    ])
 }
 
 #[cfg(test)]
