@@ -88,7 +88,7 @@ impl TcRedirect {
         *self == TcRedirect::absent()
     }
 
-    /// From [`TC_REDIRECT_ENV`]: unset or empty is [`TcRedirect::U32`].
+    /// From `PODTAP_TC_REDIRECT`: unset or empty is [`TcRedirect::U32`].
     pub fn from_env() -> Result<Self, Error> {
         match std::env::var(TC_REDIRECT_ENV) {
             Err(std::env::VarError::NotPresent) => Ok(TcRedirect::U32),
