@@ -124,11 +124,13 @@ fn routes_of(
     // Sized up front: grown by doubling, the routes of a big table were
     // copied over and over into fresh pages.
     let mut routes = Vec::with_capacity(messages.len());
+    // The table is known before translation: routes of other tables (the
+    // local table's, one or more per address) are never turned into text.
     routes.extend(
         messages
             .iter()
-            .filter_map(|r| route(r, names))
-            .filter(|r| tables.contains(&r.table)),
+            .filter(|r| tables.contains(&r.table))
+            .filter_map(|r| route(r, names)),
     );
     routes
 }
