@@ -12,9 +12,13 @@ one C process, pipelined netlink, no checkpoint), floor.c `attach-read` (the
 same attach after the dumps podtap's scan makes; informational), `podtap attach` + `podtap
 detach` with PODTAP_PHASES=1 (each prints its phases on stderr, see
 src/phases.rs), and, with --old, the same two commands of another binary
-(before/after, same run). Once per repetition it also runs `podtap --version`
-and an empty static C program (`true.c`), fork to reap: what starting and
-ending a process costs here. Every process starts once the last one's
+(before/after, same run). Once per repetition it also runs `podtap --version`,
+an empty static C program (`true.c`) and, on x86_64, a static program without
+a C library (`bare.c`: `_start` calls exit_group), fork to reap: what starting
+and ending a process costs here, and how much of that is glibc's own start-up.
+On x86_64 it also times the CPUID instruction (`cpuid.c`), which glibc's
+start-up runs to learn the CPU's features and cache sizes: on a VM each one
+traps to the hypervisor. Every process starts once the last one's
 children (detach's deleter) are gone. Wall time is fork to reap (os.wait4);
 `process start` is fork to podtap's `main` and `exit` is podtap's last mark to
 reap (both from CLOCK_MONOTONIC, which the driver and podtap share).
@@ -194,7 +198,10 @@ class Run:
         self.check_clean(ns, base, f"{who} n={n}")
 
     def start_costs(self):
-        for who, argv in (("version", [self.a.bin, "--version"]), ("true", [self.a.true])):
+        starters = [("version", [self.a.bin, "--version"]), ("true", [self.a.true])]
+        if self.a.bare:
+            starters.append(("bare", [self.a.bare]))
+        for who, argv in starters:
             ms, rc, err, _, _, _ = timed(argv)
             if rc != 0:
                 self.fail(who, rc, err)
@@ -249,7 +256,7 @@ class Run:
                 f"{med(s.get((who, cmd + '-cpu', n), [])):.2f}" for n in a.sizes) + " |")
         out += ["", f"Process start and exit alone (fork to reap, ms, median): empty static C program "
                 f"{med(s.get(('true', 'start', 0), [])):.2f}; `podtap --version` "
-                f"{med(s.get(('version', 'start', 0), [])):.2f}.", ""]
+                f"{med(s.get(('version', 'start', 0), [])):.2f}" + self.bare_line() + ".", ""]
         for cmd, names in (("attach", ATTACH), ("detach", DETACH)):
             out += [f"`podtap {cmd}` per phase (µs, median over the repetitions; phases in order):", "",
                     "| phase | what | " + " | ".join(f"{n} if" for n in a.sizes) + " |",
@@ -270,7 +277,8 @@ class Run:
                 "`attach-read` (the six dumps of `floor dump`, which podtap's scan makes, then "
                 "`attach-tc`; undone by an untimed `floor detach`), `podtap attach` "
                 "then `podtap detach` (tc mode)" + (", the old binary's attach and detach" if a.old else "")
-                + ", then `podtap --version` and an empty static C program. Each process starts once "
+                + ", then `podtap --version`, an empty static C program and (x86_64) one without a C "
+                "library. Each process starts once "
                 "no podtap or floor.c process is left (detach returns before its deleter child "
                 "ends) and the pod netns has its own links again. Wall time is fork to reap "
                 "(`perf_counter_ns` around `Popen` and `os.wait4`). With `PODTAP_PHASES=1` podtap "
@@ -282,6 +290,19 @@ class Run:
         if self.failures:
             out += ["Failures:", ""] + [f"- {f}" for f in self.failures] + [""]
         return "\n".join(out)
+
+    def bare_line(self):
+        """The libc-free program and the CPUID probe, where they ran (x86_64)."""
+        if not self.a.bare:
+            return ""
+        line = (f"; a static program without a C library "
+                f"{med(self.samples.get(('bare', 'start', 0), [])):.2f} (the difference to the empty "
+                "C program is glibc's start-up)")
+        if self.a.cpuid_us is not None:
+            line += (f"; one CPUID instruction, which that start-up runs to learn the CPU's features "
+                     f"and cache sizes, {self.a.cpuid_us:.2f} µs here (`cpuid.c`, median of "
+                     "1 000; a trap to the hypervisor on a VM)")
+        return line
 
     def cleanup(self):
         self.settle(5.0)
@@ -304,6 +325,52 @@ def build_helpers(a, here):
         if subprocess.run(["gcc", "-O2", "-static", "-o", a.true, src],
                           capture_output=True).returncode != 0:
             sh(["gcc", "-O2", "-o", a.true, src])
+    a.bare, a.cpuid_us = None, None
+    if os.uname().machine == "x86_64":
+        a.bare = compile_c(a.workdir, "bare", BARE_C, ["-static", "-nostdlib"])
+        probe = compile_c(a.workdir, "cpuid", CPUID_C, [])
+        a.cpuid_us = float(subprocess.run([probe], capture_output=True, text=True,
+                                          check=True).stdout)
+
+
+# `_start` without a C library: the kernel's part of a process start (exec,
+# exit) and nothing else.
+BARE_C = r"""void _start(void) {
+    __asm__ volatile("mov $231, %eax\n xor %edi, %edi\n syscall");  /* exit_group(0) */
+}
+"""
+
+# Prints the median time of one CPUID instruction (leaf 4, as glibc's cache
+# probe asks), in microseconds, over 1 000 timed one by one.
+CPUID_C = r"""#include <cpuid.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+static double now(void) {
+    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y);
+}
+int main(void) {
+    static double d[1000]; unsigned a, b, c, e;
+    for (int i = 0; i < 1000; i++) {
+        double t = now(); __cpuid_count(4, i & 3, a, b, c, e); d[i] = now() - t;
+    }
+    qsort(d, 1000, sizeof d[0], cmp);
+    printf("%.3f\n", d[500]);
+    return 0;
+}
+"""
+
+
+def compile_c(workdir, name, source, flags):
+    src = os.path.join(workdir, name + ".c")
+    with open(src, "w") as f:
+        f.write(source)
+    out = os.path.join(workdir, name)
+    sh(["gcc", "-O2", *flags, "-o", out, src])
+    return out
 
 
 def main():
