@@ -15,11 +15,11 @@ src/phases.rs), and, with --old, the same two commands of another binary
 (before/after, same run). Once per repetition it also runs `podtap --version`,
 an empty static C program (`true.c`) and, on x86_64, a static program without
 a C library (`bare.c`: `_start` calls exit_group), fork to reap: what starting
-and ending a process costs here, and how much of that is glibc's own start-up.
-On x86_64 it also times the CPUID instruction (`cpuid.c`), which glibc's
-start-up runs to learn the CPU's features and cache sizes: on a VM each one
-traps to the hypervisor. Every process starts once the last one's
-children (detach's deleter) are gone. Wall time is fork to reap (os.wait4);
+and ending a process costs here, and how much of that is glibc's start-up and
+exit. Once, before the repetitions, it times the CPUID instruction on x86_64
+(`cpuid.c`), which glibc's start-up runs to learn the CPU's features and cache
+sizes: on a VM each one traps to the hypervisor. Every process starts once the
+last one's children (detach's deleter) are gone. Wall time is fork to reap (os.wait4);
 `process start` is fork to podtap's `main` and `exit` is podtap's last mark to
 reap (both from CLOCK_MONOTONIC, which the driver and podtap share).
 
@@ -254,9 +254,11 @@ class Run:
         for label, (who, cmd) in rows:
             out.append(f"| {label} | " + " | ".join(
                 f"{med(s.get((who, cmd + '-cpu', n), [])):.2f}" for n in a.sizes) + " |")
-        out += ["", f"Process start and exit alone (fork to reap, ms, median): empty static C program "
+        true_name = {"static": "empty static C program", "dynamic": "empty dynamic C program",
+                     "given": "the `--true` program"}[a.true_kind]
+        out += ["", f"Process start and exit alone (fork to reap, ms, median): {true_name} "
                 f"{med(s.get(('true', 'start', 0), [])):.2f}; `podtap --version` "
-                f"{med(s.get(('version', 'start', 0), [])):.2f}" + self.bare_line() + ".", ""]
+                f"{med(s.get(('version', 'start', 0), [])):.2f}" + self.bare_line(), ""]
         for cmd, names in (("attach", ATTACH), ("detach", DETACH)):
             out += [f"`podtap {cmd}` per phase (µs, median over the repetitions; phases in order):", "",
                     "| phase | what | " + " | ".join(f"{n} if" for n in a.sizes) + " |",
@@ -278,7 +280,8 @@ class Run:
                 "`attach-tc`; undone by an untimed `floor detach`), `podtap attach` "
                 "then `podtap detach` (tc mode)" + (", the old binary's attach and detach" if a.old else "")
                 + ", then `podtap --version`, an empty static C program and (x86_64) one without a C "
-                "library. Each process starts once "
+                "library. On x86_64, before the repetitions, `cpuid.c` times 1 000 CPUID "
+                "instructions (leaf 4) one by one; the median is reported. Each process starts once "
                 "no podtap or floor.c process is left (detach returns before its deleter child "
                 "ends) and the pod netns has its own links again. Wall time is fork to reap "
                 "(`perf_counter_ns` around `Popen` and `os.wait4`). With `PODTAP_PHASES=1` podtap "
@@ -294,14 +297,17 @@ class Run:
     def bare_line(self):
         """The libc-free program and the CPUID probe, where they ran (x86_64)."""
         if not self.a.bare:
-            return ""
+            return "."
         line = (f"; a static program without a C library "
-                f"{med(self.samples.get(('bare', 'start', 0), [])):.2f} (the difference to the empty "
-                "C program is glibc's start-up)")
+                f"{med(self.samples.get(('bare', 'start', 0), [])):.2f}.")
+        if self.a.true_kind == "static":
+            line += (" The empty static C program's extra time over the last one is glibc's "
+                     "start-up and exit.")
         if self.a.cpuid_us is not None:
-            line += (f"; one CPUID instruction, which that start-up runs to learn the CPU's features "
-                     f"and cache sizes, {self.a.cpuid_us:.2f} µs here (`cpuid.c`, median of "
-                     "1 000; a trap to the hypervisor on a VM)")
+            line += (" glibc's start-up runs the CPUID instruction to learn the CPU's features "
+                     f"and cache sizes; one CPUID took {self.a.cpuid_us:.2f} µs here (`cpuid.c`, "
+                     "once before the repetitions: the median of 1 000 timed one by one; on a VM "
+                     "it traps to the hypervisor).")
         return line
 
     def cleanup(self):
@@ -312,7 +318,10 @@ class Run:
 
 
 def build_helpers(a, here):
-    """floor.c and true.c, compiled into the work dir unless given."""
+    """floor.c and true.c, compiled into the work dir unless given, and on x86_64
+    bare.c and cpuid.c (which is run once here). A failure of the last two only
+    leaves their figures out."""
+    a.true_kind = "given"
     if not a.floor:
         a.floor = os.path.join(a.workdir, "floor")
         sh(["gcc", "-O2", "-Wall", "-Wno-stringop-overflow", "-o", a.floor,
@@ -322,21 +331,28 @@ def build_helpers(a, here):
         with open(src, "w") as f:
             f.write("int main(void) { return 0; }\n")
         a.true = os.path.join(a.workdir, "true")
+        a.true_kind = "static"
         if subprocess.run(["gcc", "-O2", "-static", "-o", a.true, src],
                           capture_output=True).returncode != 0:
+            a.true_kind = "dynamic"
             sh(["gcc", "-O2", "-o", a.true, src])
     a.bare, a.cpuid_us = None, None
-    if os.uname().machine == "x86_64":
+    if os.uname().machine != "x86_64":
+        return
+    try:
         a.bare = compile_c(a.workdir, "bare", BARE_C, ["-static", "-nostdlib"])
         probe = compile_c(a.workdir, "cpuid", CPUID_C, [])
         a.cpuid_us = float(subprocess.run([probe], capture_output=True, text=True,
                                           check=True).stdout)
+    except (RuntimeError, subprocess.CalledProcessError, ValueError) as e:
+        print(f"phases.py: bare.c or cpuid.c left out: {e}", file=sys.stderr)
 
 
 # `_start` without a C library: the kernel's part of a process start (exec,
 # exit) and nothing else.
 BARE_C = r"""void _start(void) {
     __asm__ volatile("mov $231, %eax\n xor %edi, %edi\n syscall");  /* exit_group(0) */
+    __builtin_unreachable();
 }
 """
 
