@@ -272,16 +272,28 @@ pub(crate) fn scratch_path(tag: &str) -> PathBuf {
     std::env::temp_dir().join(format!("podtap-{tag}-{}-{n}", std::process::id()))
 }
 
+/// A state dir at a fresh [`scratch_path`], made as attach makes it.
+#[cfg(test)]
+pub(crate) fn scratch_state(tag: &str) -> (PathBuf, StateDir) {
+    let dir = scratch_path(tag);
+    let sd = StateDir::new(&dir);
+    sd.ensure().unwrap();
+    (dir, sd)
+}
+
+/// A sandbox id a test knows to be valid.
+#[cfg(test)]
+pub(crate) fn test_id(s: &str) -> SandboxId {
+    SandboxId::new(s).unwrap()
+}
+
 #[cfg(test)]
 mod versions_tests;
 
 #[cfg(test)]
 mod tests {
+    use super::test_id as id;
     use super::*;
-
-    fn id(s: &str) -> SandboxId {
-        SandboxId::new(s).unwrap()
-    }
 
     #[test]
     fn state_dir_is_0700() {
@@ -319,9 +331,7 @@ mod tests {
 
     #[test]
     fn teardown_reads_past_the_description() {
-        let dir = scratch_path("cp4");
-        let sd = StateDir::new(&dir);
-        sd.ensure().unwrap();
+        let (dir, sd) = scratch_state("cp4");
         let s1 = id("s1");
         let mut v = serde_json::to_value(checkpoint::tests::sample("s1")).unwrap();
         v["description"] = serde_json::json!({"not": ["a", "description"]});
@@ -370,9 +380,7 @@ mod tests {
 
     #[test]
     fn corrupt_file_is_reported_and_kept() {
-        let dir = scratch_path("cp2");
-        let sd = StateDir::new(&dir);
-        sd.ensure().unwrap();
+        let (dir, sd) = scratch_state("cp2");
         let s1 = id("s1");
         fs::write(sd.file(&s1), b"{\"version\": 1, \"id\": ").unwrap();
         let err = sd.load(&s1).unwrap_err();

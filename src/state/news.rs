@@ -240,10 +240,7 @@ fn purge(path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn id(s: &str) -> SandboxId {
-        SandboxId::new(s).unwrap()
-    }
+    use crate::state::test_id as id;
 
     #[test]
     fn news_goes_only_to_the_watches_of_its_netns() {

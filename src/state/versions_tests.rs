@@ -1,10 +1,7 @@
 //! Checkpoint files of every version, read as the current one.
 
+use super::test_id as id;
 use super::*;
-
-fn id(s: &str) -> SandboxId {
-    SandboxId::new(s).unwrap()
-}
 
 /// A version-1 checkpoint as podtap wrote it before version 2 (tc mode,
 /// one NIC, a policy rule and its table, a permanent neighbour).
@@ -12,9 +9,7 @@ const V1_SAMPLE: &str = include_str!("testdata/checkpoint-v1.json");
 
 #[test]
 fn a_version_1_file_reads_for_teardown_and_as_the_current_version() {
-    let dir = scratch_path("cp5");
-    let sd = StateDir::new(&dir);
-    sd.ensure().unwrap();
+    let (dir, sd) = scratch_state("cp5");
     let pod = id("pod-v1");
     fs::write(sd.file(&pod), V1_SAMPLE).unwrap();
     let old: serde_json::Value = serde_json::from_str(V1_SAMPLE).unwrap();
@@ -57,9 +52,7 @@ fn a_version_1_file_reads_for_teardown_and_as_the_current_version() {
 
 #[test]
 fn a_version_2_file_reads_as_version_3_with_u32_redirect() {
-    let dir = scratch_path("cp7");
-    let sd = StateDir::new(&dir);
-    sd.ensure().unwrap();
+    let (dir, sd) = scratch_state("cp7");
     let pod = id("pod-v1");
     let mut v2: serde_json::Value = serde_json::from_str(V1_SAMPLE).unwrap();
     v2["version"] = 2.into();
@@ -78,9 +71,7 @@ fn a_version_2_file_reads_as_version_3_with_u32_redirect() {
 #[test]
 fn a_version_3_file_records_the_redirect_unless_auto() {
     use crate::plan::TcRedirect;
-    let dir = scratch_path("cp8");
-    let sd = StateDir::new(&dir);
-    sd.ensure().unwrap();
+    let (dir, sd) = scratch_state("cp8");
     let pod = id("s");
     for (redirect, written) in [
         (TcRedirect::U32, Some("u32")),
