@@ -327,15 +327,10 @@ def build_helpers(a, here):
         sh(["gcc", "-O2", "-Wall", "-Wno-stringop-overflow", "-o", a.floor,
             os.path.join(here, "floor.c")])
     if not a.true:
-        src = os.path.join(a.workdir, "true.c")
-        with open(src, "w") as f:
-            f.write("int main(void) { return 0; }\n")
-        a.true = os.path.join(a.workdir, "true")
-        a.true_kind = "static"
-        if subprocess.run(["gcc", "-O2", "-static", "-o", a.true, src],
-                          capture_output=True).returncode != 0:
-            a.true_kind = "dynamic"
-            sh(["gcc", "-O2", "-o", a.true, src])
+        try:
+            a.true, a.true_kind = compile_c(a.workdir, "true", TRUE_C, ["-static"]), "static"
+        except RuntimeError:    # no static libc installed
+            a.true, a.true_kind = compile_c(a.workdir, "true", TRUE_C, []), "dynamic"
     a.bare, a.cpuid_us = None, None
     if os.uname().machine != "x86_64":
         return
@@ -347,6 +342,8 @@ def build_helpers(a, here):
     except (RuntimeError, subprocess.CalledProcessError, ValueError) as e:
         print(f"phases.py: bare.c or cpuid.c left out: {e}", file=sys.stderr)
 
+
+TRUE_C = "int main(void) { return 0; }\n"
 
 # `_start` without a C library: the kernel's part of a process start (exec,
 # exit) and nothing else.
