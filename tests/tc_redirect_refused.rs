@@ -1,6 +1,6 @@
 //! The BPF redirect on a node that refuses the `bpf(2)` system call, as a
 //! container's seccomp profile does (Docker's and containerd's default
-//! profiles deny it to a container without CAP_SYS_ADMIN): `--tc-redirect
+//! profiles deny it to a container without CAP_SYS_ADMIN or CAP_BPF): `--tc-redirect
 //! auto` wires u32 + mirred instead and says so in one warning; `bpf`
 //! fails with one line and leaves nothing built. The refusal is real: the
 //! podtap process runs under a seccomp filter that makes `bpf(2)` fail with
