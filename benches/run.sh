@@ -110,7 +110,7 @@ trap 'exit 130' INT TERM
 
 mkdir -p -m 0700 "$state"
 gcc -O2 -pthread -Wall -o "$work/standin" "$here/standin.c"
-gcc -O2 -Wall -Wno-stringop-overflow -o "$work/floor" "$here/floor.c"
+gcc -O2 -Wall -o "$work/floor" "$here/floor.c"
 gcc -O2 -Wall -o "$work/bpfredir" "$here/bpfredir.c"
 
 args=(--bin "$bin" --prefix "$prefix" --state-dir "$state" --workdir "$work"
