@@ -3,12 +3,16 @@
 //! The kernel answers a dump in several datagrams, filling the next one as
 //! the reader takes the one before (inside that `recvmsg`), so the netns can
 //! change between two of them. Dumps that keep a generation number (links:
-//! `dev_base_seq`; addresses; routes) then flag the messages after the
-//! change `NLM_F_DUMP_INTR`: the answer as a whole may miss objects or hold
-//! ones already gone (a veth without its peer). podtap never uses such an
+//! `dev_base_seq`; addresses) then flag the messages after the change
+//! `NLM_F_DUMP_INTR`: the answer as a whole may miss objects or hold ones
+//! already gone (a veth without its peer). podtap never uses such an
 //! answer: it reads the dump to its end and asks again, up to [`ATTEMPTS`]
-//! times, then fails naming the dump. tc and neighbour dumps keep no
-//! generation; teardown reads them for links it has already proven.
+//! times, then fails naming the dump. Route, rule, tc and neighbour dumps
+//! keep no generation and are never flagged (not one of 300 route dumps
+//! taken while routes changed under them was): a route dump read during
+//! changes is a picture of no single instant, which `podtap watch` (woken
+//! by every route change) reads again. Teardown reads tc dumps only for
+//! links it has already proven.
 //!
 //! A datagram is read into a buffer of [`nlrecv::DATAGRAM`] bytes, more than
 //! the kernel puts in one (32 KiB, unless a single link message is longer). A
