@@ -285,10 +285,12 @@ impl NetNs {
     }
 }
 
-/// A bound rtnetlink socket in the calling thread's netns.
+/// A bound rtnetlink socket in the calling thread's netns, taking datagrams
+/// from the kernel only.
 fn netlink_socket() -> io::Result<Socket> {
     let mut socket = Socket::new(NETLINK_ROUTE)?;
     socket.bind_auto()?;
+    super::nlrecv::from_kernel_only(&socket)?;
     // A 64-link dump overflows the default buffer on busy machines.
     socket.set_rx_buf_sz(1 << 20)?;
     Ok(socket)

@@ -6,7 +6,9 @@
 //! - it lets any process with `CAP_NET_ADMIN` over the netns's user
 //!   namespace (a pod's root, in a pod with its own user namespace) send a
 //!   unicast to podtap's port: only datagrams whose sender port (`nl_pid`) is
-//!   0 come from the kernel;
+//!   0 come from the kernel, and a socket connected to port 0
+//!   ([`from_kernel_only`]) gets no other unicast at all, so a flood cannot
+//!   take the room in its buffer that the kernel's answers need;
 //! - it never wakes a reader that waits for an answer that will not come.
 
 use std::io;
@@ -15,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
-use rtnetlink::sys::Socket;
+use rtnetlink::sys::{Socket, SocketAddr};
 
 /// The buffer a datagram is read into: more than the kernel puts in one
 /// (a dump fills at most 32 KiB, unless a single message is longer).
@@ -42,12 +44,27 @@ pub fn receive_spare(socket: &Socket, buf: &mut Vec<u8>, timeout: Duration) -> i
         buf.clear();
         match socket.recv_from(buf, libc::MSG_TRUNC | libc::MSG_DONTWAIT) {
             Ok((n, from)) if from.port_number() == 0 => return Ok(n),
-            Ok(_) => foreign(),
+            Ok(_) => {
+                foreign();
+                if Instant::now() >= deadline {
+                    return Err(timed_out(timeout));
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => wait(socket, deadline, timeout)?,
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Make `socket` take datagrams from the kernel only. Any process in the
+/// netns may send to a netlink port it reads in `/proc/net/netlink`; one
+/// with CAP_NET_ADMIN in a pod could fill podtap's receive buffer until the
+/// kernel drops its answers (ENOBUFS) or stalls a read. Connected to the
+/// kernel's port 0, the socket gets no other sender's unicast: the kernel
+/// refuses it (ECONNREFUSED). Multicast is not affected.
+pub fn from_kernel_only(socket: &Socket) -> io::Result<()> {
+    socket.connect(&SocketAddr::new(0, 0))
 }
 
 /// How many datagrams from a sender other than the kernel were dropped.
@@ -79,15 +96,19 @@ fn wait(socket: &Socket, deadline: Instant, timeout: Duration) -> io::Result<()>
             return Ok(());
         }
         if r == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("no netlink answer within {} s", timeout.as_secs_f32()),
-            ));
+            return Err(timed_out(timeout));
         }
         if Errno::last() != Errno::EINTR {
             return Err(io::Error::last_os_error());
         }
     }
+}
+
+fn timed_out(timeout: Duration) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("no netlink answer within {} s", timeout.as_secs_f32()),
+    )
 }
 
 #[cfg(test)]
@@ -142,6 +163,40 @@ mod tests {
             assert_eq!(u16::from_ne_bytes([buf[4], buf[5]]), 16);
             assert!(n > forged.len());
             assert!(foreign_dropped() >= 1);
+        })
+        .join()
+        .expect("test thread");
+    }
+
+    /// Connected to the kernel's port, a socket refuses a process's
+    /// datagram outright (it never takes room in the buffer) and still gets
+    /// the kernel's answers.
+    #[test]
+    fn a_socket_for_the_kernel_only_refuses_a_process() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!(
+                "SKIP a_socket_for_the_kernel_only_refuses_a_process: needs root (a private netns)"
+            );
+            return;
+        }
+        std::thread::spawn(|| {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("private netns");
+            let mut ours = Socket::new(NETLINK_ROUTE).expect("socket");
+            ours.bind_auto().expect("bind");
+            from_kernel_only(&ours).expect("connect");
+            let mut addr = SocketAddr::new(0, 0);
+            ours.get_address(&mut addr).expect("address");
+            let mut stranger = Socket::new(NETLINK_ROUTE).expect("socket");
+            stranger.bind_auto().expect("bind");
+            let refused = stranger.send_to(&message(7), &SocketAddr::new(addr.port_number(), 0), 0);
+            assert_eq!(
+                refused.map_err(|e| e.raw_os_error()),
+                Err(Some(libc::ECONNREFUSED))
+            );
+            ours.send(&message(8), 0).expect("request");
+            let mut buf = Vec::with_capacity(1 << 16);
+            receive_spare(&ours, &mut buf, Duration::from_secs(5)).expect("the kernel answers");
+            assert_eq!(u16::from_ne_bytes([buf[4], buf[5]]), 16, "RTM_NEWLINK");
         })
         .join()
         .expect("test thread");

@@ -4,6 +4,7 @@
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd};
 
+use nix::sys::socket::NetlinkAddr;
 use rtnetlink::constants::{
     RTMGRP_IPV4_IFADDR, RTMGRP_IPV4_ROUTE, RTMGRP_IPV6_IFADDR, RTMGRP_IPV6_ROUTE, RTMGRP_LINK,
 };
@@ -29,6 +30,7 @@ impl Subscription {
         let fd = ns.run(|| {
             let mut socket = Socket::new(NETLINK_ROUTE)?;
             socket.bind(&SocketAddr::new(0, GROUPS))?;
+            super::nlrecv::from_kernel_only(&socket)?;
             socket.set_rx_buf_sz(1 << 20)?;
             socket.set_non_blocking(true)?;
             // SAFETY: into_raw_fd transfers ownership of a valid open fd.
@@ -37,19 +39,21 @@ impl Subscription {
         Ok(Subscription { fd })
     }
 
-    /// Read and drop everything queued; true when anything was (an overrun,
-    /// ENOBUFS, counts: announcements were lost, so something changed).
+    /// Read and drop everything queued; true when the kernel announced
+    /// anything (an overrun, ENOBUFS, counts: announcements were lost, so
+    /// something changed). A process with CAP_NET_ADMIN in the netns may
+    /// send to these groups too: its datagrams (sender port not 0) are
+    /// dropped unseen, so it cannot make a watch rescan.
     pub fn drain(&self) -> io::Result<bool> {
         let mut buf = vec![0u8; 1 << 16];
         let mut any = false;
         loop {
-            match nix::sys::socket::recv(
+            match nix::sys::socket::recvfrom::<NetlinkAddr>(
                 std::os::fd::AsRawFd::as_raw_fd(&self.fd),
                 &mut buf,
-                nix::sys::socket::MsgFlags::MSG_DONTWAIT,
             ) {
-                Ok(0) => return Ok(any),
-                Ok(_) => any = true,
+                Ok((0, _)) => return Ok(any),
+                Ok((_, from)) => any |= from.is_some_and(|a| a.pid() == 0),
                 Err(nix::errno::Errno::EAGAIN) => return Ok(any),
                 Err(nix::errno::Errno::ENOBUFS) => any = true,
                 Err(nix::errno::Errno::EINTR) => {}
@@ -62,5 +66,62 @@ impl Subscription {
 impl AsFd for Subscription {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtnetlink::packet_core::{NetlinkMessage, NLM_F_ACK, NLM_F_REQUEST};
+    use rtnetlink::packet_route::link::{LinkFlags, LinkMessage};
+    use rtnetlink::packet_route::RouteNetlinkMessage;
+
+    /// `message` as bytes.
+    fn bytes(message: RouteNetlinkMessage, flags: u16) -> Vec<u8> {
+        let mut msg = NetlinkMessage::from(message);
+        msg.header.flags = flags;
+        msg.finalize();
+        let mut buf = vec![0u8; msg.buffer_len()];
+        msg.serialize(&mut buf);
+        buf
+    }
+
+    /// A process that sends to the groups a watch follows is not the kernel:
+    /// its datagram is no news; the kernel's announcement of a change is.
+    /// In a netns of this thread's own (unshared; gone with the thread).
+    #[test]
+    fn a_process_multicast_is_no_news() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIP a_process_multicast_is_no_news: needs root (a private netns)");
+            return;
+        }
+        std::thread::spawn(|| {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("private netns");
+            let ns = NetNs::open(std::path::Path::new("/proc/thread-self/ns/net"), false)
+                .expect("this thread's netns");
+            let sub = Subscription::open(&ns).expect("subscribe");
+            let mut stranger = Socket::new(NETLINK_ROUTE).expect("socket");
+            stranger.bind_auto().expect("bind");
+            // A forged announcement: loopback is up.
+            let mut lo = LinkMessage::default();
+            lo.header.index = 1;
+            lo.header.flags = LinkFlags::Up;
+            let forged = bytes(RouteNetlinkMessage::NewLink(lo.clone()), 0);
+            stranger
+                .send_to(&forged, &SocketAddr::new(0, RTMGRP_LINK), 0)
+                .expect("root may send to a group");
+            assert!(!sub.drain().expect("drain"), "a process's multicast");
+            // The real change, announced by the kernel.
+            lo.header.change_mask = LinkFlags::Up;
+            let request = bytes(RouteNetlinkMessage::SetLink(lo), NLM_F_REQUEST | NLM_F_ACK);
+            stranger
+                .send_to(&request, &SocketAddr::new(0, 0), 0)
+                .expect("request");
+            let mut ack = vec![0u8; 4096];
+            stranger.recv(&mut &mut ack[..], 0).expect("ack");
+            assert!(sub.drain().expect("drain"), "the kernel's announcement");
+        })
+        .join()
+        .expect("test thread");
     }
 }

@@ -39,6 +39,7 @@ use rtnetlink::sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
 use super::errno;
 use super::netns_worker::NetnsWorker;
+use super::nlrecv;
 use super::unlist_child::{self, seq_of};
 use super::wire::{self, frames, RTM_DELLINK};
 
@@ -121,9 +122,11 @@ fn run(
 ) -> std::io::Result<Vec<Result<(), Errno>>> {
     let mut watch = Socket::new(NETLINK_ROUTE)?;
     watch.bind(&SocketAddr::new(0, RTMGRP_LINK))?;
+    nlrecv::from_kernel_only(&watch)?;
     watch.set_non_blocking(true)?;
     let mut sender = Socket::new(NETLINK_ROUTE)?;
     sender.bind_auto()?;
+    nlrecv::from_kernel_only(&sender)?;
     unlist_child::set_receive_timeout(&sender, ACK_TIMEOUT)?;
     let (report_r, report_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     nix::fcntl::fcntl(
