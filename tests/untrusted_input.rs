@@ -585,3 +585,43 @@ fn hostile_pod_interface_names_get_safe_tap_names_every_renderer_accepts() {
         assert!(taps(&pod).is_empty());
     }
 }
+
+/// A pod interface whose name is not UTF-8 (the kernel allows any bytes but
+/// '/', ':' and whitespace). Its IPv4 address carries that name as its
+/// label, which once failed every scan of the pod: now it is described
+/// (the name with U+FFFD for the bytes JSON cannot carry), attached under
+/// `tap<ifindex>`, checked and detached.
+#[test]
+fn an_interface_name_that_is_not_utf8_is_described_and_attached() {
+    let test = "an_interface_name_that_is_not_utf8_is_described_and_attached";
+    if !podtap_testkit::net_tools_or_skip(test) {
+        return;
+    }
+    let (pod, _peer, ifindex) = pod_with_interface("eth0", 210);
+    let n = &pod.name;
+    podtap_testkit::sh(&format!(
+        "ip -n {n} link set eth0 down && ip -n {n} link set eth0 name $'e\\xff' && \
+         ip -n {n} link set $'e\\xff' up"
+    ));
+    let state = TempDir::new();
+    let id = podtap_testkit::unique("notutf8");
+    let o = podtap_cmd(BIN, state.path())
+        .args(["attach", "--netns", &pod.path_str(), "--id", &id])
+        .output()
+        .expect("attach");
+    let desc = podtap_testkit::json_ok(&o);
+    let iface = desc["interfaces"]
+        .as_array()
+        .expect("interfaces")
+        .iter()
+        .find(|i| i["ifindex"] == ifindex)
+        .expect("the interface");
+    assert_eq!(iface["name"], "e\u{fffd}", "{iface}");
+    assert_eq!(iface["addresses"], json!(["198.18.210.2/24"]), "{iface}");
+    assert_eq!(iface["tap"]["name"], format!("tap{ifindex}"), "{iface}");
+    let o = podtap_testkit::podtap_state(BIN, state.path(), &["check", "--id", &id]);
+    assert!(o.status.success(), "check: {}", podtap_testkit::stderr(&o));
+    let o = podtap_testkit::podtap_state(BIN, state.path(), &["detach", "--id", &id]);
+    assert!(o.status.success(), "detach: {}", podtap_testkit::stderr(&o));
+    assert!(taps(&pod).is_empty());
+}

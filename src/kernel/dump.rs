@@ -254,6 +254,7 @@ fn typed(answer: &[u8]) -> Result<Vec<RouteNetlinkMessage>, Errno> {
     for (kind, _, frame) in frames(answer) {
         let slim = match kind {
             wire::RTM_NEWLINK => wire::link::without_af_spec(frame),
+            wire::RTM_NEWADDR => wire::address_without_label(frame),
             _ => None,
         };
         let frame = slim.as_deref().unwrap_or(frame);

@@ -178,3 +178,30 @@ fn a_dump_left_half_read_does_not_block_the_next() {
     .join()
     .expect("test thread");
 }
+
+/// An address whose label (its interface's name, by default) is not UTF-8:
+/// the kernel allows it, and the answer still parses, without the label.
+#[test]
+fn an_address_label_that_is_not_utf8_does_not_spoil_the_answer() {
+    use rtnetlink::packet_route::address::{AddressAttribute, AddressMessage};
+    let mut msg = AddressMessage::default();
+    msg.header.index = 3;
+    msg.header.prefix_len = 24;
+    msg.attributes
+        .push(AddressAttribute::Label("eAAA".to_string()));
+    let local = std::net::IpAddr::from([198, 18, 9, 2]);
+    msg.attributes.push(AddressAttribute::Local(local));
+    let mut frame = Vec::new();
+    push(&mut frame, RouteNetlinkMessage::NewAddress(msg), 0, 1);
+    let at = frame
+        .windows(4)
+        .position(|w| w == b"eAAA")
+        .expect("the label");
+    frame[at + 1] = 0xff;
+    let answer = typed(&frame).expect("the answer parses");
+    let [RouteNetlinkMessage::NewAddress(m)] = answer.as_slice() else {
+        panic!("one address: {answer:?}");
+    };
+    assert_eq!(m.header.index, 3);
+    assert_eq!(m.attributes, vec![AddressAttribute::Local(local)]);
+}

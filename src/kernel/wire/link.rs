@@ -10,7 +10,7 @@
 
 use rtnetlink::packet_route::link::InfoKind;
 
-use super::{attributes, u32_at, NLMSG_HDRLEN};
+use super::{attributes, u32_at};
 use crate::kernel::mac::MacAddr;
 
 /// What scan, teardown and check need to know about a live link.
@@ -174,27 +174,7 @@ pub fn deleted_ifindex(body: &[u8]) -> Option<u32> {
 /// most of a link message; podtap reads nothing in it, and a typed parse
 /// builds one value per entry.
 pub fn without_af_spec(frame: &[u8]) -> Option<Vec<u8>> {
-    let start = NLMSG_HDRLEN + IFINFOMSG_LEN;
-    let head = frame.get(..start)?;
-    let attrs = frame.get(start..)?;
-    let mut out = head.to_vec();
-    let (mut found, mut read) = (false, 0);
-    for (kind, _, whole) in attributes(attrs) {
-        read += whole.len();
-        if kind == IFLA_AF_SPEC {
-            found = true;
-        } else {
-            out.extend_from_slice(whole);
-            out.resize((out.len() + 3) & !3, 0);
-        }
-    }
-    // An attribute that does not fit: leave the message whole to its parser.
-    if !found || attrs.len() - read >= 4 {
-        return None;
-    }
-    let len = u32::try_from(out.len()).ok()?;
-    out[..4].copy_from_slice(&len.to_ne_bytes());
-    Some(out)
+    super::without_attribute(frame, IFINFOMSG_LEN, IFLA_AF_SPEC)
 }
 
 #[cfg(test)]

@@ -84,6 +84,50 @@ pub fn push(buf: &mut Vec<u8>, message: RouteNetlinkMessage, flags: u16, seq: u3
     msg.serialize(&mut buf[at..]);
 }
 
+/// `RTM_NEWADDR`, the type of every message of an address dump.
+pub const RTM_NEWADDR: u16 = 20;
+/// `sizeof(struct ifaddrmsg)`.
+const IFADDRMSG_LEN: usize = 8;
+/// `IFA_LABEL`: an IPv4 address's label, by default its interface's name.
+const IFA_LABEL: u16 = 3;
+
+/// An RTM_NEWADDR message (netlink header included) without its
+/// `IFA_LABEL`, or `None` when it has none or does not parse. podtap reads
+/// no label; the kernel takes any bytes for one (an interface name need not
+/// be UTF-8, and a label starts as that name), and rtnetlink's parser
+/// refuses a message whose label is not UTF-8: one such interface with an
+/// IPv4 address failed every scan of its pod.
+pub fn address_without_label(frame: &[u8]) -> Option<Vec<u8>> {
+    without_attribute(frame, IFADDRMSG_LEN, IFA_LABEL)
+}
+
+/// `frame` (a message whose own header of `header` bytes follows the
+/// netlink one) without its attributes of type `kind`, or `None` when it has
+/// none or one that does not fit (the message is then left whole to its
+/// parser).
+fn without_attribute(frame: &[u8], header: usize, kind: u16) -> Option<Vec<u8>> {
+    let start = NLMSG_HDRLEN + header;
+    let head = frame.get(..start)?;
+    let attrs = frame.get(start..)?;
+    let mut out = head.to_vec();
+    let (mut found, mut read) = (false, 0);
+    for (k, _, whole) in attributes(attrs) {
+        read += whole.len();
+        if k == kind {
+            found = true;
+        } else {
+            out.extend_from_slice(whole);
+            out.resize((out.len() + 3) & !3, 0);
+        }
+    }
+    if !found || attrs.len() - read >= 4 {
+        return None;
+    }
+    let len = u32::try_from(out.len()).ok()?;
+    out[..4].copy_from_slice(&len.to_ne_bytes());
+    Some(out)
+}
+
 /// `(type, value, whole attribute with its padding)` of each netlink
 /// attribute in `buf`, up to the first one that does not fit.
 pub fn attributes(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8], &[u8])> {
