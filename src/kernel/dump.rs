@@ -44,6 +44,16 @@ use super::wire::{self, code, flags, frames, push, NLMSG_DONE, NLMSG_ERROR, NLM_
 /// clear error rather than a wrong answer.
 pub const ATTEMPTS: u32 = 16;
 
+/// The most podtap reads of one answer to a dump of a table the pod fills
+/// (routes, rules, neighbours, addresses): 16 MiB, about 230 000 routes
+/// (100 000 routes take 7.2 MB; `docs/benchmarks.md`, "Routing size").
+/// Whoever holds CAP_NET_ADMIN in a pod can add routes until its memory
+/// limit; podtap, root on the node, would hold several hundred bytes for
+/// each. Beyond this the dump fails, naming itself and the bound. Links,
+/// qdiscs and filters have no bound: teardown reads them to prove what it
+/// deletes, and it must not fail.
+pub const TABLE_ANSWER_LIMIT: usize = 16 << 20;
+
 /// Dump answers thrown away because the kernel flagged them interrupted.
 static INTERRUPTED: AtomicU64 = AtomicU64::new(0);
 
@@ -200,6 +210,18 @@ impl Batch {
         reply: &mut Vec<u8>,
         answer: &mut Vec<u8>,
     ) -> io::Result<Answered> {
+        self.dump_once_within(request, reply, answer, limit_of(request))
+    }
+
+    /// [`Self::dump_once`], failing once the answer holds more than `limit`
+    /// bytes (the rest of it is read out before the next dump).
+    fn dump_once_within(
+        &self,
+        request: &RouteNetlinkMessage,
+        reply: &mut Vec<u8>,
+        answer: &mut Vec<u8>,
+        limit: usize,
+    ) -> io::Result<Answered> {
         self.finish_open_dump(reply)?;
         let seq = seq_of(self.sent.fetch_add(1, Ordering::Relaxed));
         let mut buf = Vec::new();
@@ -220,6 +242,17 @@ impl Batch {
                     done: errno::reply(code),
                     interrupted,
                 });
+            }
+            if answer.len() > limit {
+                answer.clear();
+                let most = match limit % (1 << 20) {
+                    0 => format!("{} MiB", limit >> 20),
+                    _ => format!("{limit} bytes"),
+                };
+                return Err(io::Error::other(format!(
+                    "the {} dump holds more than {most}, the most podtap reads of one",
+                    what(request)
+                )));
             }
         }
     }
@@ -242,6 +275,18 @@ impl Batch {
                 return Ok(());
             }
         }
+    }
+}
+
+/// How much of an answer to `request` podtap reads: [`TABLE_ANSWER_LIMIT`]
+/// for the tables a pod fills, all of it for the rest.
+fn limit_of(request: &RouteNetlinkMessage) -> usize {
+    match request {
+        RouteNetlinkMessage::GetRoute(_)
+        | RouteNetlinkMessage::GetRule(_)
+        | RouteNetlinkMessage::GetNeighbour(_)
+        | RouteNetlinkMessage::GetAddress(_) => TABLE_ANSWER_LIMIT,
+        _ => usize::MAX,
     }
 }
 

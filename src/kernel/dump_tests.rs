@@ -205,3 +205,43 @@ fn an_address_label_that_is_not_utf8_does_not_spoil_the_answer() {
     assert_eq!(m.header.index, 3);
     assert_eq!(m.attributes, vec![AddressAttribute::Local(local)]);
 }
+
+/// An answer over its bound fails the dump, naming it; the socket stays
+/// usable (the rest of that answer is read out first).
+#[test]
+fn an_answer_over_its_bound_fails_and_leaves_the_socket_usable() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIP an_answer_over_its_bound_fails_and_leaves_the_socket_usable: needs root");
+        return;
+    }
+    std::thread::spawn(|| {
+        use rtnetlink::sys::{protocols::NETLINK_ROUTE, Socket};
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("private netns");
+        let mut socket = Socket::new(NETLINK_ROUTE).expect("socket");
+        socket.bind_auto().expect("bind");
+        let batch = Batch::new(socket);
+        let pairs: Vec<Request> = (0..100)
+            .map(|i| {
+                let msg = rtnetlink::LinkVeth::new(&format!("a{i}"), &format!("b{i}")).build();
+                Request::create(RouteNetlinkMessage::NewLink(msg))
+            })
+            .collect();
+        assert!(batch.run(&pairs).expect("batch").iter().all(Result::is_ok));
+        let (mut reply, mut answer) = (Vec::with_capacity(DATAGRAM), Vec::new());
+        let over = batch.dump_once_within(&link_dump(), &mut reply, &mut answer, 4096);
+        let err = over.err().expect("over the bound");
+        assert_eq!(
+            err.to_string(),
+            "the link dump holds more than 4096 bytes, the most podtap reads of one"
+        );
+        let mut count = 0;
+        let done = batch
+            .dump_raw(link_dump(), |_| count += 1)
+            .expect("no I/O error");
+        assert_eq!(done, Ok(()));
+        assert_eq!(count, 201, "the next dump is whole");
+        assert_eq!(limit_of(&link_dump()), usize::MAX, "links are read whole");
+    })
+    .join()
+    .expect("test thread");
+}
