@@ -63,14 +63,12 @@ pub fn parse(dump: &Dump) -> Parsed {
         .iter()
         .map(|i| (i.ifindex, i.name.clone()))
         .collect();
-    resolve_controllers(&mut interfaces, &dump.links, &names);
-    mark_podtap_links(&mut interfaces, &dump.links);
+    let owners = podtap_owners(&dump.links);
+    resolve_controllers(&mut interfaces, &dump.links, &names, &owners);
+    mark_podtap_links(&mut interfaces, &owners);
 
     for msg in &dump.addresses {
-        if let Some(iface) = interfaces
-            .iter_mut()
-            .find(|i| i.ifindex == msg.header.index)
-        {
+        if let Some(iface) = by_ifindex(&mut interfaces, msg.header.index) {
             if let Some(addr) = address(msg) {
                 iface.addresses.push(addr.cidr.clone());
                 iface.address_details.push(addr);
@@ -196,22 +194,40 @@ pub fn classify(kind: Option<&str>, ether: bool, loopback: bool) -> LinkKind {
     }
 }
 
-/// The sandbox id in the podtap marker (`podtap:<id> ...`) of link `idx`, if it has one.
-fn podtap_owner(links: &[LinkState], idx: u32) -> Option<String> {
-    let link = links.iter().find(|l| l.ifindex == idx)?;
-    link.alias
-        .as_deref()?
-        .split(' ')
-        .next()?
-        .strip_prefix("podtap:")
-        .map(str::to_string)
+/// The interface of `ifindex` in `interfaces` (sorted by ifindex): a pod
+/// may hold tens of thousands of links or addresses, and a search of the
+/// whole list for each made the scan quadratic.
+fn by_ifindex(interfaces: &mut [Interface], ifindex: u32) -> Option<&mut Interface> {
+    let at = interfaces
+        .binary_search_by_key(&ifindex, |i| i.ifindex)
+        .ok()?;
+    interfaces.get_mut(at)
+}
+
+/// The sandbox id in the podtap marker (`podtap:<id> ...`) of each link that has one, by ifindex.
+fn podtap_owners(links: &[LinkState]) -> BTreeMap<u32, String> {
+    links
+        .iter()
+        .filter_map(|l| {
+            let id = l
+                .alias
+                .as_deref()?
+                .split(' ')
+                .next()?
+                .strip_prefix("podtap:")?;
+            Some((l.ifindex, id.to_string()))
+        })
+        .collect()
 }
 
 /// podtap's own links (its macvtaps; TAPs and bridges are never eligible)
 /// are not pod interfaces.
-fn mark_podtap_links(interfaces: &mut [Interface], links: &[LinkState]) {
-    for iface in interfaces.iter_mut().filter(|i| i.eligible) {
-        if let Some(id) = podtap_owner(links, iface.ifindex) {
+fn mark_podtap_links(interfaces: &mut [Interface], owners: &BTreeMap<u32, String>) {
+    for (ifindex, id) in owners {
+        let Some(iface) = by_ifindex(interfaces, *ifindex) else {
+            continue;
+        };
+        if iface.eligible {
             iface.eligible = false;
             iface.guest_mac = None;
             iface.ineligible_reason = Some(format!("podtap's own link for sandbox {id}"));
@@ -224,10 +240,11 @@ fn resolve_controllers(
     interfaces: &mut [Interface],
     links: &[LinkState],
     names: &BTreeMap<u32, String>,
+    owners: &BTreeMap<u32, String>,
 ) {
     for link in links {
         let Some(idx) = link.controller else { continue };
-        if let Some(iface) = interfaces.iter_mut().find(|i| i.ifindex == link.ifindex) {
+        if let Some(iface) = by_ifindex(interfaces, link.ifindex) {
             let cname = names
                 .get(&idx)
                 .cloned()
@@ -235,7 +252,7 @@ fn resolve_controllers(
             if iface.eligible {
                 iface.eligible = false;
                 iface.guest_mac = None;
-                iface.ineligible_reason = Some(match podtap_owner(links, idx) {
+                iface.ineligible_reason = Some(match owners.get(&idx) {
                     Some(id) => format!(
                         "enslaved to {cname}, the bridge of podtap sandbox {id} (detach it first)"
                     ),
