@@ -492,3 +492,55 @@ fn loopback_bridge_tap_tun_and_bridge_ports_are_not_eligible() {
     assert_eq!(iface(d, "vin1")["eligible"], true);
     assert_eq!(iface(d, "eth0")["eligible"], true);
 }
+
+/// Routes through next-hop objects (`ip nexthop`). With the netns's
+/// `net.ipv4.nexthop_compat_mode` at 1 (the default) the kernel puts each
+/// object's gateway, device and legs in the route; at 0 only the object's
+/// id. The description is the same either way: podtap reads the objects.
+#[test]
+fn routes_through_next_hop_objects_read_alike_in_either_compat_mode() {
+    let test = "routes_through_next_hop_objects_read_alike_in_either_compat_mode";
+    if !podtap_testkit::net_tools_or_skip(test) {
+        return;
+    }
+    let pod = Pod::dual_stack();
+    let p = &pod.pod.name;
+    let sub = pod.net;
+    if !podtap_testkit::sh_ok(&format!(
+        "ip -n {p} nexthop add id 5 via 198.18.{sub}.1 dev eth0"
+    )) {
+        eprintln!("SKIP {test}: the kernel has no next-hop objects");
+        return;
+    }
+    podtap_testkit::sh(&format!(
+        "ip -n {p} link set lo up && \
+         ip -n {p} nexthop add id 6 via 198.18.{sub}.3 dev eth0 && \
+         ip -n {p} nexthop add id 7 group 5,3/6,2 && \
+         ip -n {p} nexthop add id 8 blackhole && \
+         ip -n {p} nexthop add id 9 via 2001:db8:{sub:x}::1 dev eth0 && \
+         ip -n {p} nexthop add id 10 via 198.18.{sub}.9 dev eth0 onlink && \
+         ip -n {p} route add 198.19.1.0/24 nhid 5 && \
+         ip -n {p} route add 198.19.2.0/24 nhid 7 && \
+         ip -n {p} route add 198.19.3.0/24 nhid 8 && \
+         ip -n {p} route add 198.19.4.0/24 nhid 9 && \
+         ip -n {p} route add 198.19.5.0/24 nhid 10 && \
+         ip -n {p} -6 route add 2001:db8:5::/64 nhid 9"
+    ));
+    let compat = |on: u8| {
+        podtap_testkit::sh(&format!(
+            "ip netns exec {p} sysctl -qw net.ipv4.nexthop_compat_mode={on}"
+        ));
+        scan_path(BIN, &pod.pod.path_str()).0
+    };
+    let shown = compat(1);
+    let gw = format!("198.18.{sub}.1");
+    assert_eq!(route(&shown, "198.19.1.0/24")["gateway"], gw.as_str());
+    assert_eq!(route(&shown, "198.19.1.0/24")["interface"], "eth0");
+    let legs = arr(&route(&shown, "198.19.2.0/24")["nexthops"]);
+    let weights: Vec<&Value> = legs.iter().map(|h| &h["weight"]).collect();
+    assert_eq!(weights, [&json!(3), &json!(2)], "{legs:?}");
+    assert_eq!(route(&shown, "198.19.3.0/24")["type"], "blackhole");
+    assert_eq!(route(&shown, "198.19.5.0/24")["onlink"], true);
+    let read = compat(0);
+    assert_eq!(read["routes"], shown["routes"], "compat mode 0 reads alike");
+}

@@ -118,6 +118,44 @@ fn what(request: &RouteNetlinkMessage) -> &'static str {
     }
 }
 
+/// A dump request: a typed one, or the bytes of one rtnetlink's types do
+/// not cover (next-hop objects).
+enum Ask<'a> {
+    Typed(&'a RouteNetlinkMessage),
+    Raw {
+        what: &'static str,
+        kind: u16,
+        body: &'a [u8],
+        limit: usize,
+    },
+}
+
+impl Ask<'_> {
+    fn what(&self) -> &'static str {
+        match self {
+            Ask::Typed(r) => what(r),
+            Ask::Raw { what, .. } => what,
+        }
+    }
+
+    fn limit(&self) -> usize {
+        match self {
+            Ask::Typed(r) => limit_of(r),
+            Ask::Raw { limit, .. } => *limit,
+        }
+    }
+
+    /// The request as dump `seq`, at the end of `buf`.
+    fn write(&self, buf: &mut Vec<u8>, seq: u32) {
+        match self {
+            Ask::Typed(r) => push(buf, (*r).clone(), NLM_F_REQUEST | NLM_F_DUMP, seq),
+            Ask::Raw { kind, body, .. } => {
+                wire::push_raw(buf, *kind, NLM_F_REQUEST | NLM_F_DUMP, seq, body)
+            }
+        }
+    }
+}
+
 impl Batch {
     /// Run dump requests one after another (the kernel allows one dump in
     /// flight per socket) and return each one's messages, or the errno it
@@ -130,7 +168,7 @@ impl Batch {
         let (mut answer, mut reply) = (Vec::new(), Vec::new());
         let mut out = Vec::with_capacity(requests.len());
         for r in requests {
-            if let Err(e) = self.consistent(r, &mut reply, &mut answer)? {
+            if let Err(e) = self.consistent(&Ask::Typed(r), &mut reply, &mut answer)? {
                 out.push(Err(e));
                 continue;
             }
@@ -148,8 +186,32 @@ impl Batch {
         request: RouteNetlinkMessage,
         mut each: impl FnMut(&[u8]),
     ) -> io::Result<Result<(), Errno>> {
+        self.dump_asked(&Ask::Typed(&request), &mut each)
+    }
+
+    /// [`Self::dump_raw`] for a request rtnetlink's types do not cover:
+    /// message type `kind` with `body` (the family header and any
+    /// attributes), named `what` in errors, its answer read up to `limit`
+    /// bytes.
+    pub fn dump_raw_bytes(
+        &self,
+        (what, kind, body, limit): (&'static str, u16, &[u8], usize),
+        mut each: impl FnMut(&[u8]),
+    ) -> io::Result<Result<(), Errno>> {
+        self.dump_asked(
+            &Ask::Raw {
+                what,
+                kind,
+                body,
+                limit,
+            },
+            &mut each,
+        )
+    }
+
+    fn dump_asked(&self, ask: &Ask, each: &mut dyn FnMut(&[u8])) -> io::Result<Result<(), Errno>> {
         let (mut answer, mut reply) = (Vec::new(), Vec::new());
-        let done = self.consistent(&request, &mut reply, &mut answer)?;
+        let done = self.consistent(ask, &mut reply, &mut answer)?;
         if done.is_ok() {
             frames(&answer).for_each(|(_, _, frame)| each(frame));
         }
@@ -163,7 +225,7 @@ impl Batch {
     /// a page fault per page of it, on each of its threads).
     fn consistent(
         &self,
-        request: &RouteNetlinkMessage,
+        request: &Ask,
         reply: &mut Vec<u8>,
         answer: &mut Vec<u8>,
     ) -> io::Result<Result<(), Errno>> {
@@ -181,7 +243,7 @@ impl Batch {
                 Answered::Cut => {
                     tracing::debug!(
                         "a {} dump datagram was longer than {} bytes; asking again with a buffer that fits it",
-                        what(request),
+                        request.what(),
                         DATAGRAM
                     );
                     continue;
@@ -190,13 +252,13 @@ impl Batch {
             let so_far = INTERRUPTED.fetch_add(1, Ordering::Relaxed) + 1;
             tracing::debug!(
                 "the {} dump was interrupted by a change (attempt {attempt} of {ATTEMPTS}, {so_far} in this process); asking again",
-                what(request)
+                request.what()
             );
         }
         answer.clear();
         Err(io::Error::other(format!(
             "the {} dump was interrupted by changes in the netns {ATTEMPTS} times in a row; gave up",
-            what(request)
+            request.what()
         )))
     }
 
@@ -206,18 +268,18 @@ impl Batch {
     /// that answer is read out before the next dump).
     fn dump_once(
         &self,
-        request: &RouteNetlinkMessage,
+        request: &Ask,
         reply: &mut Vec<u8>,
         answer: &mut Vec<u8>,
     ) -> io::Result<Answered> {
-        self.dump_once_within(request, reply, answer, limit_of(request))
+        self.dump_once_within(request, reply, answer, request.limit())
     }
 
     /// [`Self::dump_once`], failing once the answer holds more than `limit`
     /// bytes (the rest of it is read out before the next dump).
     fn dump_once_within(
         &self,
-        request: &RouteNetlinkMessage,
+        request: &Ask,
         reply: &mut Vec<u8>,
         answer: &mut Vec<u8>,
         limit: usize,
@@ -225,7 +287,7 @@ impl Batch {
         self.finish_open_dump(reply)?;
         let seq = seq_of(self.sent.fetch_add(1, Ordering::Relaxed));
         let mut buf = Vec::new();
-        push(&mut buf, request.clone(), NLM_F_REQUEST | NLM_F_DUMP, seq);
+        request.write(&mut buf, seq);
         self.socket.send(&buf, 0)?;
         self.open_dump.store(seq, Ordering::Relaxed);
         let mut interrupted = false;
@@ -251,7 +313,7 @@ impl Batch {
                 };
                 return Err(io::Error::other(format!(
                     "the {} dump holds more than {most}, the most podtap reads of one",
-                    what(request)
+                    request.what()
                 )));
             }
         }

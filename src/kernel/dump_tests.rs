@@ -152,7 +152,7 @@ fn a_dump_left_half_read_does_not_block_the_next() {
         // rest of the cut one read out first).
         let (mut small, mut answer) = (Vec::with_capacity(64), Vec::new());
         let first = batch
-            .dump_once(&link_dump(), &mut small, &mut answer)
+            .dump_once(&Ask::Typed(&link_dump()), &mut small, &mut answer)
             .expect("no I/O error");
         assert!(
             matches!(first, Answered::Cut),
@@ -161,7 +161,7 @@ fn a_dump_left_half_read_does_not_block_the_next() {
         assert!(small.capacity() >= DATAGRAM, "the buffer grew");
         answer.clear();
         let second = batch
-            .dump_once(&link_dump(), &mut small, &mut answer)
+            .dump_once(&Ask::Typed(&link_dump()), &mut small, &mut answer)
             .expect("no I/O error");
         assert!(
             matches!(
@@ -228,7 +228,7 @@ fn an_answer_over_its_bound_fails_and_leaves_the_socket_usable() {
             .collect();
         assert!(batch.run(&pairs).expect("batch").iter().all(Result::is_ok));
         let (mut reply, mut answer) = (Vec::with_capacity(DATAGRAM), Vec::new());
-        let over = batch.dump_once_within(&link_dump(), &mut reply, &mut answer, 4096);
+        let over = batch.dump_once_within(&Ask::Typed(&link_dump()), &mut reply, &mut answer, 4096);
         let err = over.err().expect("over the bound");
         assert_eq!(
             err.to_string(),

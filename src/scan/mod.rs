@@ -26,6 +26,7 @@ use crate::error::Result;
 use crate::kernel::batch::Batch;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
+use crate::kernel::wire::nexthop;
 use crate::kernel::wire::route::RouteState;
 use crate::kernel::{links, wire};
 use crate::model::{Description, NetnsRef, SCHEMA};
@@ -118,7 +119,9 @@ pub(crate) fn dump(nl: &Netlink) -> Result<Dump> {
 
 /// The routes of every family and table, read raw (`kernel::wire::route`):
 /// the answer is refused as unreadable (EBADMSG) if one of its route
-/// messages is too short to be one.
+/// messages is too short to be one. A route that names a next-hop object
+/// and carries nothing of it (the netns's `nexthop_compat_mode` is 0) gets
+/// the object's gateway, device or legs, from a dump of the objects.
 fn dump_routes(batch: &Batch) -> std::io::Result<std::result::Result<Vec<RouteState>, Errno>> {
     let (mut routes, mut unreadable) = (Vec::new(), false);
     let done = batch.dump_raw(
@@ -128,12 +131,30 @@ fn dump_routes(batch: &Batch) -> std::io::Result<std::result::Result<Vec<RouteSt
             None => unreadable |= wire::kind(frame) == wire::route::RTM_NEWROUTE,
         },
     )?;
-    let read = match unreadable {
-        true => Err(Errno::EBADMSG),
-        false => Ok(routes),
-    };
-    Ok(done.and(read))
+    if unreadable {
+        return Ok(done.and(Err(Errno::EBADMSG)));
+    }
+    if done.is_ok() && routes.iter().any(nexthop::needs_object) {
+        let mut objects = Vec::new();
+        let read = batch.dump_raw_bytes(NEXT_HOP_DUMP, |frame| {
+            objects.extend(nexthop::parse_new(frame));
+        })?;
+        if let Err(e) = read {
+            return Ok(Err(e));
+        }
+        nexthop::fill(&mut routes, &objects);
+    }
+    Ok(done.map(|()| routes))
 }
+
+/// The dump of every next-hop object, read when a route names one and
+/// carries nothing of it (`kernel::wire::nexthop`).
+const NEXT_HOP_DUMP: (&str, u16, &[u8], usize) = (
+    "next-hop",
+    nexthop::RTM_GETNEXTHOP,
+    &nexthop::DUMP_REQUEST,
+    crate::kernel::dump::TABLE_ANSWER_LIMIT,
+);
 
 /// The messages of the dumps `named` into `dump`, or the first failure
 /// (named by its dump).

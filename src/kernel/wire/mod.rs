@@ -1,12 +1,13 @@
 //! The netlink wire format, read and written in one place: message frames,
-//! attributes, and the link and route messages podtap reads ([`link`],
-//! [`tun`], [`route`]).
+//! attributes, and the link, route and next-hop messages podtap reads
+//! ([`link`], [`tun`], [`route`], [`nexthop`]).
 //!
 //! The bottom of the kernel layer: plain bytes in, values out. No socket, no
 //! system call, nothing of podtap's above it; every other kernel module that
 //! looks inside a netlink datagram does it through these walkers.
 
 pub mod link;
+pub mod nexthop;
 pub mod route;
 pub mod tun;
 
@@ -82,6 +83,19 @@ pub fn push(buf: &mut Vec<u8>, message: RouteNetlinkMessage, flags: u16, seq: u3
     let at = buf.len();
     buf.resize(at + msg.buffer_len(), 0);
     msg.serialize(&mut buf[at..]);
+}
+
+/// A message of type `kind` with `flags`, `seq` and `body` (its family
+/// header and attributes, already laid out) at the end of `buf`.
+pub fn push_raw(buf: &mut Vec<u8>, kind: u16, flags: u16, seq: u32, body: &[u8]) {
+    let len = u32::try_from(NLMSG_HDRLEN + body.len()).unwrap_or(u32::MAX);
+    buf.extend_from_slice(&len.to_ne_bytes());
+    buf.extend_from_slice(&kind.to_ne_bytes());
+    buf.extend_from_slice(&flags.to_ne_bytes());
+    buf.extend_from_slice(&seq.to_ne_bytes());
+    buf.extend_from_slice(&0u32.to_ne_bytes());
+    buf.extend_from_slice(body);
+    buf.resize((buf.len() + 3) & !3, 0);
 }
 
 /// `RTM_NEWADDR`, the type of every message of an address dump.

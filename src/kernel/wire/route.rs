@@ -33,6 +33,7 @@ const RTA_METRICS: u16 = 8;
 const RTA_MULTIPATH: u16 = 9;
 const RTA_TABLE: u16 = 15;
 const RTA_VIA: u16 = 18;
+const RTA_NH_ID: u16 = 30;
 /// `RTAX_MTU`, inside `RTA_METRICS`.
 const RTAX_MTU: u16 = 2;
 
@@ -64,6 +65,8 @@ pub struct RouteState {
     pub mtu: Option<u32>,
     /// The legs of `RTA_MULTIPATH`, else empty.
     pub nexthops: Vec<NextHopState>,
+    /// `RTA_NH_ID`: the next-hop object the route uses (`super::nexthop`).
+    pub nh_id: Option<u32>,
 }
 
 /// One leg of a multipath route (`struct rtnexthop` and its gateway).
@@ -111,6 +114,7 @@ pub fn parse(body: &[u8]) -> Option<RouteState> {
             RTA_TABLE => r.table = u32_at(value, 0).unwrap_or(r.table),
             RTA_METRICS => r.mtu = metric_mtu(value),
             RTA_MULTIPATH => r.nexthops = next_hops(value),
+            RTA_NH_ID => r.nh_id = u32_at(value, 0),
             _ => {}
         }
     }
@@ -118,7 +122,7 @@ pub fn parse(body: &[u8]) -> Option<RouteState> {
 }
 
 /// An address attribute's value: 4 bytes are IPv4, 16 IPv6.
-fn address(value: &[u8]) -> Option<IpAddr> {
+pub(super) fn address(value: &[u8]) -> Option<IpAddr> {
     if let Ok(v4) = <[u8; 4]>::try_from(value) {
         return Some(IpAddr::V4(Ipv4Addr::from(v4)));
     }

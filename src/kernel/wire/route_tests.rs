@@ -43,6 +43,7 @@ fn header_and_plain_attributes_are_read() {
         RouteAttribute::PrefSource(RouteAddress::Inet(v4(198, 18, 0, 2))),
         RouteAttribute::Table(1000),
         RouteAttribute::Metrics(vec![RouteMetric::Hoplimit(9), RouteMetric::Mtu(1400)]),
+        RouteAttribute::NhId(5),
     ];
     let r = read(&m);
     assert_eq!(
@@ -62,6 +63,7 @@ fn header_and_plain_attributes_are_read() {
             source: Some(IpAddr::V4(v4(198, 18, 0, 2))),
             mtu: Some(1400),
             nexthops: Vec::new(),
+            nh_id: Some(5),
         }
     );
 }

@@ -1,0 +1,132 @@
+use std::net::{IpAddr, Ipv4Addr};
+
+use super::*;
+use crate::kernel::wire::push_raw;
+
+/// One attribute: length, type, value, padding.
+fn attr(kind: u16, value: &[u8]) -> Vec<u8> {
+    let len = u16::try_from(4 + value.len()).expect("short");
+    let mut a = [len.to_ne_bytes(), kind.to_ne_bytes()].concat();
+    a.extend_from_slice(value);
+    a.resize((a.len() + 3) & !3, 0);
+    a
+}
+
+/// An `RTM_NEWNEXTHOP` with `flags` and `attrs`.
+fn object(flags: u32, attrs: &[Vec<u8>]) -> Vec<u8> {
+    let mut body = vec![2, 0, 0, 0];
+    body.extend_from_slice(&flags.to_ne_bytes());
+    body.extend(attrs.concat());
+    let mut frame = Vec::new();
+    push_raw(&mut frame, RTM_NEWNEXTHOP, 0, 1, &body);
+    frame
+}
+
+fn gw(a: [u8; 4]) -> Option<IpAddr> {
+    Some(IpAddr::V4(Ipv4Addr::from(a)))
+}
+
+#[test]
+fn objects_are_read_from_their_attributes() {
+    let single = object(
+        RTNH_F_ONLINK,
+        &[
+            attr(NHA_ID, &5u32.to_ne_bytes()),
+            attr(NHA_OIF, &3u32.to_ne_bytes()),
+            attr(NHA_GATEWAY, &[198, 18, 0, 1]),
+        ],
+    );
+    assert_eq!(
+        parse_new(&single),
+        Some(NextHopObject {
+            id: 5,
+            flags: RTNH_F_ONLINK,
+            oif: Some(3),
+            gateway: gw([198, 18, 0, 1]),
+            ..NextHopObject::default()
+        })
+    );
+    // Members 5 (weight 3) and 6 (weight 300: 299 = 43 + 1 * 256).
+    let mut members = [5u32.to_ne_bytes(), [2, 0, 0, 0]].concat();
+    members.extend([6u32.to_ne_bytes(), [43, 1, 0, 0]].concat());
+    let group = object(
+        0,
+        &[attr(NHA_ID, &7u32.to_ne_bytes()), attr(NHA_GROUP, &members)],
+    );
+    assert_eq!(
+        parse_new(&group).map(|g| g.group),
+        Some(vec![(5, 2), (6, 299)])
+    );
+    let hole = object(
+        0,
+        &[attr(NHA_ID, &8u32.to_ne_bytes()), attr(NHA_BLACKHOLE, &[])],
+    );
+    assert!(parse_new(&hole).is_some_and(|h| h.blackhole));
+    // No id, a cut header, another message type: none.
+    assert_eq!(parse_new(&object(0, &[])), None);
+    assert_eq!(parse_new(&single[..20]), None);
+    let mut other = single.clone();
+    other[4] = 24;
+    assert_eq!(parse_new(&other), None);
+}
+
+#[test]
+fn routes_that_name_an_object_get_what_compat_mode_shows() {
+    let objects = [
+        NextHopObject {
+            id: 5,
+            flags: RTNH_F_ONLINK,
+            oif: Some(3),
+            gateway: gw([198, 18, 0, 1]),
+            ..NextHopObject::default()
+        },
+        NextHopObject {
+            id: 6,
+            oif: Some(4),
+            gateway: gw([198, 18, 0, 3]),
+            ..NextHopObject::default()
+        },
+        NextHopObject {
+            id: 7,
+            group: vec![(5, 2), (6, 1)],
+            ..NextHopObject::default()
+        },
+        NextHopObject {
+            id: 8,
+            blackhole: true,
+            ..NextHopObject::default()
+        },
+    ];
+    let named = |id| RouteState {
+        nh_id: Some(id),
+        ..RouteState::default()
+    };
+    let legacy = RouteState {
+        nh_id: Some(5),
+        gateway: gw([198, 18, 0, 9]),
+        oif: Some(9),
+        ..RouteState::default()
+    };
+    let mut routes = vec![named(5), named(7), named(8), named(99), legacy.clone()];
+    fill(&mut routes, &objects);
+    assert_eq!(
+        (routes[0].gateway, routes[0].oif),
+        (gw([198, 18, 0, 1]), Some(3))
+    );
+    assert_eq!(routes[0].flags & RTNH_F_ONLINK, RTNH_F_ONLINK);
+    let legs: Vec<(u32, u8, Option<IpAddr>)> = routes[1]
+        .nexthops
+        .iter()
+        .map(|h| (h.ifindex, h.hops, h.gateway))
+        .collect();
+    assert_eq!(
+        legs,
+        vec![(3, 2, gw([198, 18, 0, 1])), (4, 1, gw([198, 18, 0, 3]))]
+    );
+    assert_eq!(routes[2].oif, Some(1), "a blackhole's device is loopback");
+    assert_eq!(routes[3], named(99), "an object that is gone: as it was");
+    assert_eq!(
+        routes[4], legacy,
+        "a route that carries its next hop: as it was"
+    );
+}
