@@ -388,3 +388,36 @@ fn the_cni_door_logs_json_from_the_environment() {
         .unwrap()
         .contains("no valid sandbox id"));
 }
+
+/// A pod names its interfaces, and may rename podtap's TAP in its netns,
+/// with any bytes but '/', ':' and whitespace: escape sequences included.
+/// `podtap show` prints them as escapes, so nothing reaches the operator's
+/// terminal as a command to it.
+#[test]
+fn show_prints_escape_sequences_in_names_as_text() {
+    if !podtap_testkit::net_tools_or_skip("show_prints_escape_sequences_in_names_as_text") {
+        return;
+    }
+    let (pod, state) = (Pod::new(), StateDir::new());
+    pod.add_veth("eth0", "veth0", pod.net, false);
+    let id = podtap_testkit::unique("esc");
+    let desc = podtap_testkit::attach_json(BIN, &state.0, &pod, &id, "tc");
+    let tap = podtap_testkit::iface(&desc, "eth0")["tap"]["name"]
+        .as_str()
+        .expect("tap")
+        .to_string();
+    let n = &pod.pod.name;
+    podtap_testkit::sh(&format!(
+        "ip -n {n} link set eth0 down && ip -n {n} link set eth0 name $'\\e]0;x\\a' && \
+         ip -n {n} link set {tap} down && ip -n {n} link set {tap} name $'\\e[2Jx'"
+    ));
+    let out = podtap_state(BIN, &state.0, &["show", "--id", &id]);
+    let text = stdout(&out);
+    assert!(
+        !out.stdout.iter().any(|b| *b == 0x1b || *b == 0x07),
+        "no raw escape reaches the terminal: {text:?}"
+    );
+    assert!(text.contains("now \\x1b[2Jx"), "{text}");
+    let o = podtap_testkit::detach(BIN, &state, &id);
+    assert_eq!(code(&o), 0, "detach: {}", stderr(&o));
+}

@@ -37,6 +37,16 @@ fn missing_path_exits_3() {
     );
 }
 
+/// A path with a line break and an escape sequence in it: still one line,
+/// and the escape is written out, not sent to the terminal.
+#[test]
+fn control_characters_in_the_path_stay_text() {
+    let path = format!("/run/netns/{}\n\x1b[2J", podtap_testkit::unique("ptesc"));
+    let out = podtap_testkit::podtap(BIN, &["scan", "--netns", &path]);
+    assert_error(&out, 3, &path.replace('\n', " ").replace('\x1b', "\\x1b"));
+    assert!(!out.stderr.contains(&0x1b), "no raw escape");
+}
+
 #[test]
 fn regular_file_exits_4() {
     let dir = TempDir::new();

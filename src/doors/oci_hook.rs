@@ -97,7 +97,7 @@ fn detach(state: &State, dir: &StateDir) -> Result<i32> {
     let netns = bundle_netns(state).ok().flatten();
     let report = crate::detach::detach_for_teardown(&state.id, dir, netns.as_deref())?;
     for w in report.warnings {
-        eprintln!("podtap: warning: {w}");
+        eprintln!("podtap: warning: {}", crate::doors::terminal::one_line(&w));
     }
     Ok(exit::OK)
 }

@@ -95,7 +95,7 @@ fn detach(args: DetachArgs) -> Result<i32> {
         eprintln!("podtap: sandbox {id}: nothing to detach");
     }
     for w in report.warnings {
-        eprintln!("podtap: warning: {w}");
+        eprintln!("podtap: warning: {}", crate::doors::terminal::one_line(&w));
     }
     Ok(exit::OK)
 }

@@ -44,7 +44,7 @@ pub fn run() -> i32 {
 
 /// Print `e` as one line and return its exit code.
 pub fn report(e: &Error) -> i32 {
-    let line = e.to_string().replace('\n', " ");
+    let line = crate::doors::terminal::one_line(&e.to_string());
     eprintln!("podtap: error: {line}");
     e.exit_code()
 }

@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use super::{Shown, ShownNic};
+use crate::doors::terminal::printable;
 
 /// Colour only on a terminal, and only when `NO_COLOR` is unset (no-color.org).
 pub fn use_colour() -> bool {
@@ -30,14 +31,14 @@ pub fn text(shown: &[Shown], colour: bool) -> String {
     let mut out = String::new();
     for a in shown {
         let what = match &a.problem {
-            Some(why) => format!("{}: {why}", a.state),
+            Some(why) => format!("{}: {}", a.state, printable(why)),
             None => a.state.to_string(),
         };
         let _ = writeln!(
             out,
             "{}  netns {}  mode {}  {}",
             a.id,
-            a.netns.as_deref().unwrap_or("-"),
+            printable(a.netns.as_deref().unwrap_or("-")),
             a.mode.as_deref().unwrap_or("-"),
             paint(a.state, &what, colour)
         );
@@ -51,12 +52,12 @@ pub fn text(shown: &[Shown], colour: bool) -> String {
 /// `  eth0 -> tap_eth0 (tap 5) -> tc u32 redirect prio N -> vm MAC mtu 1450 queues 1 fd or name tap_eth0  STATE  rx N tx N`
 fn nic_line(n: &ShownNic, colour: bool) -> String {
     let renamed = match &n.tap_now {
-        Some(now) => format!(", now {now}"),
+        Some(now) => format!(", now {}", printable(now)),
         None => String::new(),
     };
     let state = match n.state {
         "ok" => "ok".to_string(),
-        s => format!("{s}: {}", n.problems.join("; ")),
+        s => format!("{s}: {}", printable(&n.problems.join("; "))),
     };
     let counters = match (n.rx_packets, n.tx_packets) {
         (Some(rx), Some(tx)) => format!("rx {rx} tx {tx}"),
@@ -64,11 +65,11 @@ fn nic_line(n: &ShownNic, colour: bool) -> String {
     };
     format!(
         "  {} -> {} ({} {}{renamed}) -> {} -> vm {} mtu {} queues {} {} {}  {}  {}\n",
-        n.pod,
-        n.tap,
+        printable(&n.pod),
+        printable(&n.tap),
         n.tap_kind,
         n.tap_ifindex,
-        n.wiring_detail,
+        printable(&n.wiring_detail),
         n.vm.mac.as_deref().unwrap_or("-"),
         n.vm.mtu,
         n.vm.queues,
