@@ -3,15 +3,15 @@
 //!
 //! Run: `cargo test --test attach -- --test-threads=2`
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use podtap_testkit::wiring::{
     filters, ingress_qdiscs, link, pod, pod_with_macvlan, verify_tap, verify_tc, verify_timings,
 };
 use podtap_testkit::{
-    attach, check, detach, iface, json_ok, podtap_state, sh, sh_ok, snapshot, stderr, stdout, taps,
-    StateDir,
+    attach, check, detach, iface, in_netns, json_ok, podtap_state, sh, sh_ok, snapshot, stderr,
+    stdout, taps, StateDir,
 };
 use serde_json::Value;
 
@@ -526,18 +526,6 @@ fn open_tap(name: &str, flags: i16) -> std::io::Result<OwnedFd> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(f.into())
-}
-
-/// Run `f` on a fresh thread that has entered the netns at `path`.
-fn in_netns<R: Send + 'static>(path: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
-    let path = path.to_string();
-    std::thread::spawn(move || {
-        let ns = File::open(&path).expect("open netns");
-        nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
-        f()
-    })
-    .join()
-    .expect("netns thread")
 }
 
 #[test]

@@ -6,29 +6,16 @@
 //! to the groups the watch follows neither stops it nor hides a real change.
 
 use std::collections::BTreeSet;
-use std::fs::File;
 
 use podtap_testkit::{
-    attach_json, detach, exit_code, net_tools_or_skip, sh, stderr, unique, Netns, Pod, StateDir,
-    Watch,
+    attach_json, detach, exit_code, in_netns, net_tools_or_skip, sh, stderr, unique, Netns, Pod,
+    StateDir, Watch,
 };
 use rtnetlink::constants::{RTMGRP_IPV4_ROUTE, RTMGRP_LINK};
 use rtnetlink::sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
 /// The podtap binary under test.
 const BIN: &str = env!("CARGO_BIN_EXE_podtap");
-
-/// Run `f` on a fresh thread that has entered `ns`.
-fn in_netns<R: Send + 'static>(ns: &Netns, f: impl FnOnce() -> R + Send + 'static) -> R {
-    let path = ns.path();
-    std::thread::spawn(move || {
-        let fd = File::open(&path).expect("open netns");
-        nix::sched::setns(&fd, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
-        f()
-    })
-    .join()
-    .expect("netns thread")
-}
 
 /// The inodes of the sockets process `pid` holds.
 fn socket_inodes(pid: u32) -> BTreeSet<u64> {
@@ -45,7 +32,7 @@ fn socket_inodes(pid: u32) -> BTreeSet<u64> {
 /// The netlink ports, in `ns`, of the sockets whose inodes are `inodes`
 /// (`/proc/net/netlink`: the port is the third column, the inode the last).
 fn ports_in(ns: &Netns, inodes: BTreeSet<u64>) -> Vec<u32> {
-    let table = in_netns(ns, || {
+    let table = in_netns(&ns.path_str(), || {
         std::fs::read_to_string("/proc/thread-self/net/netlink").expect("netlink table")
     });
     table
@@ -83,7 +70,7 @@ fn a_watch_takes_netlink_datagrams_from_the_kernel_only() {
         !ports.is_empty(),
         "the watch holds a socket in the pod netns"
     );
-    let refused = in_netns(&pod.pod, move || {
+    let refused = in_netns(&pod.pod.path_str(), move || {
         let s = stranger();
         ports
             .iter()
@@ -103,7 +90,7 @@ fn a_watch_takes_netlink_datagrams_from_the_kernel_only() {
 
     // 4 MiB of forged "link up" and "route added" announcements: more than
     // the watch's buffer holds.
-    in_netns(&pod.pod, || {
+    in_netns(&pod.pod.path_str(), || {
         let s = stranger();
         let forged = vec![0u8; 1024];
         for _ in 0..4096 {

@@ -524,7 +524,12 @@ fn routes_through_next_hop_objects_read_alike_in_either_compat_mode() {
          ip -n {p} route add 198.19.3.0/24 nhid 8 && \
          ip -n {p} route add 198.19.4.0/24 nhid 9 && \
          ip -n {p} route add 198.19.5.0/24 nhid 10 && \
-         ip -n {p} -6 route add 2001:db8:5::/64 nhid 9"
+         ip -n {p} -6 route add 2001:db8:5::/64 nhid 9 && \
+         ip -n {p} nexthop add id 11 group 6 && \
+         ip -n {p} route add 198.19.6.0/24 nhid 11 && \
+         ip -n {p} nexthop add id 12 via 2001:db8:{sub:x}::3 dev eth0 && \
+         ip -n {p} nexthop add id 13 group 12 && \
+         ip -n {p} -6 route add 2001:db8:6::/64 nhid 13"
     ));
     let compat = |on: u8| {
         podtap_testkit::sh(&format!(
@@ -541,6 +546,8 @@ fn routes_through_next_hop_objects_read_alike_in_either_compat_mode() {
     assert_eq!(weights, [&json!(3), &json!(2)], "{legs:?}");
     assert_eq!(route(&shown, "198.19.3.0/24")["type"], "blackhole");
     assert_eq!(route(&shown, "198.19.5.0/24")["onlink"], true);
+    let one = route(&shown, "198.19.6.0/24");
+    assert_eq!(one["gateway"], format!("198.18.{sub}.3").as_str(), "{one}");
     let read = compat(0);
     assert_eq!(read["routes"], shown["routes"], "compat mode 0 reads alike");
 }

@@ -588,9 +588,10 @@ fn hostile_pod_interface_names_get_safe_tap_names_every_renderer_accepts() {
 
 /// A pod interface whose name is not UTF-8 (the kernel allows any bytes but
 /// '/', ':' and whitespace). Its IPv4 address carries that name as its
-/// label, which once failed every scan of the pod: now it is described
-/// (the name with U+FFFD for the bytes JSON cannot carry), attached under
-/// `tap<ifindex>`, checked and detached.
+/// label, and a rule may match it (`iif`): either once failed every scan of
+/// the pod. Now it is described (the name with U+FFFD for the bytes JSON
+/// cannot carry, in the rule too), attached under `tap<ifindex>`, checked
+/// and detached.
 #[test]
 fn an_interface_name_that_is_not_utf8_is_described_and_attached() {
     let test = "an_interface_name_that_is_not_utf8_is_described_and_attached";
@@ -601,7 +602,7 @@ fn an_interface_name_that_is_not_utf8_is_described_and_attached() {
     let n = &pod.name;
     podtap_testkit::sh(&format!(
         "ip -n {n} link set eth0 down && ip -n {n} link set eth0 name $'e\\xff' && \
-         ip -n {n} link set $'e\\xff' up"
+         ip -n {n} link set $'e\\xff' up && ip -n {n} rule add iif $'e\\xff' table 100 prio 100"
     ));
     let state = TempDir::new();
     let id = podtap_testkit::unique("notutf8");
@@ -619,6 +620,13 @@ fn an_interface_name_that_is_not_utf8_is_described_and_attached() {
     assert_eq!(iface["name"], "e\u{fffd}", "{iface}");
     assert_eq!(iface["addresses"], json!(["198.18.210.2/24"]), "{iface}");
     assert_eq!(iface["tap"]["name"], format!("tap{ifindex}"), "{iface}");
+    let rules = desc["rules"].as_array().expect("rules");
+    assert!(
+        rules
+            .iter()
+            .any(|r| r["iif"] == "e\u{fffd}" && r["table"] == 100),
+        "the rule names the interface as the description does: {rules:?}"
+    );
     let o = podtap_testkit::podtap_state(BIN, state.path(), &["check", "--id", &id]);
     assert!(o.status.success(), "check: {}", podtap_testkit::stderr(&o));
     let o = podtap_testkit::podtap_state(BIN, state.path(), &["detach", "--id", &id]);

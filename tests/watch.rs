@@ -452,3 +452,43 @@ fn a_network_a_later_cni_add_attaches_joins_the_vm_and_leaves_on_del() {
     assert!(out.status.success());
     assert!(taps(&pod.pod).is_empty());
 }
+
+/// With the netns's `nexthop_compat_mode` at 0 the kernel announces no
+/// route when the next-hop object it uses changes: the watch follows the
+/// objects too, and reports the change of the pod's tables.
+#[test]
+fn a_changed_next_hop_object_is_reported_with_compat_mode_off() {
+    let test = "a_changed_next_hop_object_is_reported_with_compat_mode_off";
+    if !net_tools_or_skip(test) {
+        return;
+    }
+    let pod = Pod::dual_stack();
+    let (p, sub) = (&pod.pod.name, pod.net);
+    if !sh_ok(&format!(
+        "ip -n {p} nexthop add id 5 via 198.18.{sub}.1 dev eth0"
+    )) {
+        eprintln!("SKIP {test}: the kernel has no next-hop objects");
+        return;
+    }
+    sh(&format!(
+        "ip netns exec {p} sysctl -qw net.ipv4.nexthop_compat_mode=0 && \
+         ip -n {p} route add 198.19.1.0/24 nhid 5"
+    ));
+    let state = StateDir::new();
+    let id = unique("nhwatch");
+    attach_json(BIN, &state.0, &pod, &id, "tc");
+    let watch = Watch::start(BIN, &state.0, &id, &[]);
+    watch.next("ready");
+    // Nothing else may wake the watch: the links' addresses settled, and
+    // what their settling announced is read.
+    settle(&pod.pod);
+    settle_taps(&pod.pod);
+    watch.drain(Duration::from_millis(500));
+    sh(&format!(
+        "ip -n {p} nexthop replace id 5 via 198.18.{sub}.3 dev eth0"
+    ));
+    let changed = watch.next_within("changed", 5);
+    assert_eq!(changed["interfaces"], serde_json::json!([]), "{changed}");
+    let o = detach(BIN, &state, &id);
+    assert_eq!(exit_code(&o), 0, "detach: {}", stderr(&o));
+}

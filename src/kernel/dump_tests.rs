@@ -114,6 +114,25 @@ fn dumps_are_named_in_messages() {
 /// answer the next one EBUSY: podtap reads it out first, and the next dump
 /// is whole. And a datagram longer than the reply buffer is never used cut:
 /// the buffer grows to fit it and the dump is asked again.
+/// A batch socket in a netns of the calling thread's own (unshared; gone
+/// with the thread) that holds `pairs` veth pairs besides lo.
+fn batch_with_veths(pairs: usize) -> Batch {
+    use rtnetlink::sys::{protocols::NETLINK_ROUTE, Socket};
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("private netns");
+    let mut socket = Socket::new(NETLINK_ROUTE).expect("socket");
+    socket.bind_auto().expect("bind");
+    let batch = Batch::new(socket);
+    let veths: Vec<Request> = (0..pairs)
+        .map(|i| {
+            let msg = rtnetlink::LinkVeth::new(&format!("a{i}"), &format!("b{i}")).build();
+            Request::create(RouteNetlinkMessage::NewLink(msg))
+        })
+        .collect();
+    let made = batch.run(&veths).expect("batch");
+    assert!(made.iter().all(Result::is_ok), "{made:?}");
+    batch
+}
+
 #[test]
 fn a_dump_left_half_read_does_not_block_the_next() {
     if !nix::unistd::geteuid().is_root() {
@@ -121,20 +140,8 @@ fn a_dump_left_half_read_does_not_block_the_next() {
         return;
     }
     std::thread::spawn(|| {
-        use rtnetlink::sys::{protocols::NETLINK_ROUTE, Socket};
         use std::sync::atomic::Ordering;
-        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("private netns");
-        let mut socket = Socket::new(NETLINK_ROUTE).expect("socket");
-        socket.bind_auto().expect("bind");
-        let batch = Batch::new(socket);
-        let pairs: Vec<Request> = (0..100)
-            .map(|i| {
-                let msg = rtnetlink::LinkVeth::new(&format!("a{i}"), &format!("b{i}")).build();
-                Request::create(RouteNetlinkMessage::NewLink(msg))
-            })
-            .collect();
-        let made = batch.run(&pairs).expect("batch");
-        assert!(made.iter().all(Result::is_ok), "{made:?}");
+        let batch = batch_with_veths(100);
         // A link dump asked for and never read: the kernel keeps it running.
         let seq = seq_of(batch.sent.fetch_add(1, Ordering::Relaxed));
         let mut buf = Vec::new();
@@ -215,18 +222,7 @@ fn an_answer_over_its_bound_fails_and_leaves_the_socket_usable() {
         return;
     }
     std::thread::spawn(|| {
-        use rtnetlink::sys::{protocols::NETLINK_ROUTE, Socket};
-        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("private netns");
-        let mut socket = Socket::new(NETLINK_ROUTE).expect("socket");
-        socket.bind_auto().expect("bind");
-        let batch = Batch::new(socket);
-        let pairs: Vec<Request> = (0..100)
-            .map(|i| {
-                let msg = rtnetlink::LinkVeth::new(&format!("a{i}"), &format!("b{i}")).build();
-                Request::create(RouteNetlinkMessage::NewLink(msg))
-            })
-            .collect();
-        assert!(batch.run(&pairs).expect("batch").iter().all(Result::is_ok));
+        let batch = batch_with_veths(100);
         let (mut reply, mut answer) = (Vec::with_capacity(DATAGRAM), Vec::new());
         let over = batch.dump_once_within(&Ask::Typed(&link_dump()), &mut reply, &mut answer, 4096);
         let err = over.err().expect("over the bound");
@@ -244,4 +240,59 @@ fn an_answer_over_its_bound_fails_and_leaves_the_socket_usable() {
     })
     .join()
     .expect("test thread");
+}
+
+/// Names the parser refuses as not UTF-8, in a rule and in a stranger's tc
+/// filter: the answer still parses, the rule's name written as UTF-8, the
+/// filter without its options (so without a redirect: never podtap's).
+#[test]
+fn a_rule_or_filter_with_a_name_that_is_not_utf8_does_not_spoil_the_answer() {
+    use rtnetlink::packet_route::rule::{RuleAttribute, RuleMessage};
+    use rtnetlink::packet_route::tc::{TcAttribute, TcFilterBpfOption, TcMessage, TcOption};
+    let spoil = |frame: &mut Vec<u8>| {
+        let at = frame
+            .windows(4)
+            .position(|w| w == b"eAAA")
+            .expect("the name");
+        frame[at + 1] = 0xff;
+    };
+    let mut rule = RuleMessage::default();
+    rule.attributes.push(RuleAttribute::Iifname("eAAA".into()));
+    rule.attributes.push(RuleAttribute::Table(100));
+    let mut frame = Vec::new();
+    push(&mut frame, RouteNetlinkMessage::NewRule(rule), 0, 1);
+    spoil(&mut frame);
+    let answer = typed(&frame).expect("the answer parses");
+    let [RouteNetlinkMessage::NewRule(r)] = answer.as_slice() else {
+        panic!("one rule: {answer:?}");
+    };
+    assert_eq!(
+        r.attributes,
+        vec![
+            RuleAttribute::Iifname("e\u{fffd}AA".into()),
+            RuleAttribute::Table(100)
+        ]
+    );
+
+    let mut filter = TcMessage::with_index(4);
+    filter.attributes.push(TcAttribute::Kind("bpf".into()));
+    filter
+        .attributes
+        .push(TcAttribute::Options(vec![TcOption::Bpf(
+            TcFilterBpfOption::ProgName("eAAA".into()),
+        )]));
+    let mut frame = Vec::new();
+    push(
+        &mut frame,
+        RouteNetlinkMessage::NewTrafficFilter(filter),
+        0,
+        1,
+    );
+    spoil(&mut frame);
+    let answer = typed(&frame).expect("the answer parses");
+    let [RouteNetlinkMessage::NewTrafficFilter(f)] = answer.as_slice() else {
+        panic!("one filter: {answer:?}");
+    };
+    assert_eq!(f.header.index, 4);
+    assert_eq!(f.attributes, vec![TcAttribute::Kind("bpf".into())]);
 }

@@ -115,6 +115,65 @@ pub fn address_without_label(frame: &[u8]) -> Option<Vec<u8>> {
     without_attribute(frame, IFADDRMSG_LEN, IFA_LABEL)
 }
 
+/// `RTM_NEWRULE` and `sizeof(struct fib_rule_hdr)`.
+const RTM_NEWRULE: u16 = 32;
+const FIB_RULE_HDR_LEN: usize = 12;
+/// `FRA_IIFNAME`, `FRA_OIFNAME`: the interface names a rule matches.
+const FRA_IIFNAME: u16 = 3;
+const FRA_OIFNAME: u16 = 17;
+/// `RTM_NEWTFILTER`, `sizeof(struct tcmsg)` and `TCA_OPTIONS`.
+const RTM_NEWTFILTER: u16 = 44;
+const TCMSG_LEN: usize = 20;
+const TCA_OPTIONS: u16 = 2;
+
+/// A message rtnetlink's parser refused, made readable, or `None`. The
+/// kernel takes any bytes but '/', ':' and whitespace in an interface name,
+/// and the parser refuses a name that is not UTF-8:
+/// - a rule's `iif` or `oif` is written as UTF-8 (each bad sequence as
+///   U+FFFD, as podtap shows such an interface's name);
+/// - a tc filter loses its options (a flower filter's `indev` is such a
+///   name): it then carries no redirect, so podtap reads it as a
+///   stranger's filter, which it is, and teardown leaves it and its qdisc.
+pub fn made_readable(kind: u16, frame: &[u8]) -> Option<Vec<u8>> {
+    match kind {
+        RTM_NEWRULE => with_utf8_names(frame, FIB_RULE_HDR_LEN, &[FRA_IIFNAME, FRA_OIFNAME]),
+        RTM_NEWTFILTER => without_attribute(frame, TCMSG_LEN, TCA_OPTIONS),
+        _ => None,
+    }
+}
+
+/// `frame` with each attribute of `kinds` (a NUL-terminated string) that
+/// is not UTF-8 written as UTF-8; `None` when none needed it or one does
+/// not fit.
+fn with_utf8_names(frame: &[u8], header: usize, kinds: &[u16]) -> Option<Vec<u8>> {
+    let start = NLMSG_HDRLEN + header;
+    let attrs = frame.get(start..)?;
+    let mut out = frame.get(..start)?.to_vec();
+    let (mut changed, mut read) = (false, 0);
+    for (k, value, whole) in attributes(attrs) {
+        read += whole.len();
+        let text = value.strip_suffix(&[0]).unwrap_or(value);
+        if kinds.contains(&k) && std::str::from_utf8(text).is_err() {
+            changed = true;
+            let name = String::from_utf8_lossy(text);
+            let len = u16::try_from(4 + name.len() + 1).ok()?;
+            out.extend_from_slice(&len.to_ne_bytes());
+            out.extend_from_slice(whole.get(2..4)?);
+            out.extend_from_slice(name.as_bytes());
+            out.push(0);
+        } else {
+            out.extend_from_slice(whole);
+        }
+        out.resize((out.len() + 3) & !3, 0);
+    }
+    if !changed || attrs.len() - read >= 4 {
+        return None;
+    }
+    let len = u32::try_from(out.len()).ok()?;
+    out[..4].copy_from_slice(&len.to_ne_bytes());
+    Some(out)
+}
+
 /// `frame` (a message whose own header of `header` bytes follows the
 /// netlink one) without its attributes of type `kind`, or `None` when it has
 /// none or one that does not fit (the message is then left whole to its

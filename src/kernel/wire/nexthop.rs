@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use super::route::{address, NextHopState, RouteState, RTNH_F_ONLINK};
+use super::route::{address, NextHopState, RouteState, AF_INET, RTNH_F_ONLINK};
 use super::{attributes, payload, u32_at};
 
 /// `RTM_NEWNEXTHOP`, the type of every message of a next-hop dump.
@@ -98,29 +98,38 @@ pub fn fill(routes: &mut [RouteState], objects: &[NextHopObject]) {
         let Some(nh) = route.nh_id.and_then(|id| by_id.get(&id)) else {
             continue;
         };
-        if !nh.group.is_empty() {
-            route.nexthops = nh
-                .group
-                .iter()
-                .filter_map(|(id, weight)| Some(leg(by_id.get(id)?, *weight)))
-                .collect();
-        } else if nh.blackhole {
-            route.oif = Some(LOOPBACK_IFINDEX);
-        } else {
-            route.gateway = nh.gateway;
-            route.oif = nh.oif;
-            route.flags |= nh.flags & RTNH_F_ONLINK;
+        // An IPv4 route through a group of one is shown as that member alone
+        // (`fib_dump_info` takes its single-path branch); IPv6 shows one leg.
+        let single = match nh.group.as_slice() {
+            [(id, _)] if route.family == AF_INET => by_id.get(id).copied(),
+            [] => Some(*nh),
+            _ => None,
+        };
+        match single {
+            Some(one) if one.blackhole => route.oif = Some(LOOPBACK_IFINDEX),
+            Some(one) => {
+                route.gateway = one.gateway;
+                route.oif = one.oif;
+                route.flags |= one.flags & RTNH_F_ONLINK;
+            }
+            None => {
+                route.nexthops = nh
+                    .group
+                    .iter()
+                    .filter_map(|(id, weight)| Some(leg(by_id.get(id)?, *weight)))
+                    .collect();
+            }
         }
     }
 }
 
-/// A group member as a multipath leg (`rtnh_hops` holds the weight less
-/// one in a byte, as the kernel writes it for compat mode).
+/// A group member as a multipath leg (`rtnh_hops` holds the low byte of
+/// the weight less one, as the kernel writes it for compat mode).
 fn leg(member: &NextHopObject, weight: u16) -> NextHopState {
     NextHopState {
         ifindex: member.oif.unwrap_or_default(),
         flags: u8::try_from(member.flags & 0xff).unwrap_or_default(),
-        hops: u8::try_from(weight).unwrap_or(u8::MAX),
+        hops: weight.to_le_bytes()[0],
         gateway: member.gateway,
     }
 }

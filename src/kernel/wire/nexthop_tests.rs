@@ -96,6 +96,11 @@ fn routes_that_name_an_object_get_what_compat_mode_shows() {
             blackhole: true,
             ..NextHopObject::default()
         },
+        NextHopObject {
+            id: 12,
+            group: vec![(6, 299)],
+            ..NextHopObject::default()
+        },
     ];
     let named = |id| RouteState {
         nh_id: Some(id),
@@ -129,4 +134,23 @@ fn routes_that_name_an_object_get_what_compat_mode_shows() {
         routes[4], legacy,
         "a route that carries its next hop: as it was"
     );
+    // A group of one: IPv4 shows the member alone, IPv6 one leg (its weight's
+    // low byte less one: 300 shows as 44).
+    let mut v4 = named(12);
+    v4.family = crate::kernel::wire::route::AF_INET;
+    let mut v6 = named(12);
+    v6.family = crate::kernel::wire::route::AF_INET6;
+    let mut ones = vec![v4, v6];
+    fill(&mut ones, &objects);
+    assert_eq!(
+        (ones[0].gateway, ones[0].oif),
+        (gw([198, 18, 0, 3]), Some(4))
+    );
+    assert!(ones[0].nexthops.is_empty());
+    let leg: Vec<(u32, u8)> = ones[1]
+        .nexthops
+        .iter()
+        .map(|h| (h.ifindex, h.hops))
+        .collect();
+    assert_eq!(leg, vec![(4, 43)]);
 }

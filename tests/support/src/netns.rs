@@ -10,6 +10,18 @@ use serde_json::Value;
 use crate::dirs::TempDir;
 use crate::run::{poll, sh, unique, wait_for};
 
+/// Run `f` on a fresh thread that has entered the netns at `path`.
+pub fn in_netns<R: Send + 'static>(path: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
+    let path = path.to_string();
+    std::thread::spawn(move || {
+        let ns = std::fs::File::open(&path).expect("open netns");
+        nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+        f()
+    })
+    .join()
+    .expect("netns thread")
+}
+
 /// A netns made with `ip netns add`, deleted on drop.
 pub struct Netns {
     /// Its name under /run/netns.
