@@ -70,9 +70,10 @@ fn objects_are_read_from_their_attributes() {
     assert_eq!(parse_new(&other), None);
 }
 
-#[test]
-fn routes_that_name_an_object_get_what_compat_mode_shows() {
-    let objects = [
+/// Objects 5 and 6 (single), 7 (a group of both), 8 (a blackhole), 12 (a
+/// group of one, weight 300).
+fn objects() -> Vec<NextHopObject> {
+    vec![
         NextHopObject {
             id: 5,
             flags: RTNH_F_ONLINK,
@@ -101,7 +102,12 @@ fn routes_that_name_an_object_get_what_compat_mode_shows() {
             group: vec![(6, 299)],
             ..NextHopObject::default()
         },
-    ];
+    ]
+}
+
+#[test]
+fn routes_that_name_an_object_get_what_compat_mode_shows() {
+    let objects = objects();
     let named = |id| RouteState {
         nh_id: Some(id),
         ..RouteState::default()
@@ -134,6 +140,15 @@ fn routes_that_name_an_object_get_what_compat_mode_shows() {
         routes[4], legacy,
         "a route that carries its next hop: as it was"
     );
+}
+
+#[test]
+fn a_group_of_one_reads_as_the_kernel_shows_it() {
+    let objects = objects();
+    let named = |id| RouteState {
+        nh_id: Some(id),
+        ..RouteState::default()
+    };
     // A group of one: IPv4 shows the member alone, IPv6 one leg (its weight's
     // low byte less one: 300 shows as 44).
     let mut v4 = named(12);
