@@ -146,32 +146,24 @@ pub fn made_readable(kind: u16, frame: &[u8]) -> Option<Vec<u8>> {
 /// is not UTF-8 written as UTF-8; `None` when none needed it or one does
 /// not fit.
 fn with_utf8_names(frame: &[u8], header: usize, kinds: &[u16]) -> Option<Vec<u8>> {
-    let start = NLMSG_HDRLEN + header;
-    let attrs = frame.get(start..)?;
-    let mut out = frame.get(..start)?.to_vec();
-    let (mut changed, mut read) = (false, 0);
-    for (k, value, whole) in attributes(attrs) {
-        read += whole.len();
+    rewritten(frame, header, |kind, value, whole, out| {
         let text = value.strip_suffix(&[0]).unwrap_or(value);
-        if kinds.contains(&k) && std::str::from_utf8(text).is_err() {
-            changed = true;
-            let name = String::from_utf8_lossy(text);
-            let len = u16::try_from(4 + name.len() + 1).ok()?;
-            out.extend_from_slice(&len.to_ne_bytes());
-            out.extend_from_slice(whole.get(2..4)?);
-            out.extend_from_slice(name.as_bytes());
-            out.push(0);
-        } else {
-            out.extend_from_slice(whole);
+        let name = String::from_utf8_lossy(text);
+        let len = u16::try_from(4 + name.len() + 1).ok();
+        match (kinds.contains(&kind), &name, len, whole.get(2..4)) {
+            (true, std::borrow::Cow::Owned(name), Some(len), Some(kind)) => {
+                out.extend_from_slice(&len.to_ne_bytes());
+                out.extend_from_slice(kind);
+                out.extend_from_slice(name.as_bytes());
+                out.push(0);
+                true
+            }
+            _ => {
+                out.extend_from_slice(whole);
+                false
+            }
         }
-        out.resize((out.len() + 3) & !3, 0);
-    }
-    if !changed || attrs.len() - read >= 4 {
-        return None;
-    }
-    let len = u32::try_from(out.len()).ok()?;
-    out[..4].copy_from_slice(&len.to_ne_bytes());
-    Some(out)
+    })
 }
 
 /// `frame` (a message whose own header of `header` bytes follows the
@@ -179,21 +171,33 @@ fn with_utf8_names(frame: &[u8], header: usize, kinds: &[u16]) -> Option<Vec<u8>
 /// none or one that does not fit (the message is then left whole to its
 /// parser).
 fn without_attribute(frame: &[u8], header: usize, kind: u16) -> Option<Vec<u8>> {
-    let start = NLMSG_HDRLEN + header;
-    let head = frame.get(..start)?;
-    let attrs = frame.get(start..)?;
-    let mut out = head.to_vec();
-    let (mut found, mut read) = (false, 0);
-    for (k, _, whole) in attributes(attrs) {
-        read += whole.len();
-        if k == kind {
-            found = true;
-        } else {
+    rewritten(frame, header, |k, _, whole, out| {
+        if k != kind {
             out.extend_from_slice(whole);
-            out.resize((out.len() + 3) & !3, 0);
         }
+        k == kind
+    })
+}
+
+/// `frame` (a message whose own header of `header` bytes follows the
+/// netlink one) with each attribute passed through `each`, which appends
+/// what stands for it to the message being built and says whether it
+/// changed it; `None` when nothing changed or an attribute does not fit.
+fn rewritten(
+    frame: &[u8],
+    header: usize,
+    mut each: impl FnMut(u16, &[u8], &[u8], &mut Vec<u8>) -> bool,
+) -> Option<Vec<u8>> {
+    let start = NLMSG_HDRLEN + header;
+    let attrs = frame.get(start..)?;
+    let mut out = frame.get(..start)?.to_vec();
+    let (mut changed, mut read) = (false, 0);
+    for (kind, value, whole) in attributes(attrs) {
+        read += whole.len();
+        changed |= each(kind, value, whole, &mut out);
+        out.resize((out.len() + 3) & !3, 0);
     }
-    if !found || attrs.len() - read >= 4 {
+    if !changed || attrs.len() - read >= 4 {
         return None;
     }
     let len = u32::try_from(out.len()).ok()?;
