@@ -120,14 +120,13 @@ fn what(request: &RouteNetlinkMessage) -> &'static str {
 }
 
 /// A dump request: a typed one, or the bytes of one rtnetlink's types do
-/// not cover (next-hop objects).
+/// not cover (the pod's next-hop objects, read up to [`TABLE_ANSWER_LIMIT`]).
 enum Ask<'a> {
     Typed(&'a RouteNetlinkMessage),
     Raw {
         what: &'static str,
         kind: u16,
         body: &'a [u8],
-        limit: usize,
     },
 }
 
@@ -142,7 +141,7 @@ impl Ask<'_> {
     fn limit(&self) -> usize {
         match self {
             Ask::Typed(r) => limit_of(r),
-            Ask::Raw { limit, .. } => *limit,
+            Ask::Raw { .. } => TABLE_ANSWER_LIMIT,
         }
     }
 
@@ -190,24 +189,18 @@ impl Batch {
         self.dump_asked(&Ask::Typed(&request), &mut each)
     }
 
-    /// [`Self::dump_raw`] for a request rtnetlink's types do not cover:
-    /// message type `kind` with `body` (the family header and any
-    /// attributes), named `what` in errors, its answer read up to `limit`
-    /// bytes.
+    /// [`Self::dump_raw`] for a table of the pod's that rtnetlink's types do
+    /// not cover: message type `kind` with `body` (the family header and any
+    /// attributes), named `what` in errors, its answer read up to
+    /// [`TABLE_ANSWER_LIMIT`].
     pub fn dump_raw_bytes(
         &self,
-        (what, kind, body, limit): (&'static str, u16, &[u8], usize),
+        what: &'static str,
+        kind: u16,
+        body: &[u8],
         mut each: impl FnMut(&[u8]),
     ) -> io::Result<Result<(), Errno>> {
-        self.dump_asked(
-            &Ask::Raw {
-                what,
-                kind,
-                body,
-                limit,
-            },
-            &mut each,
-        )
+        self.dump_asked(&Ask::Raw { what, kind, body }, &mut each)
     }
 
     fn dump_asked(&self, ask: &Ask, each: &mut dyn FnMut(&[u8])) -> io::Result<Result<(), Errno>> {

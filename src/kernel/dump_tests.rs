@@ -5,12 +5,7 @@ use rtnetlink::packet_route::link::{LinkAttribute, LinkExtentMask, LinkMessage};
 /// A netlink message of `kind` with `flags`, `seq` and a 4-byte body `code`.
 fn message(kind: u16, flags: u16, seq: u32, code: i32) -> Vec<u8> {
     let mut m = Vec::new();
-    m.extend_from_slice(&20u32.to_ne_bytes());
-    m.extend_from_slice(&kind.to_ne_bytes());
-    m.extend_from_slice(&flags.to_ne_bytes());
-    m.extend_from_slice(&seq.to_ne_bytes());
-    m.extend_from_slice(&0u32.to_ne_bytes());
-    m.extend_from_slice(&code.to_ne_bytes());
+    wire::push_raw(&mut m, kind, flags, seq, &code.to_ne_bytes());
     m
 }
 

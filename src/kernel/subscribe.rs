@@ -80,17 +80,14 @@ impl AsFd for Subscription {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtnetlink::packet_core::{NetlinkMessage, NLM_F_ACK, NLM_F_REQUEST};
+    use rtnetlink::packet_core::{NLM_F_ACK, NLM_F_REQUEST};
     use rtnetlink::packet_route::link::{LinkFlags, LinkMessage};
     use rtnetlink::packet_route::RouteNetlinkMessage;
 
     /// `message` as bytes.
     fn bytes(message: RouteNetlinkMessage, flags: u16) -> Vec<u8> {
-        let mut msg = NetlinkMessage::from(message);
-        msg.header.flags = flags;
-        msg.finalize();
-        let mut buf = vec![0u8; msg.buffer_len()];
-        msg.serialize(&mut buf);
+        let mut buf = Vec::new();
+        crate::kernel::wire::push(&mut buf, message, flags, 0);
         buf
     }
 

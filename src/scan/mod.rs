@@ -136,9 +136,12 @@ fn dump_routes(batch: &Batch) -> std::io::Result<std::result::Result<Vec<RouteSt
     }
     if done.is_ok() && routes.iter().any(nexthop::needs_object) {
         let mut objects = Vec::new();
-        let read = batch.dump_raw_bytes(NEXT_HOP_DUMP, |frame| {
-            objects.extend(nexthop::parse_new(frame));
-        })?;
+        let read = batch.dump_raw_bytes(
+            "next-hop",
+            nexthop::RTM_GETNEXTHOP,
+            &nexthop::DUMP_REQUEST,
+            |frame| objects.extend(nexthop::parse_new(frame)),
+        )?;
         if let Err(e) = read {
             return Ok(Err(e));
         }
@@ -146,15 +149,6 @@ fn dump_routes(batch: &Batch) -> std::io::Result<std::result::Result<Vec<RouteSt
     }
     Ok(done.map(|()| routes))
 }
-
-/// The dump of every next-hop object, read when a route names one and
-/// carries nothing of it (`kernel::wire::nexthop`).
-const NEXT_HOP_DUMP: (&str, u16, &[u8], usize) = (
-    "next-hop",
-    nexthop::RTM_GETNEXTHOP,
-    &nexthop::DUMP_REQUEST,
-    crate::kernel::dump::TABLE_ANSWER_LIMIT,
-);
 
 /// The messages of the dumps `named` into `dump`, or the first failure
 /// (named by its dump).

@@ -148,21 +148,18 @@ pub fn made_readable(kind: u16, frame: &[u8]) -> Option<Vec<u8>> {
 fn with_utf8_names(frame: &[u8], header: usize, kinds: &[u16]) -> Option<Vec<u8>> {
     rewritten(frame, header, |kind, value, whole, out| {
         let text = value.strip_suffix(&[0]).unwrap_or(value);
-        let name = String::from_utf8_lossy(text);
-        let len = u16::try_from(4 + name.len() + 1).ok();
-        match (kinds.contains(&kind), &name, len, whole.get(2..4)) {
-            (true, std::borrow::Cow::Owned(name), Some(len), Some(kind)) => {
-                out.extend_from_slice(&len.to_ne_bytes());
-                out.extend_from_slice(kind);
-                out.extend_from_slice(name.as_bytes());
-                out.push(0);
-                true
-            }
-            _ => {
-                out.extend_from_slice(whole);
-                false
-            }
-        }
+        let name = match kinds.contains(&kind).then(|| String::from_utf8_lossy(text)) {
+            Some(std::borrow::Cow::Owned(name)) => name,
+            _ => return kept(whole, out),
+        };
+        let Ok(len) = u16::try_from(4 + name.len() + 1) else {
+            return kept(whole, out);
+        };
+        out.extend_from_slice(&len.to_ne_bytes());
+        out.extend_from_slice(&kind.to_ne_bytes());
+        out.extend_from_slice(name.as_bytes());
+        out.push(0);
+        true
     })
 }
 
@@ -172,11 +169,14 @@ fn with_utf8_names(frame: &[u8], header: usize, kinds: &[u16]) -> Option<Vec<u8>
 /// parser).
 fn without_attribute(frame: &[u8], header: usize, kind: u16) -> Option<Vec<u8>> {
     rewritten(frame, header, |k, _, whole, out| {
-        if k != kind {
-            out.extend_from_slice(whole);
-        }
-        k == kind
+        k == kind || kept(whole, out)
     })
+}
+
+/// `whole` (an attribute) appended to `out` unchanged: false, "not changed".
+fn kept(whole: &[u8], out: &mut Vec<u8>) -> bool {
+    out.extend_from_slice(whole);
+    false
 }
 
 /// `frame` (a message whose own header of `header` bytes follows the
