@@ -5,20 +5,17 @@
 # them: then run `sudo bash benches/symbol-order.sh` and commit the new list),
 # and those that exist all lie in one stretch at the start of .text, no longer
 # than twice their total size. Exit 0 when both hold, 1 saying which does not.
-# Usage: .ci/check-symbol-order.sh [BINARY]  (given a binary, checks it without building)
+# Usage: .ci/check-symbol-order.sh BINARY  (.ci/run passes the release
+# binary that .ci/check-hardening.sh has just built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-command -v nm >/dev/null || { echo "check-symbol-order: nm (binutils) is missing" >&2; exit 1; }
-if [[ $# -ge 1 ]]; then
-    bin=$1
-else
-    cargo build --release --bin podtap
-    bin="target/$(rustc --print host-tuple)/release/podtap"
-fi
+bin=${1:?usage: .ci/check-symbol-order.sh BINARY}
 [[ -x $bin ]] || { echo "check-symbol-order: no binary at $bin" >&2; exit 1; }
+for tool in nm python3; do
+    command -v "$tool" >/dev/null || { echo "check-symbol-order: $tool is missing" >&2; exit 1; }
+done
 list=.cargo/symbol-order.txt
 
-command -v python3 >/dev/null || { echo "check-symbol-order: python3 is missing" >&2; exit 1; }
 nm --defined-only -S "$bin" | python3 -c '
 import sys
 listed = [l.strip() for l in open(sys.argv[1]) if l.strip() and not l.startswith("#")]

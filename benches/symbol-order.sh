@@ -13,8 +13,8 @@
 # Method: a throwaway pod netns (two veths with addresses and a default
 # route, peers in a second netns), a private state dir, and each command run
 # once under valgrind's callgrind (every function executed is named, however
-# short), in the order of how often a node runs them: attach, detach, CNI
-# ADD and DEL, check, list, show, scan, render, --version. Detach hands the
+# short): attach, detach, CNI ADD and DEL, the OCI hook's attach and detach,
+# check, list, show, scan, render, --version. Detach hands the
 # link deletion to a CLONE_VM child, which valgrind cannot run: callgrind
 # dumps what ran before it (--dump-before), and a plain detach then cleans up.
 # The list keeps each function once, at its first command; the symbol names
@@ -84,6 +84,18 @@ traced cni-del CNI_COMMAND=DEL "${cni[@]}" --
 env CNI_COMMAND=DEL "${cni[@]}" "$bin" <"$work/stdin" >/dev/null
 : >"$work/stdin"
 
+# The OCI hook as a runtime runs it: the state of a container whose process
+# lives in the pod netns on stdin (createRuntime, then poststop).
+ip netns exec "$ns" sleep 600 &
+holder=$!
+echo "{\"ociVersion\":\"1.0.2\",\"id\":\"pso\",\"status\":\"creating\",\"pid\":$holder,\"bundle\":\"$work\"}" >"$work/stdin"
+traced hook-attach -- oci-hook attach
+traced hook-detach -- oci-hook detach
+"$bin" oci-hook detach <"$work/stdin" >/dev/null
+kill "$holder"
+wait "$holder" 2>/dev/null || true
+: >"$work/stdin"
+
 "$bin" attach --netns "/run/netns/$ns" --id pso >/dev/null
 traced check -- check --id pso
 traced list -- list
@@ -95,10 +107,11 @@ traced version -- --version
 
 # Each callgrind file names a function once, at its first `fn=(N) name` or
 # `cfn=(N) name`; "'2" marks a recursion level, hex names are code without a
-# symbol and "(below main)" is valgrind's own. A function scores the weights of
-# the commands that ran it (attach and detach 8, CNI ADD and DEL 4, check and
-# list 2, the rest 1), and the list runs from the highest score down, so what
-# every command runs comes first and what one rare command runs last.
+# symbol and "(below main)" is valgrind's own. A function scores the weights
+# of the commands that ran it (attach and detach 8, CNI ADD and DEL and the
+# OCI hook's attach and detach 4, check and list 2, the rest 1), and the list
+# runs from the highest score down, so what every command runs comes first
+# and what one rare command runs last.
 # glibc picks its string functions by the CPU's features, and valgrind's CPU
 # is not this one's: for a string function the list holds, every variant the
 # binary has goes in beside the one valgrind ran.
@@ -106,7 +119,8 @@ nm "$bin" | awk '$2 ~ /^[tTiW]$/ { print $3 }' >"$work/symbols"
 python3 - "$work" .cargo/symbol-order.txt "$("$bin" --version | awk '{print $2}')" <<'PY'
 import glob, os, re, sys
 work, out, version = sys.argv[1:]
-weights = {"attach": 8, "detach": 8, "cni-add": 4, "cni-del": 4, "check": 2, "list": 2}
+weights = {"attach": 8, "detach": 8, "cni-add": 4, "cni-del": 4, "hook-attach": 4,
+           "hook-detach": 4, "check": 2, "list": 2}
 score, first = {}, {}
 for path in sorted(glob.glob(os.path.join(work, "*.out*"))):
     command = re.sub(r"^\d+-|\.out.*$", "", os.path.basename(path))
