@@ -114,7 +114,7 @@ fn timed_out(timeout: Duration) -> io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtnetlink::packet_core::{NetlinkMessage, NLM_F_REQUEST};
+    use rtnetlink::packet_core::NLM_F_REQUEST;
     use rtnetlink::packet_route::link::LinkMessage;
     use rtnetlink::packet_route::RouteNetlinkMessage;
     use rtnetlink::sys::{protocols::NETLINK_ROUTE, SocketAddr};
@@ -122,12 +122,13 @@ mod tests {
     fn message(seq: u32) -> Vec<u8> {
         let mut link = LinkMessage::default();
         link.header.index = 1;
-        let mut msg = NetlinkMessage::from(RouteNetlinkMessage::GetLink(link));
-        msg.header.flags = NLM_F_REQUEST;
-        msg.header.sequence_number = seq;
-        msg.finalize();
-        let mut buf = vec![0u8; msg.buffer_len()];
-        msg.serialize(&mut buf);
+        let mut buf = Vec::new();
+        crate::kernel::wire::push(
+            &mut buf,
+            RouteNetlinkMessage::GetLink(link),
+            NLM_F_REQUEST,
+            seq,
+        );
         buf
     }
 
