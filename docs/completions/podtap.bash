@@ -329,12 +329,16 @@ _podtap() {
             return 0
             ;;
         podtap__subcmd__doctor)
-            opts="-h --json --mode --state-dir --cni-conf-dir --cni-bin-dir --log-format --help"
+            opts="-h --log-format --json --mode --state-dir --cni-conf-dir --cni-bin-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
                 --mode)
                     COMPREPLY=($(compgen -W "tc bridge macvtap" -- "${cur}"))
                     return 0
@@ -349,10 +353,6 @@ _podtap() {
                     ;;
                 --cni-bin-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --log-format)
-                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
                     ;;
                 *)
@@ -657,18 +657,18 @@ _podtap() {
             return 0
             ;;
         podtap__subcmd__man)
-            opts="-h --dir --log-format --help"
+            opts="-h --log-format --dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --dir)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 --log-format)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                --dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 *)
@@ -781,12 +781,16 @@ _podtap() {
             return 0
             ;;
         podtap__subcmd__show)
-            opts="-h --id --netns --json --state-dir --log-format --help"
+            opts="-h --log-format --id --netns --json --state-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
                 --id)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -797,10 +801,6 @@ _podtap() {
                     ;;
                 --state-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --log-format)
-                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
                     ;;
                 *)

@@ -137,29 +137,29 @@ json\t'One JSON object per line, for log shippers'"
 complete -c podtap -n "__fish_podtap_using_subcommand demo" -l keep -d 'Keep the demo namespaces and print how to remove them (for poking around)'
 complete -c podtap -n "__fish_podtap_using_subcommand demo" -l boot -d 'Also boot the test guest under QEMU (when installed) and ping the peer through the TAP'
 complete -c podtap -n "__fish_podtap_using_subcommand demo" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c podtap -n "__fish_podtap_using_subcommand doctor" -l log-format -d 'Log format on stderr: text, or one JSON object per line (PODTAP_LOG sets the level)' -r -f -a "text\t'Human-readable lines'
+json\t'One JSON object per line, for log shippers'"
 complete -c podtap -n "__fish_podtap_using_subcommand doctor" -l mode -d 'The wiring mode to check the node for (decides which checks are required)' -r -f -a "tc\t''
 bridge\t''
 macvtap\t''"
 complete -c podtap -n "__fish_podtap_using_subcommand doctor" -l state-dir -d 'State directory (tmpfs, like the netns it describes)' -r -F
 complete -c podtap -n "__fish_podtap_using_subcommand doctor" -l cni-conf-dir -d 'The CNI configuration dir the runtime reads' -r -F
 complete -c podtap -n "__fish_podtap_using_subcommand doctor" -l cni-bin-dir -d 'The CNI plugin dir the runtime runs plugins from' -r -F
-complete -c podtap -n "__fish_podtap_using_subcommand doctor" -l log-format -d 'Log format on stderr: text, or one JSON object per line (PODTAP_LOG sets the level)' -r -f -a "text\t'Human-readable lines'
-json\t'One JSON object per line, for log shippers'"
 complete -c podtap -n "__fish_podtap_using_subcommand doctor" -l json -d 'Print the findings as JSON'
 complete -c podtap -n "__fish_podtap_using_subcommand doctor" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c podtap -n "__fish_podtap_using_subcommand show" -l log-format -d 'Log format on stderr: text, or one JSON object per line (PODTAP_LOG sets the level)' -r -f -a "text\t'Human-readable lines'
+json\t'One JSON object per line, for log shippers'"
 complete -c podtap -n "__fish_podtap_using_subcommand show" -l id -d 'Only this sandbox id' -r
 complete -c podtap -n "__fish_podtap_using_subcommand show" -l netns -d 'Only the attachments of this netns (matched by identity, whatever path recorded it)' -r -F
 complete -c podtap -n "__fish_podtap_using_subcommand show" -l state-dir -d 'State directory (tmpfs, like the netns it describes)' -r -F
-complete -c podtap -n "__fish_podtap_using_subcommand show" -l log-format -d 'Log format on stderr: text, or one JSON object per line (PODTAP_LOG sets the level)' -r -f -a "text\t'Human-readable lines'
-json\t'One JSON object per line, for log shippers'"
 complete -c podtap -n "__fish_podtap_using_subcommand show" -l json -d 'Print JSON instead of lines'
 complete -c podtap -n "__fish_podtap_using_subcommand show" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c podtap -n "__fish_podtap_using_subcommand completions" -l log-format -d 'Log format on stderr: text, or one JSON object per line (PODTAP_LOG sets the level)' -r -f -a "text\t'Human-readable lines'
 json\t'One JSON object per line, for log shippers'"
 complete -c podtap -n "__fish_podtap_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c podtap -n "__fish_podtap_using_subcommand man" -l dir -d 'Write podtap.1 and one podtap-SUBCOMMAND.1 per subcommand into this directory' -r -F
 complete -c podtap -n "__fish_podtap_using_subcommand man" -l log-format -d 'Log format on stderr: text, or one JSON object per line (PODTAP_LOG sets the level)' -r -f -a "text\t'Human-readable lines'
 json\t'One JSON object per line, for log shippers'"
+complete -c podtap -n "__fish_podtap_using_subcommand man" -l dir -d 'Write podtap.1 and one podtap-SUBCOMMAND.1 per subcommand into this directory' -r -F
 complete -c podtap -n "__fish_podtap_using_subcommand man" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c podtap -n "__fish_podtap_using_subcommand help; and not __fish_seen_subcommand_from scan attach detach check list render exec watch oci-hook cni-install demo doctor show completions man help" -f -a "scan" -d 'Print the JSON network description of a netns (read-only)'
 complete -c podtap -n "__fish_podtap_using_subcommand help; and not __fish_seen_subcommand_from scan attach detach check list render exec watch oci-hook cni-install demo doctor show completions man help" -f -a "attach" -d 'Create one TAP per pod interface inside the netns, wire it, record a checkpoint, print the description'

@@ -176,12 +176,12 @@ json\:"One JSON object per line, for log shippers"))' \
 ;;
 (doctor)
 _arguments "${_arguments_options[@]}" : \
+'--log-format=[Log format on stderr\: text, or one JSON object per line (PODTAP_LOG sets the level)]:LOG_FORMAT:((text\:"Human-readable lines"
+json\:"One JSON object per line, for log shippers"))' \
 '--mode=[The wiring mode to check the node for (decides which checks are required)]:MODE:(tc bridge macvtap)' \
 '--state-dir=[State directory (tmpfs, like the netns it describes)]:STATE_DIR:_files' \
 '--cni-conf-dir=[The CNI configuration dir the runtime reads]:CNI_CONF_DIR:_files' \
 '--cni-bin-dir=[The CNI plugin dir the runtime runs plugins from]:CNI_BIN_DIR:_files' \
-'--log-format=[Log format on stderr\: text, or one JSON object per line (PODTAP_LOG sets the level)]:LOG_FORMAT:((text\:"Human-readable lines"
-json\:"One JSON object per line, for log shippers"))' \
 '--json[Print the findings as JSON]' \
 '-h[Print help (see more with '\''--help'\'')]' \
 '--help[Print help (see more with '\''--help'\'')]' \
@@ -189,11 +189,11 @@ json\:"One JSON object per line, for log shippers"))' \
 ;;
 (show)
 _arguments "${_arguments_options[@]}" : \
+'--log-format=[Log format on stderr\: text, or one JSON object per line (PODTAP_LOG sets the level)]:LOG_FORMAT:((text\:"Human-readable lines"
+json\:"One JSON object per line, for log shippers"))' \
 '(--netns)--id=[Only this sandbox id]:ID:_default' \
 '--netns=[Only the attachments of this netns (matched by identity, whatever path recorded it)]:PATH:_files' \
 '--state-dir=[State directory (tmpfs, like the netns it describes)]:STATE_DIR:_files' \
-'--log-format=[Log format on stderr\: text, or one JSON object per line (PODTAP_LOG sets the level)]:LOG_FORMAT:((text\:"Human-readable lines"
-json\:"One JSON object per line, for log shippers"))' \
 '--json[Print JSON instead of lines]' \
 '-h[Print help (see more with '\''--help'\'')]' \
 '--help[Print help (see more with '\''--help'\'')]' \
@@ -212,9 +212,9 @@ fish\:"fish"))' \
 ;;
 (man)
 _arguments "${_arguments_options[@]}" : \
-'()--dir=[Write podtap.1 and one podtap-SUBCOMMAND.1 per subcommand into this directory]:DIR:_files' \
 '--log-format=[Log format on stderr\: text, or one JSON object per line (PODTAP_LOG sets the level)]:LOG_FORMAT:((text\:"Human-readable lines"
 json\:"One JSON object per line, for log shippers"))' \
+'()--dir=[Write podtap.1 and one podtap-SUBCOMMAND.1 per subcommand into this directory]:DIR:_files' \
 '-h[Print help (see more with '\''--help'\'')]' \
 '--help[Print help (see more with '\''--help'\'')]' \
 '::subcommand -- The subcommand whose page to print (default\: podtap'\''s own):_default' \

@@ -10,6 +10,9 @@ use crate::doors::output::emit_text;
 use crate::error::{exit, Error, Result};
 
 #[derive(Debug, Subcommand)]
+// As `Command`'s own variants: only the invoked subcommand's arguments are
+// built (without it, every attach and detach built these four as well).
+#[command(defer = true)]
 pub enum Ops {
     /// Preflight of this node: one line per check (ok / warn / fail, and what to do); exit 0
     /// only when every check the wiring mode needs passes (17 otherwise).
