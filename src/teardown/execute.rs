@@ -134,7 +134,14 @@ pub async fn permanent_neighbours(nl: &Netlink) -> Result<Vec<(u32, String, Stri
 /// Carry out `undo`: each interface's pod side in order (interfaces side by
 /// side), then the links. With `announce`, each change made becomes a
 /// warning ("removed ..."), for cleanups the user should hear about.
-pub async fn execute(nl: &Netlink, undo: Undo, announce: bool) -> UndoReport {
+/// `prepared`: the deletion's sockets, opening on the netns thread
+/// ([`unlist::Prepared`]).
+pub async fn execute(
+    nl: &Netlink,
+    undo: Undo,
+    announce: bool,
+    prepared: Option<unlist::Prepared>,
+) -> UndoReport {
     let mut report = UndoReport {
         warnings: undo.warnings,
         errors: Vec::new(),
@@ -151,7 +158,7 @@ pub async fn execute(nl: &Netlink, undo: Undo, announce: bool) -> UndoReport {
     )
     .await;
     outcomes.extend(left);
-    outcomes.extend(unlist_links(nl, &deletes));
+    outcomes.extend(unlist_links(nl, &deletes, prepared));
     for (action, outcome) in outcomes {
         match outcome {
             Ok(()) if announce => report.warnings.push(format!("removed {action}")),
@@ -238,7 +245,11 @@ fn batch_request(action: &Action) -> Option<Request> {
 /// barriers. By the time they are deleted their ports are gone (the pod
 /// interface was released, the TAP unlisted): they are inert, and the child
 /// deletes them within N barriers of teardown returning.
-fn unlist_links<'a>(nl: &Netlink, links: &[&'a Action]) -> Vec<(&'a Action, Result<()>)> {
+fn unlist_links<'a>(
+    nl: &Netlink,
+    links: &[&'a Action],
+    prepared: Option<unlist::Prepared>,
+) -> Vec<(&'a Action, Result<()>)> {
     let mut deletes = Vec::new();
     let mut expect = BTreeSet::new();
     let mut actions = Vec::new();
@@ -260,7 +271,7 @@ fn unlist_links<'a>(nl: &Netlink, links: &[&'a Action]) -> Vec<(&'a Action, Resu
         }
         actions.push(a);
     }
-    match unlist::delete(&nl.worker, &deletes, &expect) {
+    match unlist::delete(&nl.worker, prepared, &deletes, &expect) {
         Ok(results) => actions
             .into_iter()
             .zip(results)

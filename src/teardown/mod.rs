@@ -32,6 +32,7 @@ use crate::id::SandboxId;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::{is_host_identity, NetNs};
 use crate::kernel::netns_search;
+use crate::kernel::unlist;
 use crate::plan::Plan;
 use crate::state::{Checkpoint, Created};
 
@@ -65,11 +66,13 @@ async fn undo_in(
         .filter(|n| n.tc.is_some())
         .map(|n| n.pod.ifindex)
         .collect();
+    // The netns thread opens the deletion's sockets while this one reads.
+    let prepared = unlist::Prepared::start(&nl.worker);
     match execute::observe(nl, |l| tc_pods.contains(&l.ifindex)).await {
         Ok(now) => {
             crate::phases::mark("observe");
             let undo = decide::undo_in(plan, created, &now, proof, scope);
-            let report = execute::execute(nl, undo, false).await;
+            let report = execute::execute(nl, undo, false, prepared).await;
             crate::phases::mark("undo");
             report
         }
@@ -84,9 +87,10 @@ async fn undo_in(
 pub async fn undo_by_markers(nl: &Netlink, id: &SandboxId) -> Result<UndoReport> {
     // Filters sit on the pod interfaces, which carry no marker: read them all,
     // except on podtap's own TAPs and bridges (their filters go with them).
+    let prepared = unlist::Prepared::start(&nl.worker);
     let now = execute::observe(nl, |l| !l.is_podtap_kind()).await?;
     let undo = markers::undo_by_markers(id, &now);
-    Ok(execute::execute(nl, undo, true).await)
+    Ok(execute::execute(nl, undo, true, prepared).await)
 }
 
 /// What is not as `plan` recorded it, per NIC (in `plan.nics` order), with
