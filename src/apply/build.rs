@@ -16,7 +16,8 @@ use crate::kernel::links::LinkState;
 use crate::kernel::mac::MacAddr;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
-use crate::kernel::tap::{self, TapFlags, TapSpec};
+use crate::kernel::netns_worker::Pending;
+use crate::kernel::tap::{TapFlags, TapMaker, TapSpec};
 use crate::kernel::{bridge, links, macvtap, replay, sysctl};
 use crate::model::Timings;
 use crate::plan::{self, BridgePlan, NicPlan, Plan};
@@ -30,23 +31,11 @@ pub(super) async fn build(
     plan: &Plan,
     timings: &mut Timings,
     created: &mut Vec<Created>,
+    prepared: Option<PreparedTaps>,
 ) -> Result<()> {
     let t = Instant::now();
-    let specs: Vec<TapSpec> = plan
-        .nics
-        .iter()
-        .filter(|n| n.macvtap.is_none())
-        .map(|n| TapSpec {
-            name: n.tap.name.clone(),
-            flags: TapFlags {
-                vnet_hdr: n.tap.vnet_hdr,
-                multi_queue: n.tap.multi_queue,
-            },
-            owner: n.tap.owner,
-            group: n.tap.group,
-        })
-        .collect();
-    let (made, failed) = create_taps(nl, &specs);
+    let specs = tap_specs(plan);
+    let (made, failed) = create_taps(nl, &specs, prepared);
     created.extend(specs.iter().zip(&made).map(|(s, (i, mac))| Created {
         name: s.name.clone(),
         ifindex: *i,
@@ -256,28 +245,62 @@ async fn hand_over_pod(nl: &Netlink, n: &NicPlan, bp: &BridgePlan, b: &Created) 
     Ok(())
 }
 
-/// Create the persistent TAPs on the netns thread and learn their ifindexes.
-/// Returns the ifindexes of those made, and the error that stopped it, if any.
-fn create_taps(nl: &Netlink, specs: &[TapSpec]) -> (Vec<(u32, MacAddr)>, Option<Error>) {
+/// The TAPs of `plan` to create (every NIC but the macvtap ones).
+pub(super) fn tap_specs(plan: &Plan) -> Vec<TapSpec> {
+    plan.nics
+        .iter()
+        .filter(|n| n.macvtap.is_none())
+        .map(|n| TapSpec {
+            name: n.tap.name.clone(),
+            flags: TapFlags {
+                vnet_hdr: n.tap.vnet_hdr,
+                multi_queue: n.tap.multi_queue,
+            },
+            owner: n.tap.owner,
+            group: n.tap.group,
+        })
+        .collect()
+}
+
+/// What [`build`] makes its TAPs with, opening on the netns thread while
+/// the caller records its intent ([`TapMaker`]).
+pub(super) type PreparedTaps = Pending<std::io::Result<TapMaker>>;
+
+/// Queue the opening of a [`TapMaker`] for `count` TAPs on the netns
+/// thread; `None` when there are none to make (or the thread has ended).
+pub(super) fn prepare_taps(nl: &Netlink, count: usize) -> Option<PreparedTaps> {
+    (count > 0)
+        .then(|| nl.worker.start(move || TapMaker::open(count)).ok())
+        .flatten()
+}
+
+/// Create the persistent TAPs and learn their ifindexes: on this thread
+/// with `prepared` fds when they opened (no hand-off to the netns thread
+/// and back on the attach's path), else on the netns thread. Returns the
+/// ifindexes of those made, and the error that stopped it, if any.
+fn create_taps(
+    nl: &Netlink,
+    specs: &[TapSpec],
+    prepared: Option<PreparedTaps>,
+) -> (Vec<(u32, MacAddr)>, Option<Error>) {
     if specs.is_empty() {
         return (Vec::new(), None);
     }
-    let specs = specs.to_vec();
-    let outcome = nl.worker.run(move || {
-        let mut made = Vec::with_capacity(specs.len());
-        // One socket for every TAP's name and index lookups.
-        let names = match tap::LinkNames::open() {
-            Ok(names) => names,
-            Err(e) => return Ok((made, specs.first().map(|s| (s.name.clone(), e)))),
-        };
-        for spec in &specs {
-            match tap::create_persistent(spec, &names) {
-                Ok(made_one) => made.push(made_one),
-                Err(e) => return Ok((made, Some((spec.name.clone(), e)))),
-            }
+    let ready = prepared
+        .and_then(|p| p.wait().ok()?.ok())
+        .filter(|maker| maker.capacity() >= specs.len());
+    let outcome = match ready {
+        Some(maker) => Ok(maker.create(specs)),
+        None => {
+            let specs = specs.to_vec();
+            nl.worker.run(move || {
+                Ok(match TapMaker::open(specs.len()) {
+                    Ok(maker) => maker.create(&specs),
+                    Err(e) => (Vec::new(), specs.first().map(|s| (s.name.clone(), e))),
+                })
+            })
         }
-        Ok((made, None))
-    });
+    };
     match outcome {
         Ok((made, failed)) => {
             let err =

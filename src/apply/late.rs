@@ -204,7 +204,7 @@ async fn add_one(
     state.save(cp)?;
 
     let mut created = Vec::new();
-    let built = build::build(ns, nl, &sub, &mut Timings::default(), &mut created).await;
+    let built = build::build(ns, nl, &sub, &mut Timings::default(), &mut created, None).await;
     let done = |cp: &mut Checkpoint| cp.pending.retain(|t| *t != nic.tap.name);
     if let Err(e) = built {
         // Also by planned name: a link made but not yet read back (a bridge

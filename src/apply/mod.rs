@@ -40,6 +40,9 @@ pub async fn fresh(
     crate::phases::mark("scan");
     let plan = plan::plan(&desc, &inventory, opts, id)?;
     crate::phases::mark("plan");
+    // The netns thread opens what the TAPs are made with while this one
+    // records the intent (nothing is made before that record is on disk).
+    let taps = build::prepare_taps(nl, build::tap_specs(&plan).len());
     timings.scan = micros(start);
     log_plan(&desc, &plan, timings.scan);
 
@@ -70,7 +73,7 @@ pub async fn fresh(
     );
 
     let mut created = Vec::new();
-    if let Err(e) = build::build(ns, nl, &plan, &mut timings, &mut created).await {
+    if let Err(e) = build::build(ns, nl, &plan, &mut timings, &mut created, taps).await {
         return Err(rollback(nl, state, &plan, &created, e).await);
     }
 

@@ -1,8 +1,9 @@
 //! TAP devices through `/dev/net/tun` ioctls.
 //!
 //! An fd of `/dev/net/tun` belongs to the netns it was opened in, and so does
-//! the TAP that `TUNSETIFF` makes on it: open it on a netns thread
-//! ([`crate::kernel::netns::NetNs::run`]). Each open + `TUNSETIFF` with the same name
+//! the TAP that `TUNSETIFF` makes on it, whichever thread asks: open it on a
+//! netns thread ([`crate::kernel::netns_worker`]; [`TapMaker`] opens them
+//! ahead for another thread to use). Each open + `TUNSETIFF` with the same name
 //! is one queue; the creator and every opener must agree on `IFF_MULTI_QUEUE`.
 
 use std::fs::{File, OpenOptions};
@@ -86,11 +87,12 @@ impl TapQueue {
     }
 
     fn open_bits(name: &str, bits: libc::c_short) -> io::Result<Self> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(TUN_DEVICE)?;
+        Self::attach_bits(open_tun()?, name, bits)
+    }
+
+    /// `TUNSETIFF` on `file`, a `/dev/net/tun` fd: the TAP is made (or
+    /// found) in the netns `file` was opened in, whichever thread asks.
+    fn attach_bits(file: File, name: &str, bits: libc::c_short) -> io::Result<Self> {
         let mut req = ifreq(name, bits)?;
         // SAFETY: TUNSETIFF reads and writes a `struct ifreq` we own for the call's duration.
         check(unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETIFF, &mut req) })?;
@@ -181,15 +183,15 @@ pub struct TapSpec {
     pub group: Option<u32>,
 }
 
-/// Create a persistent TAP in the netns of `names` (the current thread's)
-/// and return its ifindex and hardware address (the kernel picks a random
-/// one). One `names` serves every TAP a thread makes.
+/// Create a persistent TAP on `file`, a `/dev/net/tun` fd opened in the
+/// netns of `names`, and return its ifindex and hardware address (the
+/// kernel picks a random one). One `names` serves every TAP a thread makes.
 ///
 /// If a step after TUNSETIFF fails, the fd closes unpersisted and the kernel
 /// removes the half-made TAP by itself.
-pub fn create_persistent(spec: &TapSpec, names: &LinkNames) -> io::Result<(u32, MacAddr)> {
+fn create_persistent(file: File, spec: &TapSpec, names: &LinkNames) -> io::Result<(u32, MacAddr)> {
     // Exclusive: never take over a TAP someone else made under this name.
-    let queue = TapQueue::open_bits(&spec.name, spec.flags.bits() | IFF_TUN_EXCL)?;
+    let queue = TapQueue::attach_bits(file, &spec.name, spec.flags.bits() | IFF_TUN_EXCL)?;
     if let Some(uid) = spec.owner {
         queue.set_owner(uid)?;
     }
@@ -204,6 +206,60 @@ pub fn create_persistent(spec: &TapSpec, names: &LinkNames) -> io::Result<(u32, 
     queue.prove_ifindex(names, &spec.name, ifindex)?;
     queue.set_persist(true)?;
     Ok((ifindex, mac))
+}
+
+/// `/dev/net/tun`, opened in the calling thread's netns.
+fn open_tun() -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(TUN_DEVICE)
+}
+
+/// The ifindex and MAC of each TAP made, in order, and the name and error
+/// of the one that stopped the making, if any.
+pub type MadeTaps = (Vec<(u32, MacAddr)>, Option<(String, io::Error)>);
+
+/// What making TAPs in one netns takes, opened inside it: `/dev/net/tun`
+/// fds (each makes its TAP in the netns it was opened in) and the socket
+/// that looks names up there. Opened ahead on the netns thread, they let
+/// any thread make the TAPs.
+pub struct TapMaker {
+    tuns: Vec<File>,
+    names: LinkNames,
+}
+
+impl TapMaker {
+    /// Open `count` `/dev/net/tun` fds and the lookup socket in the calling
+    /// thread's netns.
+    pub fn open(count: usize) -> io::Result<Self> {
+        let names = LinkNames::open()?;
+        let tuns = (0..count).map(|_| open_tun()).collect::<io::Result<_>>()?;
+        Ok(TapMaker { tuns, names })
+    }
+
+    /// How many TAPs it can make.
+    pub fn capacity(&self) -> usize {
+        self.tuns.len()
+    }
+
+    /// Make the persistent TAPs of `specs` in order (see [`create_persistent`]).
+    pub fn create(self, specs: &[TapSpec]) -> MadeTaps {
+        let mut made = Vec::with_capacity(specs.len());
+        let mut tuns = self.tuns.into_iter();
+        for spec in specs {
+            let one = tuns
+                .next()
+                .ok_or_else(|| io::Error::other("no /dev/net/tun fd left"))
+                .and_then(|file| create_persistent(file, spec, &self.names));
+            match one {
+                Ok(made_one) => made.push(made_one),
+                Err(e) => return (made, Some((spec.name.clone(), e))),
+            }
+        }
+        (made, None)
+    }
 }
 
 /// Set the queue flags of an open macvtap queue (`TUNSETIFF`; a macvtap
