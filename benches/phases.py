@@ -49,7 +49,7 @@ DETACH = ["args", "logging", "locks", "checkpoint_read", "netns_open", "netns_th
           "release", "registry"]
 WHAT = {
     "start": "process start: fork to `main` (exec, static-pie self-relocation, libc init)",
-    "args": "argument parsing (clap)", "logging": "tracing subscriber",
+    "args": "argument parsing (attach and detach: src/doors/cli/quick.rs; else clap)", "logging": "tracing subscriber",
     "netns_open": "open the netns file", "netns_thread": "start the netns thread",
     "locks": "id lock (state dir) and netns lock", "runtime": "tokio runtime created",
     "checkpoint_read": "read the checkpoint (none for attach)",

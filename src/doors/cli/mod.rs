@@ -10,6 +10,7 @@ mod generated;
 mod list;
 pub(crate) mod logging;
 mod ops;
+mod quick;
 pub(crate) mod resolv_conf;
 mod show;
 
@@ -22,7 +23,9 @@ use crate::error::{exit, Error};
 /// Parse the command line, run it, and return the exit code. (Whether this
 /// process is the CLI at all is decided in one place: [`crate::doors::run`].)
 pub fn run() -> i32 {
-    let cli = match Cli::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let quick = quick::parse(&args, |name| std::env::var_os(name));
+    let cli = match quick.map_or_else(|| Cli::try_parse_from(&args), Ok) {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
