@@ -1,4 +1,4 @@
-//! Build what a plan says: TAPs (ioctls on a netns thread), bridges, tc
+//! Build what a plan says: TAPs (ioctls on /dev/net/tun fds opened in the netns), bridges, tc
 //! redirects (rtnetlink), recording each link made as soon as it exists.
 
 use std::collections::BTreeMap;
