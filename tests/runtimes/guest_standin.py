@@ -7,7 +7,7 @@ Opens TAP in the pod netns as a VMM does (TUNSETIFF on the existing device,
 IFF_TAP|IFF_NO_PI|IFF_VNET_HDR, the flags podtap made it with), creates the
 TAP GUEST_IF in GUEST_NETNS (the "guest kernel's NIC", configured by the
 caller) and copies frames both ways. When the pod's TAP goes away (the kernel
-then fails reads on the fd with EBADFD), it opens the TAP of that name again
+then fails reads on the fd with EBADFD, or EFAULT while the deletion runs), it opens the TAP of that name again
 once it is back, as a VMM restarted or re-plugged by `podtap watch` would.
 Prints "READY" once both ends are open and "REOPENED" after each re-open.
 Runs until killed; never touches the root netns.
@@ -82,10 +82,15 @@ def main():
             try:
                 frame = os.read(pod_fd, 65536 + hdr)
             except OSError as e:
-                if e.errno != errno.EBADFD:
+                if e.errno not in (errno.EBADFD, errno.EFAULT):
                     raise
                 # The pod's TAP was deleted under the open fd: wait for the
-                # TAP of that name to come back and open it again.
+                # TAP of that name to come back and open it again. A read
+                # woken by the deletion itself fails with EFAULT, not EBADFD:
+                # tun_detach_all() shuts the queue down (RCV_SHUTDOWN) and
+                # wakes the reader before it detaches the queue from the TAP,
+                # and tun_ring_recv() answers an empty queue that is shut
+                # down with -EFAULT. A VMM's read loop sees the same.
                 os.close(pod_fd)
                 pod_fd, hdr = open_pod_tap(pod, tap)
                 print("REOPENED", flush=True)
