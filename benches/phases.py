@@ -56,7 +56,7 @@ WHAT = {
     "sockets": "wait for the netns thread's netlink sockets",
     "scan": "scan: six dumps on two threads, qdiscs, ingress filters, description",
     "plan": "plan (pure)", "checkpoint_intent": "intent checkpoint written",
-    "taps": "TAPs: TUNSETIFF, owner, persist, close (netns thread)",
+    "taps": "TAPs: TUNSETIFF, owner, persist, close (on fds the netns thread opened)",
     "wiring": "wiring: one batch of link changes, qdiscs, filters",
     "describe": "description built", "checkpoint_complete": "final checkpoint written",
     "runtime_drop": "runtime, sockets and netns thread released",

@@ -245,11 +245,14 @@ async fn hand_over_pod(nl: &Netlink, n: &NicPlan, bp: &BridgePlan, b: &Created) 
     Ok(())
 }
 
-/// The TAPs of `plan` to create (every NIC but the macvtap ones).
-pub(super) fn tap_specs(plan: &Plan) -> Vec<TapSpec> {
-    plan.nics
-        .iter()
-        .filter(|n| n.macvtap.is_none())
+/// The NICs of `plan` that get a TAP (all but the macvtap ones).
+pub(super) fn tap_nics(plan: &Plan) -> impl Iterator<Item = &NicPlan> {
+    plan.nics.iter().filter(|n| n.macvtap.is_none())
+}
+
+/// The TAPs of `plan` to create.
+fn tap_specs(plan: &Plan) -> Vec<TapSpec> {
+    tap_nics(plan)
         .map(|n| TapSpec {
             name: n.tap.name.clone(),
             flags: TapFlags {
@@ -266,10 +269,17 @@ pub(super) fn tap_specs(plan: &Plan) -> Vec<TapSpec> {
 /// the caller records its intent ([`TapMaker`]).
 pub(super) type PreparedTaps = Pending<std::io::Result<TapMaker>>;
 
+/// The most TAPs whose fds are opened ahead: each holds an fd until its TAP
+/// is made, and a pod with more interfaces than this (none seen) makes its
+/// TAPs on the netns thread, one fd at a time, as before.
+const PREPARED_TAPS_MAX: usize = 128;
+
 /// Queue the opening of a [`TapMaker`] for `count` TAPs on the netns
-/// thread; `None` when there are none to make (or the thread has ended).
+/// thread; `None` when there are none to make, too many, or the thread has
+/// ended.
 pub(super) fn prepare_taps(nl: &Netlink, count: usize) -> Option<PreparedTaps> {
-    (count > 0)
+    (1..=PREPARED_TAPS_MAX)
+        .contains(&count)
         .then(|| nl.worker.start(move || TapMaker::open(count)).ok())
         .flatten()
 }
@@ -287,7 +297,16 @@ fn create_taps(
         return (Vec::new(), None);
     }
     let ready = prepared
-        .and_then(|p| p.wait().ok()?.ok())
+        .and_then(|p| match p.wait() {
+            Ok(Ok(maker)) => Some(maker),
+            Ok(Err(e)) => {
+                tracing::debug!(
+                    "opening the TAPs' fds ahead failed ({e}); the netns thread makes them"
+                );
+                None
+            }
+            Err(_) => None,
+        })
         .filter(|maker| maker.capacity() >= specs.len());
     let outcome = match ready {
         Some(maker) => Ok(maker.create(specs)),

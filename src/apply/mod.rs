@@ -42,7 +42,7 @@ pub async fn fresh(
     crate::phases::mark("plan");
     // The netns thread opens what the TAPs are made with while this one
     // records the intent (nothing is made before that record is on disk).
-    let taps = build::prepare_taps(nl, build::tap_specs(&plan).len());
+    let taps = build::prepare_taps(nl, build::tap_nics(&plan).count());
     timings.scan = micros(start);
     log_plan(&desc, &plan, timings.scan);
 

@@ -1,9 +1,12 @@
 //! One thread that stays in a netns and runs podtap's work there.
 //!
 //! `setns(2)` changes only the calling thread. A command acts inside the
-//! pod netns several times (open its netlink sockets, create the TAPs, fork
-//! the link deleter): one thread enters once and takes each of those as a
-//! job, instead of a thread spawned, moved and joined per visit. The thread
+//! pod netns several times (open its netlink sockets, the `/dev/net/tun`
+//! fds its TAPs are made on and the link deleter's sockets, read sysctls):
+//! one thread enters once and takes each of those as a job, instead of a
+//! thread spawned, moved and joined per visit. What such an fd or socket
+//! does afterwards happens in its netns whichever thread uses it, so the
+//! caller makes the TAPs and starts the deleter itself. The thread
 //! ends when its [`NetnsWorker`] is dropped (its job queue closes); it is
 //! never joined, so dropping one costs nothing.
 

@@ -201,7 +201,7 @@ fn create_persistent(file: File, spec: &TapSpec, names: &LinkNames) -> io::Resul
     let mac = queue.mac()?;
     // Learn the ifindex while the fd still owns the TAP: once persistent, a
     // TAP whose ifindex we failed to learn would be one nobody records.
-    // The calling thread is inside the netns, so the name resolves there.
+    // `names` was opened in the TAP's netns, so the name resolves there.
     let ifindex = names.index_of(&spec.name)?;
     queue.prove_ifindex(names, &spec.name, ifindex)?;
     queue.set_persist(true)?;
@@ -226,7 +226,8 @@ pub type MadeTaps = (Vec<(u32, MacAddr)>, Option<(String, io::Error)>);
 /// that looks names up there. Opened ahead on the netns thread, they let
 /// any thread make the TAPs.
 pub struct TapMaker {
-    tuns: Vec<File>,
+    /// One per TAP, in order; a failed open is reported by the TAP it was for.
+    tuns: Vec<io::Result<File>>,
     names: LinkNames,
 }
 
@@ -235,7 +236,7 @@ impl TapMaker {
     /// thread's netns.
     pub fn open(count: usize) -> io::Result<Self> {
         let names = LinkNames::open()?;
-        let tuns = (0..count).map(|_| open_tun()).collect::<io::Result<_>>()?;
+        let tuns = (0..count).map(|_| open_tun()).collect();
         Ok(TapMaker { tuns, names })
     }
 
@@ -251,7 +252,7 @@ impl TapMaker {
         for spec in specs {
             let one = tuns
                 .next()
-                .ok_or_else(|| io::Error::other("no /dev/net/tun fd left"))
+                .unwrap_or_else(|| Err(io::Error::other("no /dev/net/tun fd left")))
                 .and_then(|file| create_persistent(file, spec, &self.names));
             match one {
                 Ok(made_one) => made.push(made_one),

@@ -101,7 +101,7 @@ impl Prepared {
     }
 }
 
-/// Carry out `deletes` in order in the netns `netns` and return when every
+/// Carry out `deletes` in order in the netns of `worker` and return when every
 /// link in `expect` has been unlisted (or every request has been answered).
 /// One result per request: `Ok` when it succeeded or is still running after
 /// its links were unlisted, else its errno. With `prepared` sockets that
@@ -125,14 +125,23 @@ pub fn delete(
         .iter()
         .position(|d| matches!(d, Delete::Drained(_)))
         .unwrap_or(deletes.len());
-    let opened = prepared.and_then(|p| p.0.wait().ok()?.ok());
+    let opened = prepared.and_then(|p| match p.0.wait() {
+        Ok(Ok(sockets)) => Some(sockets),
+        Ok(Err(e)) => {
+            tracing::debug!(
+                "opening the deletion's sockets ahead failed ({e}); the netns thread tries"
+            );
+            None
+        }
+        Err(_) => None,
+    });
     if let Some(sockets) = opened {
         return run(sockets, &requests, drain_from, expect.clone());
     }
     let expect = expect.clone();
     let (tx, rx) = std::sync::mpsc::channel();
-    // On the netns thread, whose sockets are made inside the netns (they
-    // keep it). Not waited for: the job hands the results over, then
+    // Without prepared sockets: on the netns thread, which opens them
+    // inside the netns (they keep it). The job hands the results over, then
     // closes its sockets, off the caller's path.
     worker
         .submit(move || {

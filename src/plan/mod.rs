@@ -21,7 +21,9 @@ pub use naming::{
     preferred_group,
 };
 use nic::plan_nic;
-pub use options::{check_queues, parse_queues, AttachOptions, TapOwner, TcRedirect, MAX_QUEUES};
+pub use options::{
+    check_queues, parse_queues, AttachOptions, TapOwner, TcRedirect, MAX_QUEUES, TC_REDIRECT_ENV,
+};
 pub use types::{
     BridgePlan, IngressState, Inventory, MacvtapPlan, NicPlan, PinnedNeighbour, Plan, PodRestore,
     PodSide, TapOptions, TapPlan, TcPlan,

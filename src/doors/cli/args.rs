@@ -109,17 +109,17 @@ pub struct AttachArgs {
     #[arg(long)]
     pub id: String,
     /// Wiring between each pod interface and its TAP.
-    #[arg(long, default_value = "tc", value_parser = ["tc", "bridge", "macvtap"])]
+    #[arg(long, default_value = MODES[0], value_parser = MODES)]
     pub mode: String,
     /// Queues per TAP (1-256); more than 1 makes a multi-queue TAP.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = DEFAULT_QUEUES)]
     pub queues: u32,
     /// Create TAPs without IFF_VNET_HDR.
     #[arg(long)]
     pub no_vnet_hdr: bool,
     /// tc mode's redirect filter: u32 + mirred, a BPF program (cls_bpf), or
     /// auto (BPF where the kernel loads and JIT-compiles it, else u32 + mirred).
-    #[arg(long, env = "PODTAP_TC_REDIRECT", default_value = "u32", value_parser = tc_redirect_values())]
+    #[arg(long, env = crate::plan::TC_REDIRECT_ENV, default_value = TC_REDIRECTS[0], value_parser = tc_redirect_values())]
     pub tc_redirect: String,
     /// Let UID[:GID] open the TAPs without CAP_NET_ADMIN (for an unprivileged or jailed VMM).
     #[arg(long, value_name = "UID[:GID]")]
@@ -240,7 +240,7 @@ pub struct CniInstallArgs {
     pub bin_dir: PathBuf,
     /// Wiring for pods on this node (an io.podtap.mode annotation may change it only
     /// where a podPolicy in the conflist allows: docs/integration.md).
-    #[arg(long, default_value = "tc", value_parser = ["tc", "bridge", "macvtap"])]
+    #[arg(long, default_value = MODES[0], value_parser = MODES)]
     pub mode: String,
     /// The state dir written into podtap's plugin entry.
     #[arg(long, default_value = crate::state::DEFAULT_STATE_DIR)]
@@ -258,17 +258,24 @@ pub struct CniInstallArgs {
     pub wait: bool,
 }
 
+/// `--mode`'s values; the first is the default.
+pub(super) const MODES: [&str; 3] = ["tc", "bridge", "macvtap"];
+/// `--tc-redirect`'s listed values; the first is the default.
+pub(super) const TC_REDIRECTS: [&str; 3] = ["u32", "bpf", "auto"];
+/// `--queues`' default.
+pub(super) const DEFAULT_QUEUES: u32 = 1;
+
 /// `--tc-redirect`'s values; an empty `PODTAP_TC_REDIRECT` is accepted
 /// (not listed) and means the default, as it does for the CNI plugin and
 /// the OCI hook (clap passes an empty variable on as a value).
 fn tc_redirect_values() -> clap::builder::PossibleValuesParser {
     use clap::builder::PossibleValue;
-    clap::builder::PossibleValuesParser::new([
-        PossibleValue::new("u32"),
-        PossibleValue::new("bpf"),
-        PossibleValue::new("auto"),
-        PossibleValue::new("").hide(true),
-    ])
+    let listed = TC_REDIRECTS.map(PossibleValue::new);
+    clap::builder::PossibleValuesParser::new(
+        listed
+            .into_iter()
+            .chain(std::iter::once(PossibleValue::new("").hide(true))),
+    )
 }
 
 #[cfg(test)]

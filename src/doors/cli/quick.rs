@@ -15,13 +15,10 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use super::args::{AttachArgs, Cli, Command, DetachArgs};
+use super::args::{AttachArgs, Cli, Command, DetachArgs, DEFAULT_QUEUES, MODES, TC_REDIRECTS};
 use super::logging::{LogFormat, FORMAT_ENV};
-use crate::doors::state_args::StateArgs;
-
-/// The environment variables the two commands' options default to.
-const STATE_DIR_ENV: &str = "PODTAP_STATE_DIR";
-const TC_REDIRECT_ENV: &str = "PODTAP_TC_REDIRECT";
+use crate::doors::state_args::{StateArgs, STATE_DIR_ENV};
+use crate::plan::TC_REDIRECT_ENV;
 
 /// `args` (the program name first) as clap would parse it, when it is an
 /// `attach` or `detach` this path is sure of; `env` reads the environment.
@@ -69,18 +66,17 @@ fn attach(
     env: &impl Fn(&str) -> Option<OsString>,
     state: StateArgs,
 ) -> Option<AttachArgs> {
-    let mode = options.take("mode").unwrap_or("tc");
+    let mode = options.take("mode").unwrap_or(MODES[0]);
     let tc_redirect = match options.take("tc-redirect") {
         Some(v) => v.to_string(),
-        None => env_value(env, TC_REDIRECT_ENV)?.unwrap_or_else(|| "u32".into()),
+        None => env_value(env, TC_REDIRECT_ENV)?.unwrap_or_else(|| TC_REDIRECTS[0].into()),
     };
     let queues = match options.take("queues") {
         Some(v) if v.bytes().all(|b| b.is_ascii_digit()) => v.parse().ok()?,
         Some(_) => return None,
-        None => 1,
+        None => DEFAULT_QUEUES,
     };
-    let known = ["tc", "bridge", "macvtap"].contains(&mode)
-        && ["u32", "bpf", "auto"].contains(&tc_redirect.as_str());
+    let known = MODES.contains(&mode) && TC_REDIRECTS.contains(&tc_redirect.as_str());
     known.then_some(())?;
     Some(AttachArgs {
         netns: options.take("netns")?.into(),
