@@ -7,6 +7,7 @@ mod build;
 pub(crate) mod late;
 mod requests;
 mod restore;
+mod taps;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -42,7 +43,7 @@ pub async fn fresh(
     crate::phases::mark("plan");
     // The netns thread opens what the TAPs are made with while this one
     // records the intent (nothing is made before that record is on disk).
-    let taps = build::prepare_taps(nl, build::tap_nics(&plan).count());
+    let prepared_taps = taps::prepare(nl, taps::nics(&plan).count());
     timings.scan = micros(start);
     log_plan(&desc, &plan, timings.scan);
 
@@ -73,7 +74,7 @@ pub async fn fresh(
     );
 
     let mut created = Vec::new();
-    if let Err(e) = build::build(ns, nl, &plan, &mut timings, &mut created, taps).await {
+    if let Err(e) = build::build(ns, nl, &plan, &mut timings, &mut created, prepared_taps).await {
         return Err(rollback(nl, state, &plan, &created, e).await);
     }
 
