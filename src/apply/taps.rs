@@ -60,16 +60,7 @@ pub(super) fn create(
         return (Vec::new(), None);
     }
     let ready = prepared
-        .and_then(|p| match p.wait() {
-            Ok(Ok(maker)) => Some(maker),
-            Ok(Err(e)) => {
-                tracing::debug!(
-                    "opening the TAPs' fds ahead failed ({e}); the netns thread makes them"
-                );
-                None
-            }
-            Err(_) => None,
-        })
+        .and_then(|p| p.opened("the TAPs' fds"))
         .filter(|maker| maker.capacity() >= specs.len());
     let outcome = match ready {
         Some(maker) => Ok(maker.create(specs)),

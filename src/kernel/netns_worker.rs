@@ -116,6 +116,22 @@ impl<T> Pending<T> {
     }
 }
 
+impl<T> Pending<io::Result<T>> {
+    /// What work that opens something ahead opened; `None` when it failed
+    /// (said at debug level, naming `what`) or the thread ended, and the
+    /// caller then has the netns thread do the whole of it.
+    pub fn opened(self, what: &str) -> Option<T> {
+        match self.result.recv() {
+            Ok(Ok(value)) => Some(value),
+            Ok(Err(e)) => {
+                tracing::debug!("opening {what} ahead failed ({e}); the netns thread does it all");
+                None
+            }
+            Err(_) => None,
+        }
+    }
+}
+
 /// A [`NetnsWorker`] whose first job may still be running.
 #[derive(Debug)]
 pub struct Starting<T> {

@@ -125,16 +125,7 @@ pub fn delete(
         .iter()
         .position(|d| matches!(d, Delete::Drained(_)))
         .unwrap_or(deletes.len());
-    let opened = prepared.and_then(|p| match p.0.wait() {
-        Ok(Ok(sockets)) => Some(sockets),
-        Ok(Err(e)) => {
-            tracing::debug!(
-                "opening the deletion's sockets ahead failed ({e}); the netns thread tries"
-            );
-            None
-        }
-        Err(_) => None,
-    });
+    let opened = prepared.and_then(|p| p.0.opened("the deletion's sockets"));
     if let Some(sockets) = opened {
         return run(sockets, &requests, drain_from, expect.clone());
     }
