@@ -129,19 +129,13 @@ pub fn delete(
     if let Some(sockets) = opened {
         return run(sockets, &requests, drain_from, expect.clone());
     }
-    let expect = expect.clone();
-    let (tx, rx) = std::sync::mpsc::channel();
     // Without prepared sockets: on the netns thread, which opens them
-    // inside the netns (they keep it). The job hands the results over, then
-    // closes its sockets, off the caller's path.
+    // inside the netns (they keep it).
+    let expect = expect.clone();
     worker
-        .submit(move || {
-            let run = Sockets::open().and_then(|s| run(s, &requests, drain_from, expect));
-            let _ = tx.send(run);
-        })
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
-    rx.recv()
-        .map_err(|_| std::io::Error::other("the netns thread ended"))?
+        .start(move || Sockets::open().and_then(|s| run(s, &requests, drain_from, expect)))
+        .and_then(Pending::wait)
+        .map_err(|e| std::io::Error::other(e.to_string()))?
 }
 
 fn serialize(d: Delete, seq: u32) -> Vec<u8> {
