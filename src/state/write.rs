@@ -55,12 +55,18 @@ pub fn remove_temp_of(path: &Path) {
 pub fn write_locked(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     let tmp =
         temp_of(path).ok_or_else(|| Error::Invalid(format!("{}: no file name", path.display())))?;
-    // A leftover goes first: the new file gets our mode, and nothing written
-    // over is anyone else's (a hard link, say).
-    match fs::remove_file(&tmp) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io("write", path, e)),
-        _ => write_via(&tmp, path, bytes, mode),
-    }
+    let written = match create_write_replace(&tmp, path, bytes, mode) {
+        // A leftover goes first, then one more try: the new file gets our
+        // mode, and nothing written over is anyone else's (a hard link, say).
+        // Only on EEXIST: an unlink of a temp file that is not there cost
+        // every write a system call.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match fs::remove_file(&tmp) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => create_write_replace(&tmp, path, bytes, mode),
+        },
+        done => done,
+    };
+    written.map_err(|e| failed(&tmp, path, e))
 }
 
 /// Write `bytes` to `path` via a temp file of its own in the same directory,
@@ -86,28 +92,33 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     write_via(&tmp, path, bytes, mode)
 }
 
-/// Create `tmp` (never an existing file, never through a symlink), write
-/// `bytes`, rename it to `path`; on failure `tmp` is removed.
+/// [`create_write_replace`]; on failure `tmp` is removed.
 fn write_via(tmp: &Path, path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
-    let write = || -> std::io::Result<()> {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(tmp)?;
-        f.write_all(bytes)?;
-        // No fdatasync, and no fsync of the directory: the rename alone makes
-        // the write atomic for every reader and survives the writer's kill -9
-        // (the page cache is the kernel's, not the process's). Only a reboot
-        // could lose it, and nothing a checkpoint describes (TAPs, bridges,
-        // filters, the netns itself) outlives a reboot either.
-        replace(tmp, path)
-    };
-    write().map_err(|e| {
-        let _ = fs::remove_file(tmp);
-        Error::io("write", path, e)
-    })
+    create_write_replace(tmp, path, bytes, mode).map_err(|e| failed(tmp, path, e))
+}
+
+/// Create `tmp` (never an existing file, never through a symlink), write
+/// `bytes`, rename it to `path`.
+fn create_write_replace(tmp: &Path, path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(tmp)?;
+    f.write_all(bytes)?;
+    // No fdatasync, and no fsync of the directory: the rename alone makes
+    // the write atomic for every reader and survives the writer's kill -9
+    // (the page cache is the kernel's, not the process's). Only a reboot
+    // could lose it, and nothing a checkpoint describes (TAPs, bridges,
+    // filters, the netns itself) outlives a reboot either.
+    replace(tmp, path)
+}
+
+/// The error of a failed write of `path`, once its temp file `tmp` is removed.
+fn failed(tmp: &Path, path: &Path, e: std::io::Error) -> Error {
+    let _ = fs::remove_file(tmp);
+    Error::io("write", path, e)
 }
 
 /// Rename `tmp` to `path`. When `path` exists, the two are exchanged and
@@ -166,6 +177,14 @@ mod tests {
             fs::metadata(&p).unwrap().permissions().mode() & 0o777,
             0o600
         );
+        // A leftover symlink is removed, never written through.
+        let victim = dir.join("victim");
+        fs::write(&victim, b"untouched").unwrap();
+        std::os::unix::fs::symlink(&victim, &left).unwrap();
+        write_locked(&p, b"two", 0o600).unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "two");
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "untouched");
+        assert!(fs::symlink_metadata(&left).is_err(), "the symlink went");
         fs::write(&left, b"x").unwrap();
         remove_temp_of(&p);
         assert!(!left.exists());
