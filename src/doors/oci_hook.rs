@@ -34,7 +34,7 @@ pub struct OciHookArgs {
     #[arg(long)]
     pub output: Option<PathBuf>,
     /// Wiring modes a pod may pick with io.podtap.mode besides tc (comma-separated; default: none).
-    #[arg(long, value_delimiter = ',', value_name = "MODES", value_parser = ["tc", "bridge", "macvtap"])]
+    #[arg(long, value_delimiter = ',', value_name = "MODES", value_parser = crate::model::Wiring::NAMES)]
     pub pod_modes: Vec<String>,
     /// Most queues a pod may ask for with io.podtap.queues (default: 1).
     #[arg(long, value_name = "N")]

@@ -16,8 +16,18 @@ pub enum Wiring {
 }
 
 impl Wiring {
-    /// The name used in JSON: `tc`, `bridge` or `macvtap`.
-    pub fn as_str(self) -> &'static str {
+    /// Every mode, the default ([`Wiring::Tc`]) first.
+    pub const ALL: [Wiring; 3] = [Wiring::Tc, Wiring::Bridge, Wiring::Macvtap];
+    /// Their names, in the order of [`Wiring::ALL`]: `--mode`'s values.
+    pub const NAMES: [&'static str; 3] = [
+        Wiring::ALL[0].as_str(),
+        Wiring::ALL[1].as_str(),
+        Wiring::ALL[2].as_str(),
+    ];
+
+    /// The name used in JSON, on command lines and in annotations: `tc`,
+    /// `bridge` or `macvtap` (serde's lowercase names, spelled here once).
+    pub const fn as_str(self) -> &'static str {
         match self {
             Wiring::Tc => "tc",
             Wiring::Bridge => "bridge",

@@ -77,6 +77,26 @@ pub enum TcRedirect {
 }
 
 impl TcRedirect {
+    /// Every kind, the default ([`TcRedirect::U32`]) first.
+    pub const ALL: [TcRedirect; 3] = [TcRedirect::U32, TcRedirect::Bpf, TcRedirect::Auto];
+    /// Their names, in the order of [`TcRedirect::ALL`]: `--tc-redirect`'s
+    /// values (an empty value also means the default).
+    pub const NAMES: [&'static str; 3] = [
+        TcRedirect::ALL[0].as_str(),
+        TcRedirect::ALL[1].as_str(),
+        TcRedirect::ALL[2].as_str(),
+    ];
+
+    /// The name used on command lines, in CNI configurations, annotations
+    /// and checkpoints (serde's lowercase names, spelled here once).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TcRedirect::Auto => "auto",
+            TcRedirect::Bpf => "bpf",
+            TcRedirect::U32 => "u32",
+        }
+    }
+
     /// What a version-3 checkpoint without the field means: `auto`, which
     /// the podtap that first wrote the field left out as its default.
     pub fn absent() -> Self {
@@ -93,7 +113,8 @@ impl TcRedirect {
         match std::env::var(TC_REDIRECT_ENV) {
             Err(std::env::VarError::NotPresent) => Ok(TcRedirect::U32),
             Err(std::env::VarError::NotUnicode(_)) => Err(Error::Invalid(format!(
-                "{TC_REDIRECT_ENV}: not UTF-8: the tc redirect must be u32, bpf or auto"
+                "{TC_REDIRECT_ENV}: not UTF-8: the tc redirect must be {}",
+                one_of(&Self::NAMES)
             ))),
             Ok(v) => v
                 .parse()
@@ -106,15 +127,19 @@ impl FromStr for TcRedirect {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self, Error> {
-        match s {
-            "auto" => Ok(TcRedirect::Auto),
-            "bpf" => Ok(TcRedirect::Bpf),
-            "" | "u32" => Ok(TcRedirect::U32),
-            _ => Err(Error::Invalid(format!(
-                "{:?}: the tc redirect must be u32, bpf or auto",
-                s.chars().take(32).collect::<String>()
-            ))),
+        if s.is_empty() {
+            return Ok(TcRedirect::ALL[0]);
         }
+        Self::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == s)
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "{:?}: the tc redirect must be {}",
+                    s.chars().take(32).collect::<String>(),
+                    one_of(&Self::NAMES)
+                ))
+            })
     }
 }
 
@@ -172,20 +197,47 @@ impl FromStr for Wiring {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self, Error> {
-        match s {
-            "tc" => Ok(Wiring::Tc),
-            "bridge" => Ok(Wiring::Bridge),
-            "macvtap" => Ok(Wiring::Macvtap),
-            other => Err(Error::Invalid(format!(
-                "unknown mode {other:?}: expected \"tc\", \"bridge\" or \"macvtap\""
-            ))),
-        }
+        Wiring::ALL
+            .into_iter()
+            .find(|mode| mode.as_str() == s)
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "unknown mode {s:?}: expected {}",
+                    one_of(&Wiring::NAMES.map(|n| format!("{n:?}")))
+                ))
+            })
+    }
+}
+
+/// `names` as a choice in prose: "a, b or c".
+fn one_of<T: AsRef<str>>(names: &[T]) -> String {
+    let names: Vec<&str> = names.iter().map(AsRef::as_ref).collect();
+    match names.split_last() {
+        Some((last, [])) => (*last).to_string(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_names_are_serdes_and_parse_back() {
+        for mode in Wiring::ALL {
+            assert_eq!(serde_json::to_value(mode).unwrap(), mode.as_str());
+            assert_eq!(mode.as_str().parse::<Wiring>().unwrap(), mode);
+        }
+        for kind in TcRedirect::ALL {
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
+            assert_eq!(kind.as_str().parse::<TcRedirect>().unwrap(), kind);
+        }
+        assert_eq!(Wiring::NAMES, ["tc", "bridge", "macvtap"]);
+        assert_eq!(TcRedirect::NAMES, ["u32", "bpf", "auto"]);
+        let e = "vlan".parse::<Wiring>().unwrap_err().to_string();
+        assert!(e.contains(r#"expected "tc", "bridge" or "macvtap""#), "{e}");
+    }
 
     #[test]
     fn tc_redirect_names() {

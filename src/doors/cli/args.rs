@@ -259,9 +259,9 @@ pub struct CniInstallArgs {
 }
 
 /// `--mode`'s values; the first is the default.
-pub(super) const MODES: [&str; 3] = ["tc", "bridge", "macvtap"];
+pub(super) const MODES: [&str; 3] = crate::model::Wiring::NAMES;
 /// `--tc-redirect`'s listed values; the first is the default.
-pub(super) const TC_REDIRECTS: [&str; 3] = ["u32", "bpf", "auto"];
+pub(super) const TC_REDIRECTS: [&str; 3] = crate::plan::TcRedirect::NAMES;
 /// `--queues`' default.
 pub(super) const DEFAULT_QUEUES: u32 = 1;
 

@@ -27,7 +27,7 @@ pub struct DoctorArgs {
     #[arg(long)]
     pub json: bool,
     /// The wiring mode to check the node for (decides which checks are required).
-    #[arg(long, default_value = "tc", value_parser = ["tc", "bridge", "macvtap"])]
+    #[arg(long, default_value = Wiring::NAMES[0], value_parser = Wiring::NAMES)]
     pub mode: String,
     #[command(flatten)]
     pub state: StateArgs,
