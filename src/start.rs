@@ -3,6 +3,17 @@
 //! of Rust's own start-up that matter are done here.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether fd 1 was closed when the process started (then opened on /dev/null).
+static STDOUT_WAS_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Whether the process started with its stdout closed (`>&-`): what it
+/// prints there reaches nobody, so a command whose product is printed
+/// refuses to run ([`crate::doors::output::check_destination`]).
+pub(crate) fn stdout_was_closed() -> bool {
+    STDOUT_WAS_CLOSED.load(Ordering::Relaxed)
+}
 
 /// Before anything else runs, on the main thread, before any other thread.
 pub(crate) fn prepare() {
@@ -43,6 +54,9 @@ fn standard_fds_open() {
             let flags = unsafe { libc::fcntl(pfd.fd, libc::F_GETFD) };
             flags == -1
         };
+        if closed && pfd.fd == libc::STDOUT_FILENO {
+            STDOUT_WAS_CLOSED.store(true, Ordering::Relaxed);
+        }
         // The lowest free fd is this one: the ones below it are open.
         // SAFETY: a NUL-terminated path; the fd is kept open on purpose.
         if closed && unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) } != pfd.fd {

@@ -291,11 +291,12 @@ fn check_of_unknown_id_and_list_of_empty_dir() {
 
 /// podtap enters at C's `main` (src/main.rs) and opens closed standard fds
 /// on /dev/null itself. Started with stdin, stdout and stderr closed, an
-/// attach succeeds, prints into none of its own files (a lock or checkpoint
-/// that took fd 1), leaves a valid checkpoint, and detaches exactly.
+/// attach refuses (exit 13) and builds nothing: its description would reach
+/// nobody. With `--output FILE` it attaches, prints into none of its own
+/// files (a lock or checkpoint that took fd 1), leaves a valid checkpoint,
+/// and detaches exactly. Scan and render refuse alike.
 #[test]
 fn closed_standard_fds_do_not_receive_a_checkpoint() {
-    use std::os::unix::process::CommandExt;
     if !ready("closed_standard_fds_do_not_receive_a_checkpoint") {
         return;
     }
@@ -303,18 +304,40 @@ fn closed_standard_fds_do_not_receive_a_checkpoint() {
     let state = StateDir::new();
     let before = snapshot(&pod.pod);
     let id = podtap_testkit::unique("closedfds");
-    let mut cmd = podtap_testkit::attach_cmd(BIN, &state.0, &pod, &id, &[]);
-    // SAFETY: close(2) is async-signal-safe; nothing else runs between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            for fd in 0..3 {
-                libc::close(fd);
-            }
-            Ok(())
-        });
-    }
-    let status = cmd.status().expect("run podtap");
-    assert!(status.success(), "attach with closed fds: {status:?}");
+    let status =
+        with_standard_fds_closed(podtap_testkit::attach_cmd(BIN, &state.0, &pod, &id, &[]));
+    assert_eq!(status.code(), Some(13), "attach, stdout closed: {status:?}");
+    assert!(
+        !state.0.join(format!("{id}.json")).exists(),
+        "a refused attach records nothing"
+    );
+    assert_eq!(
+        snapshot(&pod.pod),
+        before,
+        "a refused attach builds nothing"
+    );
+    let mut scan = std::process::Command::new(BIN);
+    scan.args(["scan", "--netns", &pod.pod.path_str()]);
+    assert_eq!(
+        with_standard_fds_closed(scan).code(),
+        Some(13),
+        "scan, stdout closed"
+    );
+
+    let dir = podtap_testkit::TempDir::new();
+    let out = dir.path().join("description.json");
+    let extra = ["--output", out.to_str().expect("UTF-8 path")];
+    let status =
+        with_standard_fds_closed(podtap_testkit::attach_cmd(BIN, &state.0, &pod, &id, &extra));
+    assert!(
+        status.success(),
+        "attach --output with closed fds: {status:?}"
+    );
+    let printed = std::fs::read_to_string(&out).expect("the description was written");
+    assert!(
+        printed.contains("\"schema\": "),
+        "the description: {printed}"
+    );
     let recorded =
         std::fs::read_to_string(state.0.join(format!("{id}.json"))).expect("the checkpoint exists");
     serde_json::from_str::<serde_json::Value>(&recorded)
@@ -329,10 +352,32 @@ fn closed_standard_fds_do_not_receive_a_checkpoint() {
             path.display()
         );
     }
+    let mut render = podtap_testkit::podtap_cmd(BIN, &state.0);
+    render.args(["render", "qemu", "--id", &id]);
+    assert_eq!(
+        with_standard_fds_closed(render).code(),
+        Some(13),
+        "render, stdout closed"
+    );
     let o = check(BIN, &state, &id);
     assert_eq!(code(&o), 0, "check: {}", stderr(&o));
     let o = detach(BIN, &state, &id);
     assert_eq!(code(&o), 0, "detach: {}", stderr(&o));
     settle_taps(&pod.pod);
     assert_eq!(snapshot(&pod.pod), before, "detach left the pod as it was");
+}
+
+/// Run `cmd` with its stdin, stdout and stderr closed; its exit status.
+fn with_standard_fds_closed(mut cmd: std::process::Command) -> std::process::ExitStatus {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: close(2) is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            for fd in 0..3 {
+                libc::close(fd);
+            }
+            Ok(())
+        });
+    }
+    cmd.status().expect("run podtap")
 }
