@@ -22,7 +22,7 @@ for tool in nm readelf python3; do
     command -v "$tool" >/dev/null || { echo "check-symbol-order: $tool is missing" >&2; exit 1; }
 done
 # The rustc that built the binary, as its .comment section names it.
-built_by=$(readelf -p .comment "$bin" | grep -o 'rustc version [^)]*)' | head -n1 | sed 's/^rustc version /rustc /')
+built_by=$(bash .ci/rustc-of.sh "$bin")
 text=$(readelf -SW "$bin" | awk '$2 == ".text" { print $4, $6 }')
 
 nm --defined-only -S "$bin" | python3 -c '

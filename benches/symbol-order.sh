@@ -148,7 +148,7 @@ traced version -- --version
 # is not this one's: for a string function the list holds, every variant the
 # binary has goes in beside the one valgrind ran.
 nm "$bin" | awk '$2 ~ /^[tTiW]$/ { print $3 }' >"$work/symbols"
-rustc_of_bin=$(readelf -p .comment "$bin" | grep -o 'rustc version [^)]*)' | head -n1 | sed 's/^rustc version /rustc /')
+rustc_of_bin=$(bash .ci/rustc-of.sh "$bin")
 python3 - "$work" .cargo/symbol-order.txt "$("$bin" --version | awk '{print $2}')" "$rustc_of_bin" <<'PY'
 import glob, os, re, sys
 work, out, version, rustc = sys.argv[1:]
