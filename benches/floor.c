@@ -361,8 +361,10 @@ static void attach_tc(int n, int bpf) {
         if (bpf && prog < 0) prog = load_redirect();
         taps[i] = mktap(name);
         setlink(taps[i], pmtu[i], GROUP, ALIAS, 0);
-        qdisc(RTM_NEWQDISC, pods[i]);
+        // As podtap (src/apply/requests.rs): the TAP's qdisc first, so the
+        // grace period the pod link's qdisc waits for covers the TAP's too.
         qdisc(RTM_NEWQDISC, taps[i]);
+        qdisc(RTM_NEWQDISC, pods[i]);
         if (prog >= 0) {
             redirect_bpf(pods[i], taps[i], prog);
             redirect_bpf(taps[i], pods[i], prog);
