@@ -17,9 +17,9 @@
 //! pod interface is up, so adding its qdisc waits for a grace period
 //! (`dev_deactivate`). That one also covers a TAP qdisc made just before,
 //! so the TAP's filter waits for nothing: two expedited grace periods per
-//! NIC instead of three (the third is the TAP fd's close). In the other
+//! NIC (that one and the TAP fd's close) instead of three. In the other
 //! order, the TAP's qdisc came after the last grace period, and its first
-//! filter waited for another.
+//! filter waited for another (docs/benchmarks.md, stop 42).
 
 use rtnetlink::packet_route::RouteNetlinkMessage;
 
