@@ -7,6 +7,22 @@
 # usage: podman-private.sh WORK PODMAN_ARGS...
 set -euo pipefail
 W=$1; shift
+# `podman build` writes containers/image's blob info cache to
+# /var/lib/containers/cache whatever --root says (as root nothing points it
+# elsewhere), and makes /var/lib/containers on a host that has none. So a
+# build runs in a mount namespace of its own, where /var/lib is an overlay
+# whose writes land under WORK: the host's /var/lib is never written. (The
+# other commands the tests run write nothing there; they run as they are, so
+# a detached container's mounts stay visible to the next podman.)
+if [ "${1:-}" = build ] && [ -z "${PODMAN_PRIVATE_VARLIB:-}" ]; then
+    exec env PODMAN_PRIVATE_VARLIB=1 unshare --mount --propagation private -- bash "$0" "$W" "$@"
+fi
+if [ -n "${PODMAN_PRIVATE_VARLIB:-}" ]; then
+    mkdir -p "$W"
+    over=$(mktemp -d "$W/varlib.XXXXXX")
+    mkdir "$over/upper" "$over/work"
+    mount -t overlay podman-private -o "lowerdir=/var/lib,upperdir=$over/upper,workdir=$over/work" /var/lib
+fi
 mkdir -p "$W"/root "$W"/runroot "$W"/tmp
 if [ ! -e "$W"/containers.conf ]; then
     cat >"$W"/containers.conf <<J
