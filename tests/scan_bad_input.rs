@@ -138,6 +138,23 @@ fn zombie_process_exits_3() {
     assert_error(&out, 3, &path);
 }
 
+/// An `--output` that cannot be written is refused (13) before the netns is
+/// even opened, as attach refuses it: a directory that does not exist (and
+/// is not made), or a directory in the file's place.
+#[test]
+fn an_output_that_cannot_be_written_exits_13_first() {
+    let dir = TempDir::new();
+    let missing = dir.path().join("no-such-dir").join("desc.json");
+    let netns = format!("/run/netns/{}", podtap_testkit::unique("ptnever"));
+    let scan_to = |target: &Path| {
+        let target = target.to_str().expect("UTF-8 path");
+        podtap_testkit::podtap(BIN, &["scan", "--netns", &netns, "--output", target])
+    };
+    assert_error(&scan_to(&missing), 13, "its directory does not exist");
+    assert!(!dir.path().join("no-such-dir").exists(), "nothing made");
+    assert_error(&scan_to(dir.path()), 13, "is a directory");
+}
+
 #[test]
 fn host_netns_exits_5() {
     let path = "/proc/self/ns/net";
