@@ -118,8 +118,8 @@ fn bridged_flushed(desc: &mut Description, plan: &Plan) {
 /// netns `nl` talks to as they are now ([`scan::pod_view`]): what a repeated
 /// attach prints. A neighbour that was recorded keeps its recorded state.
 pub(crate) fn recorded(ns: &NetNs, nl: &Netlink, recorded: Description) -> Result<Description> {
-    let dump = scan::dump(nl)?;
-    Ok(recorded.with_live_tables(scan::pod_view(ns, nl.ipv6_enabled, &dump)))
+    let mut dump = scan::dump(nl)?;
+    Ok(recorded.with_live_tables(scan::pod_view(ns, nl.ipv6_enabled, &mut dump)))
 }
 
 /// The scan and plan phases, for `PODTAP_LOG=debug` (one event per NIC).
@@ -152,8 +152,8 @@ pub(crate) async fn survey(ns: &NetNs, nl: &Netlink) -> Result<Survey> {
     // rules) while this thread dumps the rest.
     let side = nl.side.clone();
     let qdiscs = nl.worker.start(move || tc::dump_qdiscs(&side))?;
-    let dump = scan::dump(nl)?;
-    let desc = scan::pod_view(ns, nl.ipv6_enabled, &dump);
+    let mut dump = scan::dump(nl)?;
+    let desc = scan::pod_view(ns, nl.ipv6_enabled, &mut dump);
     let eligible: BTreeSet<u32> = desc
         .interfaces
         .iter()

@@ -69,6 +69,16 @@ enum Answered {
     Cut,
 }
 
+/// What a streamed dump ([`Batch::dump_streamed`]) hands its reader while
+/// the answer comes in.
+pub enum Piece<'a> {
+    /// The messages of dump's answer one datagram held (each whole, 4-byte
+    /// aligned), before the kernel says whether the answer is whole.
+    Messages(&'a [u8]),
+    /// What was handed so far is void: the dump is asked again.
+    Again,
+}
+
 /// Where a dump's answer got to after one datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Step {
@@ -168,7 +178,7 @@ impl Batch {
         let (mut answer, mut reply) = (Vec::new(), Vec::new());
         let mut out = Vec::with_capacity(requests.len());
         for r in requests {
-            if let Err(e) = self.consistent(&Ask::Typed(r), &mut reply, &mut answer)? {
+            if let Err(e) = self.consistent(&Ask::Typed(r), &mut reply, &mut answer, None)? {
                 out.push(Err(e));
                 continue;
             }
@@ -203,9 +213,28 @@ impl Batch {
         self.dump_asked(&Ask::Raw { what, kind, body }, &mut each)
     }
 
+    /// Run one dump and hand `sink` the messages of each datagram as it is
+    /// read, so that the reader works while the kernel fills the next one.
+    /// [`Piece::Again`] voids what was handed before (the answer was
+    /// interrupted or a datagram did not fit, and the dump is asked again);
+    /// an error voids it all.
+    pub fn dump_streamed(
+        &self,
+        request: RouteNetlinkMessage,
+        mut sink: impl FnMut(Piece),
+    ) -> io::Result<Result<(), Errno>> {
+        let (mut answer, mut reply) = (Vec::new(), Vec::new());
+        self.consistent(
+            &Ask::Typed(&request),
+            &mut reply,
+            &mut answer,
+            Some(&mut sink),
+        )
+    }
+
     fn dump_asked(&self, ask: &Ask, each: &mut dyn FnMut(&[u8])) -> io::Result<Result<(), Errno>> {
         let (mut answer, mut reply) = (Vec::new(), Vec::new());
-        let done = self.consistent(ask, &mut reply, &mut answer)?;
+        let done = self.consistent(ask, &mut reply, &mut answer, None)?;
         if done.is_ok() {
             frames(&answer).for_each(|(_, _, frame)| each(frame));
         }
@@ -216,20 +245,31 @@ impl Batch {
     /// in `answer`; asked up to [`ATTEMPTS`] times. `reply` is the datagram
     /// buffer, grown to the largest datagram read (kept from dump to dump:
     /// a buffer made and zeroed at full size for every dump cost a process
-    /// a page fault per page of it, on each of its threads).
+    /// a page fault per page of it, on each of its threads). With a `sink`,
+    /// each datagram's messages are handed to it as they are read instead
+    /// (`answer` stays empty).
     fn consistent(
         &self,
         request: &Ask,
         reply: &mut Vec<u8>,
         answer: &mut Vec<u8>,
+        mut sink: Option<&mut dyn FnMut(Piece)>,
     ) -> io::Result<Result<(), Errno>> {
         if reply.capacity() < DATAGRAM {
             reply.clear();
             reply.reserve(DATAGRAM);
         }
         for attempt in 1..=ATTEMPTS {
+            if let Some(sink) = sink.as_mut().filter(|_| attempt > 1) {
+                sink(Piece::Again);
+            }
             answer.clear();
-            match self.dump_once(request, reply, answer)? {
+            let limit = request.limit();
+            // A reborrow for this asking only (`as_deref_mut` would keep
+            // `sink` borrowed for as long as the closure lives).
+            #[allow(clippy::option_as_ref_deref)]
+            let this_time = sink.as_mut().map(|s| -> &mut dyn FnMut(Piece) { &mut **s });
+            match self.dump_once_within(request, reply, answer, limit, this_time)? {
                 Answered::Whole { done, interrupted } if !interrupted || done.is_err() => {
                     return Ok(done)
                 }
@@ -260,23 +300,27 @@ impl Batch {
     /// whether the kernel flagged it interrupted; or [`Answered::Cut`],
     /// with `reply` grown to the datagram that did not fit (the rest of
     /// that answer is read out before the next dump).
+    #[cfg(test)]
     fn dump_once(
         &self,
         request: &Ask,
         reply: &mut Vec<u8>,
         answer: &mut Vec<u8>,
     ) -> io::Result<Answered> {
-        self.dump_once_within(request, reply, answer, request.limit())
+        self.dump_once_within(request, reply, answer, request.limit(), None)
     }
 
-    /// [`Self::dump_once`], failing once the answer holds more than `limit`
-    /// bytes (the rest of it is read out before the next dump).
+    /// Ask once and read the whole answer into `answer` (as
+    /// `dump_once` says), or hand each datagram's messages to `sink`,
+    /// failing once the answer holds more than `limit` bytes (the rest of
+    /// it is read out before the next dump).
     fn dump_once_within(
         &self,
         request: &Ask,
         reply: &mut Vec<u8>,
         answer: &mut Vec<u8>,
         limit: usize,
+        mut sink: Option<&mut dyn FnMut(Piece)>,
     ) -> io::Result<Answered> {
         self.finish_open_dump(reply)?;
         let seq = seq_of(self.sent.fetch_add(1, Ordering::Relaxed));
@@ -284,7 +328,7 @@ impl Batch {
         request.write(&mut buf, seq);
         self.socket.send(&buf, 0)?;
         self.open_dump.store(seq, Ordering::Relaxed);
-        let mut interrupted = false;
+        let (mut interrupted, mut handed) = (false, 0);
         loop {
             let n = nlrecv::receive_spare(&self.socket, reply, REPLY_TIMEOUT)?;
             if n > reply.len() {
@@ -292,14 +336,20 @@ impl Batch {
                 reply.reserve(n.max(DATAGRAM));
                 return Ok(Answered::Cut);
             }
-            if let Step::Done(code) = take(&reply[..n], seq, answer, &mut interrupted) {
+            let step = take(&reply[..n], seq, answer, &mut interrupted);
+            if let Some(sink) = sink.as_mut().filter(|_| !answer.is_empty()) {
+                sink(Piece::Messages(answer));
+                handed += answer.len();
+                answer.clear();
+            }
+            if let Step::Done(code) = step {
                 self.open_dump.store(0, Ordering::Relaxed);
                 return Ok(Answered::Whole {
                     done: errno::reply(code),
                     interrupted,
                 });
             }
-            if answer.len() > limit {
+            if handed + answer.len() > limit {
                 answer.clear();
                 let most = match limit % (1 << 20) {
                     0 => format!("{} MiB", limit >> 20),

@@ -13,6 +13,7 @@ mod routes;
 mod routes_tests;
 
 use std::path::Path;
+use std::sync::mpsc;
 
 use nix::errno::Errno;
 
@@ -24,6 +25,7 @@ use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 
 use crate::error::Result;
 use crate::kernel::batch::Batch;
+use crate::kernel::dump::Piece;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
 use crate::kernel::wire::nexthop;
@@ -53,11 +55,14 @@ pub(crate) fn pod_view_ns(ns: &NetNs) -> Result<Description> {
     scan_ns_with(ns, pod_view)
 }
 
-fn scan_ns_with(ns: &NetNs, view: fn(&NetNs, bool, &Dump) -> Description) -> Result<Description> {
+fn scan_ns_with(
+    ns: &NetNs,
+    view: fn(&NetNs, bool, &mut Dump) -> Description,
+) -> Result<Description> {
     crate::kernel::runtime::block_on(async {
         let nl = Netlink::connect(ns)?;
-        let dump = dump(&nl)?;
-        Ok(view(ns, nl.ipv6_enabled, &dump))
+        let mut dump = dump(&nl)?;
+        Ok(view(ns, nl.ipv6_enabled, &mut dump))
     })
 }
 
@@ -66,16 +71,63 @@ fn scan_ns_with(ns: &NetNs, view: fn(&NetNs, bool, &Dump) -> Description) -> Res
 ///
 /// The kernel allows one dump in flight per socket, and a dump on the batch
 /// socket costs a few system calls (`kernel::dump`), where the rtnetlink connection's stream
-/// machinery cost several wake-ups. Routes and rules (most of the work) are
+/// machinery cost several wake-ups. Rules and routes (most of the work) are
 /// dumped by the netns thread on a socket of its own while this thread dumps
-/// the rest: two CPUs share the kernel's work and the parse. Links and
-/// routes are read raw, by `kernel::wire::link` and `kernel::wire::route`
-/// (the one parsers of those messages).
+/// the rest, and then translates the routes as that thread hands them
+/// over, datagram by datagram: two CPUs share the kernel's work and the
+/// parse. Links and routes are read raw, by `kernel::wire::link` and
+/// `kernel::wire::route` (the one parsers of those messages).
 pub(crate) fn dump(nl: &Netlink) -> Result<Dump> {
     let mut beside = vec![("dump IPv4 rules", rules_of(AddressFamily::Inet))];
     if nl.ipv6_enabled {
         beside.push(("dump IPv6 rules", rules_of(AddressFamily::Inet6)));
     }
+    let side = nl.side.clone();
+    let asked: Vec<RouteNetlinkMessage> = beside.iter().map(|(_, m)| m.clone()).collect();
+    let (to_here, handed) = mpsc::channel();
+    let pending = nl
+        .worker
+        .start(move || dump_beside(&side, &asked, to_here))?;
+    let mut dump = Dump::default();
+    dump_here(nl, &mut dump)?;
+    // The rules come first: the routes' tables follow from them.
+    let rules = match handed.recv() {
+        Ok(Handed::Rules(rules)) => rules,
+        _ => return Err(gone(nl, pending.wait()?)),
+    };
+    answered(nl, beside.iter().map(|(what, _)| *what), rules, &mut dump)?;
+    let mut routes = routes::Translator::new(&dump.links, &dump.rules);
+    for piece in handed {
+        match piece {
+            Handed::Routes(read) => routes.add(&read),
+            Handed::Again => routes.clear(),
+            Handed::Rules(_) => {}
+        }
+    }
+    pending
+        .wait()?
+        .map_err(|e| nl.err("dump the netns", "", crate::kernel::errno::kernel_error(&e)))?
+        .map_err(|e| nl.err("dump routes", "", e))?;
+    dump.routes = routes.into_routes();
+    Ok(dump)
+}
+
+/// The error of a netns thread that handed over no rules: its route dump's
+/// failure (it is sent the rules before it dumps the routes, so only a
+/// thread that ended can fail to).
+fn gone(nl: &Netlink, routes: RoutesRead) -> crate::error::Error {
+    let failure = match routes {
+        Err(e) => crate::kernel::errno::kernel_error(&e),
+        Ok(Err(e)) => e.into(),
+        Ok(Ok(())) => Errno::EPIPE.into(),
+    };
+    nl.err("dump routes", "", failure)
+}
+
+/// Links, then addresses and neighbours, one after another on the batch
+/// socket, into `dump`: a socket error stops them all; a refused dump is
+/// reported (before the ones after it) once they have all run.
+fn dump_here(nl: &Netlink, dump: &mut Dump) -> Result<()> {
     let here = [
         (
             "dump addresses",
@@ -86,16 +138,6 @@ pub(crate) fn dump(nl: &Netlink) -> Result<Dump> {
             RouteNetlinkMessage::GetNeighbour(NeighbourMessage::default()),
         ),
     ];
-    let side = nl.side.clone();
-    let asked: Vec<RouteNetlinkMessage> = beside.iter().map(|(_, m)| m.clone()).collect();
-    let pending = nl.worker.start(move || {
-        let routes = dump_routes(&side);
-        (routes, side.dumps(&asked))
-    })?;
-    let mut dump = Dump::default();
-    // Links first, then addresses and neighbours, one after another on the
-    // batch socket: a socket error stops them all; a refused dump is
-    // reported (before the ones after it) once they have all run.
     let links = nl.batch.dump_raw(links::dump_request(), |frame| {
         dump.links.extend(wire::link::parse_new(frame));
     });
@@ -107,34 +149,69 @@ pub(crate) fn dump(nl: &Netlink) -> Result<Dump> {
             .collect())
     });
     let named = std::iter::once("dump links").chain(here.iter().map(|(what, _)| *what));
-    answered(nl, named, answers, &mut dump)?;
-    let (routes, rules) = pending.wait()?;
-    dump.routes = routes
-        .map_err(|e| nl.err("dump the netns", "", crate::kernel::errno::kernel_error(&e)))?
-        .map_err(|e| nl.err("dump routes", "", e))?;
-    let named = beside.iter().map(|(what, _)| *what);
-    answered(nl, named, rules, &mut dump)?;
-    Ok(dump)
+    answered(nl, named, answers, dump)
 }
 
-/// The routes of every family and table, read raw (`kernel::wire::route`):
-/// the answer is refused as unreadable (EBADMSG) if one of its route
-/// messages is too short to be one. A route that names a next-hop object
-/// and carries nothing of it (the netns's `nexthop_compat_mode` is 0) gets
-/// the object's gateway, device or legs, from a dump of the objects.
-fn dump_routes(batch: &Batch) -> std::io::Result<std::result::Result<Vec<RouteState>, Errno>> {
-    let (mut routes, mut unreadable) = (Vec::new(), false);
-    let done = batch.dump_raw(
+/// What the netns thread hands the scanning thread while it dumps.
+enum Handed {
+    /// The answers of the rule dumps, first.
+    Rules(Answers),
+    /// The routes one datagram of the route dump held.
+    Routes(Vec<RouteState>),
+    /// The route dump is asked again: the routes handed so far are void.
+    Again,
+}
+
+/// The answers of several dumps (`Batch::dumps`).
+type Answers = std::io::Result<Vec<std::result::Result<Vec<RouteNetlinkMessage>, Errno>>>;
+
+/// How the route dump ended.
+type RoutesRead = std::io::Result<std::result::Result<(), Errno>>;
+
+/// On the netns thread: the rule dumps `rules`, then the routes, all handed
+/// to `to` as they are read.
+fn dump_beside(
+    side: &Batch,
+    rules: &[RouteNetlinkMessage],
+    to: mpsc::Sender<Handed>,
+) -> RoutesRead {
+    // A scan that has gone (its own dumps failed) leaves the sends unheard.
+    let _ = to.send(Handed::Rules(side.dumps(rules)));
+    dump_routes(side, &to)
+}
+
+/// The routes of every family and table, read raw (`kernel::wire::route`)
+/// and handed to `to` a datagram at a time: the answer is refused as
+/// unreadable (EBADMSG) if one of its route messages is too short to be
+/// one. A route that names a next-hop object and carries nothing of it (the
+/// netns's `nexthop_compat_mode` is 0) is held back and handed over last,
+/// with the object's gateway, device or legs, from a dump of the objects.
+fn dump_routes(batch: &Batch, to: &mpsc::Sender<Handed>) -> RoutesRead {
+    let (mut held, mut unreadable) = (Vec::new(), false);
+    let done = batch.dump_streamed(
         RouteNetlinkMessage::GetRoute(RouteMessage::default()),
-        |frame| match wire::route::parse_new(frame) {
-            Some(route) => routes.push(route),
-            None => unreadable |= wire::kind(frame) == wire::route::RTM_NEWROUTE,
+        |piece| match piece {
+            Piece::Messages(messages) => {
+                let mut read = Vec::new();
+                for (kind, _, frame) in wire::frames(messages) {
+                    match wire::route::parse_new(frame) {
+                        Some(route) if nexthop::needs_object(&route) => held.push(route),
+                        Some(route) => read.push(route),
+                        None => unreadable |= kind == wire::route::RTM_NEWROUTE,
+                    }
+                }
+                let _ = to.send(Handed::Routes(read));
+            }
+            Piece::Again => {
+                (held, unreadable) = (Vec::new(), false);
+                let _ = to.send(Handed::Again);
+            }
         },
     )?;
     if unreadable {
         return Ok(done.and(Err(Errno::EBADMSG)));
     }
-    if done.is_ok() && routes.iter().any(nexthop::needs_object) {
+    if done.is_ok() && !held.is_empty() {
         let mut objects = Vec::new();
         let read = batch.dump_raw_bytes(
             "next-hop",
@@ -145,9 +222,10 @@ fn dump_routes(batch: &Batch) -> std::io::Result<std::result::Result<Vec<RouteSt
         if let Err(e) = read {
             return Ok(Err(e));
         }
-        nexthop::fill(&mut routes, &objects);
+        nexthop::fill(&mut held, &objects);
+        let _ = to.send(Handed::Routes(held));
     }
-    Ok(done.map(|()| routes))
+    Ok(done)
 }
 
 /// The messages of the dumps `named` into `dump`, or the first failure
@@ -155,7 +233,7 @@ fn dump_routes(batch: &Batch) -> std::io::Result<std::result::Result<Vec<RouteSt
 fn answered<'a>(
     nl: &Netlink,
     named: impl Iterator<Item = &'a str>,
-    answers: std::io::Result<Vec<std::result::Result<Vec<RouteNetlinkMessage>, Errno>>>,
+    answers: Answers,
     dump: &mut Dump,
 ) -> Result<()> {
     let answers = answers
@@ -181,7 +259,7 @@ fn rules_of(family: AddressFamily) -> RouteNetlinkMessage {
 /// attachment's and the other attachments' in the netns alike). The one
 /// notion of "the pod's tables": what a first attach, a repeated attach,
 /// `render --id` and `watch` print and digest.
-pub(crate) fn pod_view(ns: &NetNs, ipv6_enabled: bool, dump: &Dump) -> Description {
+pub(crate) fn pod_view(ns: &NetNs, ipv6_enabled: bool, dump: &mut Dump) -> Description {
     let mut desc = from_dump(ns, ipv6_enabled, dump);
     let podtap: Vec<&str> = dump
         .links
@@ -195,7 +273,7 @@ pub(crate) fn pod_view(ns: &NetNs, ipv6_enabled: bool, dump: &Dump) -> Descripti
 }
 
 /// Pure: the description of what a dump of `ns` holds (no attachment yet).
-pub(crate) fn from_dump(ns: &NetNs, ipv6_enabled: bool, dump: &Dump) -> Description {
+pub(crate) fn from_dump(ns: &NetNs, ipv6_enabled: bool, dump: &mut Dump) -> Description {
     let parsed = parse::parse(dump);
     Description {
         schema: SCHEMA.to_string(),

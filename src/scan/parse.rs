@@ -15,9 +15,8 @@ use rtnetlink::packet_route::rule::RuleMessage;
 use rtnetlink::packet_route::RouteNetlinkMessage;
 
 use super::names::{oper_state_name, scope_name};
-use super::routes::{neighbour, route, rule, sort_routes, RT_TABLE_MAIN};
+use super::routes::{neighbour, rule};
 use crate::kernel::wire::link::{LinkState, ARPHRD_ETHER, ARPHRD_LOOPBACK};
-use crate::kernel::wire::route::RouteState;
 use crate::model::{Address, Family, Interface, LinkKind, Neighbour, Route, Rule};
 
 /// Everything one scan read from the kernel, one dump per object type.
@@ -26,8 +25,10 @@ pub struct Dump {
     /// Links in the order the kernel dumped them.
     pub links: Vec<LinkState>,
     pub addresses: Vec<AddressMessage>,
-    /// Routes as `kernel::wire::route` reads them.
-    pub routes: Vec<RouteState>,
+    /// The routes of the pod's tables (main and every table a rule points
+    /// to), translated as the dump came in and sorted
+    /// (`routes::Translator`): in the description's order.
+    pub routes: Vec<Route>,
     pub neighbours: Vec<NeighbourMessage>,
     /// Policy rules, IPv4 and IPv6.
     pub rules: Vec<RuleMessage>,
@@ -56,7 +57,9 @@ pub struct Parsed {
     pub rules: Vec<Rule>,
 }
 
-pub fn parse(dump: &Dump) -> Parsed {
+/// The description's view of `dump`; its routes are taken out of it, not
+/// copied.
+pub fn parse(dump: &mut Dump) -> Parsed {
     let mut interfaces: Vec<Interface> = dump.links.iter().map(link_to_interface).collect();
     interfaces.sort_by_key(|i| i.ifindex);
     let names: BTreeMap<u32, String> = interfaces
@@ -76,27 +79,13 @@ pub fn parse(dump: &Dump) -> Parsed {
         }
     }
 
-    // The rules the pod added (not the kernel's three defaults), and the
-    // routes of main and of every table those rules point to.
+    // The rules the pod added (not the kernel's three defaults); the routes
+    // are those of main and of every table they point to.
     let mut rules: Vec<Rule> = dump.rules.iter().filter_map(rule).collect();
     rules.sort_by_key(|r| (r.family, r.priority));
-    let tables: BTreeSet<u32> = std::iter::once(RT_TABLE_MAIN)
-        .chain(rules.iter().filter_map(|r| r.table))
-        .collect();
-    let mut routes = routes_of(&dump.routes, &names, &tables);
-    sort_routes(&mut routes);
+    let routes = std::mem::take(&mut dump.routes);
 
-    let gateways: HashSet<(&str, &str)> = routes
-        .iter()
-        .flat_map(|r| {
-            let direct = r.gateway.as_deref().zip(r.interface.as_deref());
-            let legs = r
-                .nexthops
-                .iter()
-                .filter_map(|h| h.gateway.as_deref().map(|g| (g, h.interface.as_str())));
-            direct.into_iter().chain(legs)
-        })
-        .collect();
+    let gateways = gateways(&routes);
     let mut neighbours: Vec<Neighbour> = dump
         .neighbours
         .iter()
@@ -113,24 +102,26 @@ pub fn parse(dump: &Dump) -> Parsed {
     }
 }
 
-/// The routes of `tables` among `messages`, in their order.
-fn routes_of(
-    messages: &[RouteState],
-    names: &BTreeMap<u32, String>,
-    tables: &BTreeSet<u32>,
-) -> Vec<Route> {
-    // Sized up front: grown by doubling, the routes of a big table were
-    // copied over and over into fresh pages.
-    let mut routes = Vec::with_capacity(messages.len());
-    // The table is known before translation: routes of other tables (the
-    // local table's, one or more per address) are never turned into text.
-    routes.extend(
-        messages
+/// The (gateway, interface) pairs of `routes` and their legs. Routes in
+/// order mostly share their gateway, so a pair the same as the one before
+/// is not hashed again.
+fn gateways(routes: &[Route]) -> HashSet<(&str, &str)> {
+    let mut set = HashSet::new();
+    let mut last = None;
+    for r in routes {
+        let direct = r.gateway.as_deref().zip(r.interface.as_deref());
+        let legs = r
+            .nexthops
             .iter()
-            .filter(|r| tables.contains(&r.table))
-            .filter_map(|r| route(r, names)),
-    );
-    routes
+            .filter_map(|h| h.gateway.as_deref().map(|g| (g, h.interface.as_str())));
+        for pair in direct.into_iter().chain(legs) {
+            if last != Some(pair) {
+                set.insert(pair);
+                last = Some(pair);
+            }
+        }
+    }
+    set
 }
 
 fn link_to_interface(link: &LinkState) -> Interface {

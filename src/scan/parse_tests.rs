@@ -15,6 +15,7 @@ use rtnetlink::packet_route::route::{
 use rtnetlink::packet_route::AddressFamily;
 
 use super::parse::{parse, Dump};
+use super::routes::Translator;
 use crate::kernel::mac::MacAddr;
 use crate::kernel::wire::link::{LinkState, ARPHRD_ETHER, ARPHRD_LOOPBACK};
 use crate::kernel::wire::route::RouteState;
@@ -160,14 +161,20 @@ fn sample() -> Dump {
     let v4 = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
     let v4b = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 3));
     let ll: IpAddr = "fe80::1".parse().unwrap();
+    let links = vec![
+        link(3, "net1", Some("macvlan"), true),
+        link(1, "lo", None, false),
+        link(2, "eth0", Some("veth"), true),
+        link(4, "tap0", Some("tun"), true),
+        link(5, "nk0", Some("netkit"), true),
+    ];
+    // As a scan hands them over: one datagram's routes at a time.
+    let mut routes = Translator::new(&links, &[]);
+    for route in sample_routes() {
+        routes.add(&[as_read(&route)]);
+    }
     Dump {
-        links: vec![
-            link(3, "net1", Some("macvlan"), true),
-            link(1, "lo", None, false),
-            link(2, "eth0", Some("veth"), true),
-            link(4, "tap0", Some("tun"), true),
-            link(5, "nk0", Some("netkit"), true),
-        ],
+        links,
         addresses: vec![
             addr(2, v4, 24, AddressFlags::Permanent),
             addr(
@@ -178,7 +185,7 @@ fn sample() -> Dump {
             ),
             addr(2, ll, 64, AddressFlags::Permanent | AddressFlags::Tentative),
         ],
-        routes: sample_routes().iter().map(as_read).collect(),
+        routes: routes.into_routes(),
         neighbours: sample_neighbours(),
         rules: vec![],
     }
@@ -186,7 +193,7 @@ fn sample() -> Dump {
 
 #[test]
 fn links_are_classified_sorted_and_marked_eligible() {
-    let p = parse(&sample());
+    let p = parse(&mut sample());
     let names: Vec<_> = p
         .interfaces
         .iter()
@@ -211,7 +218,7 @@ fn links_are_classified_sorted_and_marked_eligible() {
 
 #[test]
 fn addresses_keep_order_and_flags() {
-    let p = parse(&sample());
+    let p = parse(&mut sample());
     let eth0 = &p.interfaces[1];
     assert_eq!(
         eth0.addresses,
@@ -224,7 +231,7 @@ fn addresses_keep_order_and_flags() {
 
 #[test]
 fn routes_keep_onlink_mtu_metric_multipath_and_device_only_v6() {
-    let p = parse(&sample());
+    let p = parse(&mut sample());
     assert_eq!(p.routes.len(), 4, "the table-100 route is not in main");
     let default = p
         .routes
@@ -265,7 +272,7 @@ fn routes_keep_onlink_mtu_metric_multipath_and_device_only_v6() {
 
 #[test]
 fn neighbours_are_static_or_gateway_only() {
-    let p = parse(&sample());
+    let p = parse(&mut sample());
     assert_eq!(p.neighbours.len(), 1);
     assert_eq!(p.neighbours[0].state, "permanent");
     assert_eq!(p.neighbours[0].mac, "02:00:00:00:00:09");
@@ -273,7 +280,7 @@ fn neighbours_are_static_or_gateway_only() {
 
 #[test]
 fn model_serialises_with_contract_names_and_round_trips() {
-    let p = parse(&sample());
+    let p = parse(&mut sample());
     let json = serde_json::to_value(&p.routes[0]).unwrap();
     for key in [
         "destination",
@@ -341,11 +348,11 @@ fn stacked_links_mark_their_lower_and_groups_are_collected() {
 fn an_administratively_down_interface_is_not_attached() {
     let mut down = link(3, "net9", Some("veth"), true);
     down.up = false;
-    let dump = Dump {
+    let mut dump = Dump {
         links: vec![link(2, "eth0", Some("veth"), true), down],
         ..Dump::default()
     };
-    let parsed = parse(&dump);
+    let parsed = parse(&mut dump);
     let net9 = parsed.interfaces.iter().find(|i| i.name == "net9").unwrap();
     assert!(!net9.eligible);
     assert!(net9
@@ -375,7 +382,7 @@ fn the_kernels_default_rules_are_left_out_and_rule_tables_kept() {
         }
         r
     };
-    let dump = Dump {
+    let mut dump = Dump {
         links: vec![link(2, "eth0", Some("veth"), true)],
         rules: vec![
             rule(0, 255, None),
@@ -385,7 +392,7 @@ fn the_kernels_default_rules_are_left_out_and_rule_tables_kept() {
         ],
         ..Dump::default()
     };
-    let parsed = parse(&dump);
+    let parsed = parse(&mut dump);
     assert_eq!(parsed.rules.len(), 1, "{:?}", parsed.rules);
     assert_eq!(parsed.rules[0].from.as_deref(), Some("198.18.0.0/24"));
     assert_eq!(parsed.rules[0].table, Some(100));
@@ -411,7 +418,7 @@ fn kinds_operstates_ports_and_markers_read_from_the_link_view() {
     port.controller = Some(4);
     let mut mvt = link(5, "mvt0", Some("macvtap"), true);
     mvt.alias = Some("podtap:pod-1 nic 0".into());
-    let p = parse(&Dump {
+    let p = parse(&mut Dump {
         links: vec![bridge, port, mvt],
         ..Dump::default()
     });

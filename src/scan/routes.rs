@@ -1,7 +1,7 @@
 //! Pure: routes, policy rules and neighbours of a dump, in the description's terms.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::{IpAddr, Ipv4Addr};
 
 use rtnetlink::packet_route::neighbour::{
@@ -12,6 +12,7 @@ use rtnetlink::packet_route::AddressFamily;
 
 use super::names::{neighbour_state, protocol_name, scope_name, type_name};
 use crate::kernel::mac::MacAddr;
+use crate::kernel::wire::link::LinkState;
 use crate::kernel::wire::route::{
     NextHopState, RouteState, AF_INET, AF_INET6, RTM_F_CLONED, RTNH_F_ONLINK,
 };
@@ -23,6 +24,59 @@ pub const RT_TABLE_MAIN: u32 = 254;
 const RT_TABLE_LOCAL: u32 = 255;
 /// The "default" table of the kernel's last default rule.
 const RT_TABLE_DEFAULT: u32 = 253;
+
+/// The pod's routes, translated into the description's terms as a dump
+/// hands them over (a scan translates while the kernel is still dumping):
+/// those of the main table and of every table a rule of the pod points to,
+/// sorted by [`route_order`] at the end.
+#[derive(Debug, Default)]
+pub struct Translator {
+    names: BTreeMap<u32, String>,
+    tables: BTreeSet<u32>,
+    routes: Vec<Route>,
+    /// `keys[i]` is the sort key of `routes[i]`.
+    keys: Vec<SortKey>,
+}
+
+impl Translator {
+    /// For a netns with `links` and the policy rules `rules`.
+    pub fn new(links: &[LinkState], rules: &[RuleMessage]) -> Translator {
+        Translator {
+            names: links.iter().map(|l| (l.ifindex, l.name.clone())).collect(),
+            tables: std::iter::once(RT_TABLE_MAIN)
+                .chain(rules.iter().filter_map(rule).filter_map(|r| r.table))
+                .collect(),
+            routes: Vec::new(),
+            keys: Vec::new(),
+        }
+    }
+
+    /// Translate the routes of `read` that belong to the pod's tables (the
+    /// table is known before translation: routes of other tables, such as
+    /// the local table's one or more per address, are never turned into
+    /// text).
+    pub fn add(&mut self, read: &[RouteState]) {
+        let (names, tables) = (&self.names, &self.tables);
+        for r in read.iter().filter(|r| tables.contains(&r.table)) {
+            if let Some(r) = route(r, names) {
+                self.keys.push(sort_key(self.routes.len(), &r));
+                self.routes.push(r);
+            }
+        }
+    }
+
+    /// Forget what was added (the dump is read again).
+    pub fn clear(&mut self) {
+        self.routes.clear();
+        self.keys.clear();
+    }
+
+    /// The routes translated, sorted by [`route_order`] (stably: routes
+    /// that tie keep the order they were added in).
+    pub fn into_routes(self) -> Vec<Route> {
+        sorted(self.routes, self.keys)
+    }
+}
 
 pub fn route(r: &RouteState, names: &BTreeMap<u32, String>) -> Option<Route> {
     if r.flags & RTM_F_CLONED != 0 {
@@ -232,37 +286,41 @@ fn if_name(names: &BTreeMap<u32, String>, index: u32) -> String {
         .unwrap_or_else(|| format!("if{index}"))
 }
 
-/// Sort `routes` by [`route_order`], stably, as `sort_by` would.
-///
-/// A sort of 100 000 routes makes millions of comparisons and a route is a
-/// few hundred bytes, so the sort runs over small keys: the family and the
-/// first 16 bytes of the destination as one number (ordered as the text
-/// is), which decide nearly every comparison without reading the route;
-/// ties fall back to [`route_order`]. The routes are then put in that order
-/// in place, each moved once.
-pub(super) fn sort_routes(routes: &mut [Route]) {
-    let mut keys: Vec<(Family, u128, usize)> = routes
+/// Where a route goes in the sort: its family and the first 16 bytes of
+/// its destination as one number (ordered as the text is), which decide
+/// nearly every comparison without reading the route; then its index.
+type SortKey = (Family, u128, usize);
+
+pub(super) fn sort_key(index: usize, r: &Route) -> SortKey {
+    (r.family, text_prefix(&r.destination), index)
+}
+
+/// `routes` sorted by [`route_order`], stably, as `sort_by` would.
+#[cfg(test)]
+pub(super) fn sort_routes(routes: Vec<Route>) -> Vec<Route> {
+    let keys = routes
         .iter()
         .enumerate()
-        .map(|(i, r)| (r.family, text_prefix(&r.destination), i))
+        .map(|(i, r)| sort_key(i, r))
         .collect();
+    sorted(routes, keys)
+}
+
+/// `routes` (`keys[i]` the key of `routes[i]`) sorted by [`route_order`],
+/// stably. A sort of 100 000 routes makes millions of comparisons and a
+/// route is a few hundred bytes, so the sort runs over the keys (ties of
+/// their destination prefix fall back to [`route_order`]), and then the
+/// routes are put in that order in place: moving them into a new vector
+/// instead cost a page fault for every 4 KiB of it, more than the moves.
+fn sorted(mut routes: Vec<Route>, mut keys: Vec<SortKey>) -> Vec<Route> {
     keys.sort_by(|a, b| {
         (a.0, a.1)
             .cmp(&(b.0, b.1))
             .then_with(|| route_order(&routes[a.2], &routes[b.2]))
     });
     let mut order: Vec<usize> = keys.into_iter().map(|(_, _, i)| i).collect();
-    permute(routes, &mut order);
-}
-
-/// Pure: the first 16 bytes of `text`, zero-padded, as a big-endian number:
-/// two texts whose numbers differ compare as their numbers do (text holds
-/// no NUL byte, so a shorter prefix sorts first, as `str` does).
-fn text_prefix(text: &str) -> u128 {
-    let mut bytes = [0u8; 16];
-    let n = text.len().min(16);
-    bytes[..n].copy_from_slice(&text.as_bytes()[..n]);
-    u128::from_be_bytes(bytes)
+    permute(&mut routes, &mut order);
+    routes
 }
 
 /// Pure: put `items` in `order` (`order[i]` is the index of the item that
@@ -279,6 +337,16 @@ pub(super) fn permute<T>(items: &mut [T], order: &mut [usize]) {
         }
         order[at] = at;
     }
+}
+
+/// Pure: the first 16 bytes of `text`, zero-padded, as a big-endian number:
+/// two texts whose numbers differ compare as their numbers do (text holds
+/// no NUL byte, so a shorter prefix sorts first, as `str` does).
+fn text_prefix(text: &str) -> u128 {
+    let mut bytes = [0u8; 16];
+    let n = text.len().min(16);
+    bytes[..n].copy_from_slice(&text.as_bytes()[..n]);
+    u128::from_be_bytes(bytes)
 }
 
 /// Sort order: IPv4 before IPv6, then destination (as text), metric,
