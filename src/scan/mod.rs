@@ -29,9 +29,8 @@ use crate::kernel::dump::Piece;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
 use crate::kernel::wire::nexthop;
-use crate::kernel::wire::route::RouteState;
 use crate::kernel::{links, wire};
-use crate::model::{Description, NetnsRef, SCHEMA};
+use crate::model::{Description, NetnsRef, Route, SCHEMA};
 pub(crate) use parse::Dump;
 
 /// Scan the netns at `netns` (a pinned file such as `/run/netns/NAME`, or
@@ -85,9 +84,10 @@ pub(crate) fn dump(nl: &Netlink) -> Result<Dump> {
     let side = nl.side.clone();
     let asked: Vec<RouteNetlinkMessage> = beside.iter().map(|(_, m)| m.clone()).collect();
     let (to_here, handed) = mpsc::channel();
+    let (give_back, back) = mpsc::channel();
     let pending = nl
         .worker
-        .start(move || dump_beside(&side, &asked, to_here))?;
+        .start(move || dump_beside(&side, &asked, &to_here, &back))?;
     let mut dump = Dump::default();
     dump_here(nl, &mut dump)?;
     // The rules come first: the routes' tables follow from them.
@@ -99,17 +99,54 @@ pub(crate) fn dump(nl: &Netlink) -> Result<Dump> {
     let mut routes = routes::Translator::new(&dump.links, &dump.rules);
     for piece in handed {
         match piece {
-            Handed::Routes(read) => routes.add(&read),
+            Handed::Routes(messages) => {
+                routes.add_messages(&messages);
+                let _ = give_back.send(messages);
+            }
             Handed::Again => routes.clear(),
             Handed::Rules(_) => {}
         }
     }
-    pending
-        .wait()?
-        .map_err(|e| nl.err("dump the netns", "", crate::kernel::errno::kernel_error(&e)))?
-        .map_err(|e| nl.err("dump routes", "", e))?;
-    dump.routes = routes.into_routes();
+    dump.routes = routes_read(nl, routes, pending.wait()?)?;
     Ok(dump)
+}
+
+/// The routes `routes` translated, once the route dump ended as `done`:
+/// the answer is refused as unreadable (EBADMSG) if one of its route
+/// messages was too short to be one. A route that names a next-hop object
+/// and carries nothing of it (the netns's `nexthop_compat_mode` is 0) was
+/// held back: it gets the object's gateway, device or legs, from a dump of
+/// the objects.
+fn routes_read(
+    nl: &Netlink,
+    mut routes: routes::Translator,
+    done: RoutesRead,
+) -> Result<Vec<Route>> {
+    let io_error =
+        |e: std::io::Error| nl.err("dump the netns", "", crate::kernel::errno::kernel_error(&e));
+    let done = done.map_err(io_error)?;
+    let done = if routes.unreadable() {
+        done.and(Err(Errno::EBADMSG))
+    } else {
+        done
+    };
+    done.map_err(|e| nl.err("dump routes", "", e))?;
+    let mut held = routes.take_held();
+    if !held.is_empty() {
+        let mut objects = Vec::new();
+        nl.batch
+            .dump_raw_bytes(
+                "next-hop",
+                nexthop::RTM_GETNEXTHOP,
+                &nexthop::DUMP_REQUEST,
+                |frame| objects.extend(nexthop::parse_new(frame)),
+            )
+            .map_err(io_error)?
+            .map_err(|e| nl.err("dump routes", "", e))?;
+        nexthop::fill(&mut held, &objects);
+        routes.add(&held);
+    }
+    Ok(routes.into_routes())
 }
 
 /// The error of a netns thread that handed over no rules: its route dump's
@@ -156,8 +193,9 @@ fn dump_here(nl: &Netlink, dump: &mut Dump) -> Result<()> {
 enum Handed {
     /// The answers of the rule dumps, first.
     Rules(Answers),
-    /// The routes one datagram of the route dump held.
-    Routes(Vec<RouteState>),
+    /// The messages one datagram of the route dump held (whole, as
+    /// `kernel::dump` hands them), in a buffer to give back.
+    Routes(Vec<u8>),
     /// The route dump is asked again: the routes handed so far are void.
     Again,
 }
@@ -168,64 +206,32 @@ type Answers = std::io::Result<Vec<std::result::Result<Vec<RouteNetlinkMessage>,
 /// How the route dump ended.
 type RoutesRead = std::io::Result<std::result::Result<(), Errno>>;
 
-/// On the netns thread: the rule dumps `rules`, then the routes, all handed
-/// to `to` as they are read.
+/// On the netns thread: the rule dumps `rules`, then the route dump, all
+/// handed to `to` as they are read, each datagram's messages copied into a
+/// buffer that came `back` (or a new one). Nothing else runs here while
+/// the kernel dumps: its work, in each `recvmsg`, is most of a big scan.
 fn dump_beside(
     side: &Batch,
     rules: &[RouteNetlinkMessage],
-    to: mpsc::Sender<Handed>,
+    to: &mpsc::Sender<Handed>,
+    back: &mpsc::Receiver<Vec<u8>>,
 ) -> RoutesRead {
     // A scan that has gone (its own dumps failed) leaves the sends unheard.
     let _ = to.send(Handed::Rules(side.dumps(rules)));
-    dump_routes(side, &to)
-}
-
-/// The routes of every family and table, read raw (`kernel::wire::route`)
-/// and handed to `to` a datagram at a time: the answer is refused as
-/// unreadable (EBADMSG) if one of its route messages is too short to be
-/// one. A route that names a next-hop object and carries nothing of it (the
-/// netns's `nexthop_compat_mode` is 0) is held back and handed over last,
-/// with the object's gateway, device or legs, from a dump of the objects.
-fn dump_routes(batch: &Batch, to: &mpsc::Sender<Handed>) -> RoutesRead {
-    let (mut held, mut unreadable) = (Vec::new(), false);
-    let done = batch.dump_streamed(
+    side.dump_streamed(
         RouteNetlinkMessage::GetRoute(RouteMessage::default()),
         |piece| match piece {
             Piece::Messages(messages) => {
-                let mut read = Vec::new();
-                for (kind, _, frame) in wire::frames(messages) {
-                    match wire::route::parse_new(frame) {
-                        Some(route) if nexthop::needs_object(&route) => held.push(route),
-                        Some(route) => read.push(route),
-                        None => unreadable |= kind == wire::route::RTM_NEWROUTE,
-                    }
-                }
-                let _ = to.send(Handed::Routes(read));
+                let mut buffer = back.try_recv().unwrap_or_default();
+                buffer.clear();
+                buffer.extend_from_slice(messages);
+                let _ = to.send(Handed::Routes(buffer));
             }
             Piece::Again => {
-                (held, unreadable) = (Vec::new(), false);
                 let _ = to.send(Handed::Again);
             }
         },
-    )?;
-    if unreadable {
-        return Ok(done.and(Err(Errno::EBADMSG)));
-    }
-    if done.is_ok() && !held.is_empty() {
-        let mut objects = Vec::new();
-        let read = batch.dump_raw_bytes(
-            "next-hop",
-            nexthop::RTM_GETNEXTHOP,
-            &nexthop::DUMP_REQUEST,
-            |frame| objects.extend(nexthop::parse_new(frame)),
-        )?;
-        if let Err(e) = read {
-            return Ok(Err(e));
-        }
-        nexthop::fill(&mut held, &objects);
-        let _ = to.send(Handed::Routes(held));
-    }
-    Ok(done)
+    )
 }
 
 /// The messages of the dumps `named` into `dump`, or the first failure

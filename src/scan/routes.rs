@@ -16,6 +16,7 @@ use crate::kernel::wire::link::LinkState;
 use crate::kernel::wire::route::{
     NextHopState, RouteState, AF_INET, AF_INET6, RTM_F_CLONED, RTNH_F_ONLINK,
 };
+use crate::kernel::wire::{self, nexthop};
 use crate::model::{Family, Neighbour, NextHop, Route, Rule};
 
 /// The main routing table.
@@ -36,6 +37,10 @@ pub struct Translator {
     routes: Vec<Route>,
     /// `keys[i]` is the sort key of `routes[i]`.
     keys: Vec<SortKey>,
+    /// Routes that name a next-hop object and carry nothing of it.
+    held: Vec<RouteState>,
+    /// Whether a route message was too short to be one.
+    unreadable: bool,
 }
 
 impl Translator {
@@ -46,9 +51,34 @@ impl Translator {
             tables: std::iter::once(RT_TABLE_MAIN)
                 .chain(rules.iter().filter_map(rule).filter_map(|r| r.table))
                 .collect(),
-            routes: Vec::new(),
-            keys: Vec::new(),
+            ..Translator::default()
         }
+    }
+
+    /// Translate the route messages in `messages` (whole netlink messages,
+    /// as a dump hands them over); hold back those that name a next-hop
+    /// object and carry nothing of it (the netns's `nexthop_compat_mode` is
+    /// 0: [`Self::take_held`]), and note any route message too short to be
+    /// one ([`Self::unreadable`]).
+    pub fn add_messages(&mut self, messages: &[u8]) {
+        for (kind, _, frame) in wire::frames(messages) {
+            match wire::route::parse_new(frame) {
+                Some(r) if nexthop::needs_object(&r) => self.held.push(r),
+                Some(r) => self.add(std::slice::from_ref(&r)),
+                None => self.unreadable |= kind == wire::route::RTM_NEWROUTE,
+            }
+        }
+    }
+
+    /// Whether a route message added was too short to be one.
+    pub fn unreadable(&self) -> bool {
+        self.unreadable
+    }
+
+    /// The routes held back for their next-hop objects (to be filled in
+    /// and [`Self::add`]ed).
+    pub fn take_held(&mut self) -> Vec<RouteState> {
+        std::mem::take(&mut self.held)
     }
 
     /// Translate the routes of `read` that belong to the pod's tables (the
@@ -69,6 +99,8 @@ impl Translator {
     pub fn clear(&mut self) {
         self.routes.clear();
         self.keys.clear();
+        self.held.clear();
+        self.unreadable = false;
     }
 
     /// The routes translated, sorted by [`route_order`] (stably: routes
@@ -313,10 +345,14 @@ pub(super) fn sort_routes(routes: Vec<Route>) -> Vec<Route> {
 /// routes are put in that order in place: moving them into a new vector
 /// instead cost a page fault for every 4 KiB of it, more than the moves.
 fn sorted(mut routes: Vec<Route>, mut keys: Vec<SortKey>) -> Vec<Route> {
-    keys.sort_by(|a, b| {
+    // Ties of the whole order fall back to the index, so an unstable sort
+    // (which needs no scratch memory, unlike a stable one: a fresh page
+    // for every 4 KiB of half the keys) sorts as a stable one would.
+    keys.sort_unstable_by(|a, b| {
         (a.0, a.1)
             .cmp(&(b.0, b.1))
             .then_with(|| route_order(&routes[a.2], &routes[b.2]))
+            .then(a.2.cmp(&b.2))
     });
     let mut order: Vec<usize> = keys.into_iter().map(|(_, _, i)| i).collect();
     permute(&mut routes, &mut order);
