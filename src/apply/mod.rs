@@ -10,6 +10,7 @@ mod restore;
 mod taps;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::describe;
@@ -17,8 +18,9 @@ use crate::error::{Error, Result};
 use crate::id::SandboxId;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
+use crate::kernel::netns_worker::Pending;
 use crate::kernel::tc;
-use crate::model::{Description, Timings};
+use crate::model::{Description, Route, RoutesDigest, Rule, Timings};
 use crate::plan::{self, AttachOptions, IngressState, Inventory, Plan};
 use crate::scan::{self, parse};
 use crate::state::{Checkpoint, Created, Stage, StateDir, VERSION};
@@ -44,6 +46,7 @@ pub async fn fresh(
     // The netns thread opens what the TAPs are made with while this one
     // records the intent (nothing is made before that record is on disk).
     let prepared_taps = taps::prepare(nl, taps::nics(&plan).count());
+    let (mut desc, digesting) = digest_aside(nl, desc);
     timings.scan = micros(start);
     log_plan(&desc, &plan, timings.scan);
 
@@ -83,11 +86,12 @@ pub async fn fresh(
     // checkpoint's size does not grow with the pod's routing table; the
     // final checkpoint write is not timed.
     timings.total = micros(start);
+    let routes_digest = digesting.restore(&mut desc);
     let mut described = describe::attached(desc, &plan, &created, timings, opts.dns.clone());
     bridged_flushed(&mut described, &plan);
     crate::phases::mark("describe");
     let recorded = described.without_tables();
-    cp.tables_digest = Some(described.tables_digest());
+    cp.tables_digest = Some(routes_digest.finish(&described.neighbours));
     cp.stage = Stage::Complete(Some(recorded));
     cp.created = created;
     if let Err(e) = state.save(&cp) {
@@ -97,6 +101,43 @@ pub async fn fresh(
     crate::phases::mark("checkpoint_complete");
     tracing::info!(phase = "checkpoint", "attachment recorded (complete)");
     Ok(described)
+}
+
+/// The routes and rules of `desc`, taken out of it and digested on the
+/// netns thread while this one records the intent and builds (12 000
+/// routes take most of a millisecond); the description is returned
+/// without them until [`Digesting::restore`] puts them back.
+fn digest_aside(nl: &Netlink, mut desc: Description) -> (Description, Digesting) {
+    let tables = Arc::new((
+        std::mem::take(&mut desc.routes),
+        std::mem::take(&mut desc.rules),
+    ));
+    let theirs = tables.clone();
+    let pending = nl
+        .worker
+        .start(move || RoutesDigest::of(&theirs.0, &theirs.1))
+        .ok();
+    (desc, Digesting { tables, pending })
+}
+
+/// Routes and rules being digested aside ([`digest_aside`]).
+struct Digesting {
+    tables: Arc<(Vec<Route>, Vec<Rule>)>,
+    pending: Option<Pending<RoutesDigest>>,
+}
+
+impl Digesting {
+    /// Put the routes and rules back into `desc`, with their digest (made
+    /// here if the netns thread could not).
+    fn restore(self, desc: &mut Description) -> RoutesDigest {
+        let digest = self.pending.and_then(|p| p.wait().ok());
+        // The job dropped its reference before it answered.
+        let (routes, rules) = Arc::try_unwrap(self.tables).unwrap_or_else(|t| (*t).clone());
+        let digest = digest.unwrap_or_else(|| RoutesDigest::of(&routes, &rules));
+        desc.routes = routes;
+        desc.rules = rules;
+        digest
+    }
 }
 
 /// Leave out the neighbours that building bridge mode flushed: giving a pod

@@ -13,6 +13,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 pub use attached::{Attachment, BridgeInfo, TapInfo, Timings, Wiring};
+pub(crate) use tables::RoutesDigest;
 
 /// A name from one of the kernel's fixed tables (a route's scope, protocol
 /// or type), or the number as text where the table has no name: borrowed
