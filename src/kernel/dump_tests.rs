@@ -128,13 +128,19 @@ fn batch_with_veths(pairs: usize) -> Batch {
     batch
 }
 
-#[test]
-fn a_dump_left_half_read_does_not_block_the_next() {
+/// Run `test` (named `name`) on a thread of its own, which may enter a
+/// netns of its own; skipped, saying why, without root.
+fn as_root_on_a_thread(name: &str, test: impl FnOnce() + Send + 'static) {
     if !nix::unistd::geteuid().is_root() {
-        eprintln!("SKIP a_dump_left_half_read_does_not_block_the_next: needs root");
+        eprintln!("SKIP {name}: needs root");
         return;
     }
-    std::thread::spawn(|| {
+    std::thread::spawn(test).join().expect("test thread");
+}
+
+#[test]
+fn a_dump_left_half_read_does_not_block_the_next() {
+    as_root_on_a_thread("a_dump_left_half_read_does_not_block_the_next", || {
         use std::sync::atomic::Ordering;
         let batch = batch_with_veths(100);
         // A link dump asked for and never read: the kernel keeps it running.
@@ -176,9 +182,7 @@ fn a_dump_left_half_read_does_not_block_the_next() {
             "asked again, the dump is whole"
         );
         assert_eq!(frames(&answer).count(), 201, "every message whole");
-    })
-    .join()
-    .expect("test thread");
+    });
 }
 
 /// An address whose label (its interface's name, by default) is not UTF-8:
@@ -208,39 +212,41 @@ fn an_address_label_that_is_not_utf8_does_not_spoil_the_answer() {
     assert_eq!(m.attributes, vec![AddressAttribute::Local(local)]);
 }
 
-/// An answer over its bound fails the dump, naming it; the socket stays
-/// usable (the rest of that answer is read out first).
+/// An answer over its bound fails the dump, naming it, whether it is kept
+/// or streamed (the bound counts what was handed); the socket stays usable
+/// (the rest of that answer is read out first).
 #[test]
 fn an_answer_over_its_bound_fails_and_leaves_the_socket_usable() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("SKIP an_answer_over_its_bound_fails_and_leaves_the_socket_usable: needs root");
-        return;
-    }
-    std::thread::spawn(|| {
-        let batch = batch_with_veths(100);
-        let (mut reply, mut answer) = (Vec::with_capacity(DATAGRAM), Vec::new());
-        let over = batch.dump_once_within(
-            &Ask::Typed(&link_dump()),
-            &mut reply,
-            &mut answer,
-            4096,
-            None,
-        );
-        let err = over.err().expect("over the bound");
-        assert_eq!(
-            err.to_string(),
-            "the link dump holds more than 4096 bytes, the most podtap reads of one"
-        );
-        let mut count = 0;
-        let done = batch
-            .dump_raw(link_dump(), |_| count += 1)
-            .expect("no I/O error");
-        assert_eq!(done, Ok(()));
-        assert_eq!(count, 201, "the next dump is whole");
-        assert_eq!(limit_of(&link_dump()), usize::MAX, "links are read whole");
-    })
-    .join()
-    .expect("test thread");
+    as_root_on_a_thread(
+        "an_answer_over_its_bound_fails_and_leaves_the_socket_usable",
+        || {
+            let batch = batch_with_veths(100);
+            for streamed in [false, true] {
+                let (mut reply, mut answer) = (Vec::with_capacity(DATAGRAM), Vec::new());
+                let mut sink = |_: Piece| {};
+                let sink = streamed.then_some(&mut sink as &mut dyn FnMut(Piece));
+                let over = batch.dump_once_within(
+                    &Ask::Typed(&link_dump()),
+                    &mut reply,
+                    &mut answer,
+                    4096,
+                    sink,
+                );
+                let err = over.err().expect("over the bound");
+                assert_eq!(
+                    err.to_string(),
+                    "the link dump holds more than 4096 bytes, the most podtap reads of one"
+                );
+                let mut count = 0;
+                let done = batch
+                    .dump_raw(link_dump(), |_| count += 1)
+                    .expect("no I/O error");
+                assert_eq!(done, Ok(()));
+                assert_eq!(count, 201, "the next dump is whole");
+            }
+            assert_eq!(limit_of(&link_dump()), usize::MAX, "links are read whole");
+        },
+    );
 }
 
 /// Names the parser refuses as not UTF-8, in a rule and in a stranger's tc
@@ -301,80 +307,71 @@ fn a_rule_or_filter_with_a_name_that_is_not_utf8_does_not_spoil_the_answer() {
 /// A streamed dump hands every message once, a datagram at a time, and
 /// keeps none of them; an answer interrupted by a change (a thread adds
 /// and deletes a veth pair meanwhile) is voided with `Piece::Again` before
-/// it is asked again; the bound holds for what was handed.
+/// it is asked again.
 #[test]
 fn a_streamed_dump_hands_each_message_once_and_voids_an_interrupted_answer() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("SKIP a_streamed_dump_hands_each_message_once_and_voids_an_interrupted_answer: needs root");
-        return;
-    }
-    std::thread::spawn(|| {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        use std::sync::Arc;
-        let batch = batch_with_veths(100);
-        let netns =
-            std::fs::File::open(format!("/proc/self/task/{}/ns/net", nix::unistd::gettid()))
-                .expect("this thread's netns");
-        let stop = Arc::new(AtomicBool::new(false));
-        let churning = stop.clone();
-        let churner = std::thread::spawn(move || {
-            nix::sched::setns(&netns, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
-            let mut socket = rtnetlink::sys::Socket::new(rtnetlink::sys::protocols::NETLINK_ROUTE)
-                .expect("socket");
-            socket.bind_auto().expect("bind");
-            let churn = Batch::new(socket);
-            let add = rtnetlink::LinkVeth::new("c0", "c1").build();
-            let del = rtnetlink::LinkUnspec::new_with_name("c0").build();
-            while !churning.load(Ordering::Relaxed) {
-                let _ = churn.run(&[Request::create(RouteNetlinkMessage::NewLink(add.clone()))]);
-                let _ = churn.run(&[Request::change(RouteNetlinkMessage::DelLink(del.clone()))]);
-            }
-        });
-        let (mut seen_again, mut whole) = (false, 0);
-        for _ in 0..500 {
-            let (mut count, mut pieces) = (0, 0);
-            let mut sink = |piece: Piece| match piece {
-                Piece::Messages(m) => {
-                    count += frames(m).count();
-                    pieces += 1;
+    as_root_on_a_thread(
+        "a_streamed_dump_hands_each_message_once_and_voids_an_interrupted_answer",
+        || {
+            use std::sync::atomic::{AtomicBool, Ordering};
+            use std::sync::Arc;
+            let batch = batch_with_veths(100);
+            let netns =
+                std::fs::File::open(format!("/proc/self/task/{}/ns/net", nix::unistd::gettid()))
+                    .expect("this thread's netns");
+            let stop = Arc::new(AtomicBool::new(false));
+            let churning = stop.clone();
+            let churner = std::thread::spawn(move || {
+                nix::sched::setns(&netns, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+                let mut socket =
+                    rtnetlink::sys::Socket::new(rtnetlink::sys::protocols::NETLINK_ROUTE)
+                        .expect("socket");
+                socket.bind_auto().expect("bind");
+                let churn = Batch::new(socket);
+                let add = rtnetlink::LinkVeth::new("c0", "c1").build();
+                let del = rtnetlink::LinkUnspec::new_with_name("c0").build();
+                while !churning.load(Ordering::Relaxed) {
+                    let _ =
+                        churn.run(&[Request::create(RouteNetlinkMessage::NewLink(add.clone()))]);
+                    let _ =
+                        churn.run(&[Request::change(RouteNetlinkMessage::DelLink(del.clone()))]);
                 }
-                Piece::Again => {
-                    (count, pieces) = (0, 0);
-                    seen_again = true;
+            });
+            let (mut seen_again, mut whole) = (false, 0);
+            for _ in 0..500 {
+                let (mut count, mut pieces) = (0, 0);
+                let mut sink = |piece: Piece| match piece {
+                    Piece::Messages(m) => {
+                        count += frames(m).count();
+                        pieces += 1;
+                    }
+                    Piece::Again => {
+                        (count, pieces) = (0, 0);
+                        seen_again = true;
+                    }
+                };
+                let (mut reply, mut answer) = (Vec::new(), Vec::new());
+                // Interrupted more times than it asks is an error: ask again.
+                let Ok(done) = batch.consistent(
+                    &Ask::Typed(&link_dump()),
+                    &mut reply,
+                    &mut answer,
+                    Some(&mut sink),
+                ) else {
+                    continue;
+                };
+                assert_eq!(done, Ok(()));
+                assert!([201, 203].contains(&count), "each message once: {count}");
+                assert!(pieces > 1, "handed a datagram at a time ({pieces})");
+                assert!(answer.is_empty(), "nothing kept");
+                whole += 1;
+                if seen_again && whole > 2 {
+                    break;
                 }
-            };
-            let (mut reply, mut answer) = (Vec::new(), Vec::new());
-            // Interrupted more times than it asks is an error: ask again.
-            let Ok(done) = batch.consistent(
-                &Ask::Typed(&link_dump()),
-                &mut reply,
-                &mut answer,
-                Some(&mut sink),
-            ) else {
-                continue;
-            };
-            assert_eq!(done, Ok(()));
-            assert!([201, 203].contains(&count), "each message once: {count}");
-            assert!(pieces > 1, "handed a datagram at a time ({pieces})");
-            assert!(answer.is_empty(), "nothing kept");
-            whole += 1;
-            if seen_again && whole > 2 {
-                break;
             }
-        }
-        stop.store(true, Ordering::Relaxed);
-        churner.join().expect("churner");
-        assert!(seen_again, "no dump was interrupted in 500");
-        let (mut reply, mut answer) = (Vec::with_capacity(DATAGRAM), Vec::new());
-        let over = batch.dump_once_within(
-            &Ask::Typed(&link_dump()),
-            &mut reply,
-            &mut answer,
-            4096,
-            Some(&mut |_| {}),
-        );
-        assert!(over.is_err(), "over the bound, streamed or not");
-    })
-    .join()
-    .expect("test thread");
+            stop.store(true, Ordering::Relaxed);
+            churner.join().expect("churner");
+            assert!(seen_again, "no dump was interrupted in 500");
+        },
+    );
 }
