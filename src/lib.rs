@@ -68,9 +68,10 @@ pub use kernel::mac::MacAddr;
 /// (the CLI, or the CNI plugin when `CNI_COMMAND` is set and there are no
 /// arguments) and return its exit code. The binary is only this call.
 /// It also does what Rust's runtime start-up would (the binary enters at
-/// C's `main`): closed standard fds opened on /dev/null (`attach`, `scan`
-/// and `render` refuse to print into a stdout that was closed), SIGPIPE
-/// ignored, stdout flushed at the end.
+/// C's `main`): closed standard fds opened on /dev/null (the commands that
+/// print their product, such as `attach`, `scan`, `render` and `list`,
+/// refuse to print into a stdout that was closed), SIGPIPE ignored, stdout
+/// flushed at the end.
 pub fn main() -> i32 {
     start::prepare();
     phases::start();

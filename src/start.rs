@@ -10,7 +10,8 @@ static STDOUT_WAS_CLOSED: AtomicBool = AtomicBool::new(false);
 
 /// Whether the process started with its stdout closed (`>&-`): what it
 /// prints there reaches nobody, so a command whose product is printed
-/// refuses to run ([`crate::doors::output::check_destination`]).
+/// refuses to run ([`crate::doors::output::check_destination`],
+/// [`crate::doors::output::check_stdout`]).
 pub(crate) fn stdout_was_closed() -> bool {
     STDOUT_WAS_CLOSED.load(Ordering::Relaxed)
 }

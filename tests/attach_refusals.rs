@@ -294,7 +294,8 @@ fn check_of_unknown_id_and_list_of_empty_dir() {
 /// attach refuses (exit 13) and builds nothing: its description would reach
 /// nobody. With `--output FILE` it attaches, prints into none of its own
 /// files (a lock or checkpoint that took fd 1), leaves a valid checkpoint,
-/// and detaches exactly. Scan and render refuse alike.
+/// and detaches exactly. Scan, render, list, show, completions and man
+/// refuse alike; check runs.
 #[test]
 fn closed_standard_fds_do_not_receive_a_checkpoint() {
     if !ready("closed_standard_fds_do_not_receive_a_checkpoint") {
@@ -358,6 +359,29 @@ fn closed_standard_fds_do_not_receive_a_checkpoint() {
         with_standard_fds_closed(render).code(),
         Some(13),
         "render, stdout closed"
+    );
+    // The other commands whose product is printed refuse alike; check's
+    // verdict is its exit code, so it still runs.
+    for args in [
+        &["list"][..],
+        &["show", "--id", &id],
+        &["completions", "bash"],
+        &["man"],
+    ] {
+        let mut cmd = podtap_testkit::podtap_cmd(BIN, &state.0);
+        cmd.args(args);
+        assert_eq!(
+            with_standard_fds_closed(cmd).code(),
+            Some(13),
+            "{args:?}, stdout closed"
+        );
+    }
+    let mut checked = podtap_testkit::podtap_cmd(BIN, &state.0);
+    checked.args(["check", "--id", &id]);
+    assert_eq!(
+        with_standard_fds_closed(checked).code(),
+        Some(0),
+        "check, stdout closed"
     );
     let o = check(BIN, &state, &id);
     assert_eq!(code(&o), 0, "check: {}", stderr(&o));

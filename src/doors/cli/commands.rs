@@ -11,7 +11,7 @@ use crate::state::{SandboxId, StateDir};
 use super::args::{AttachArgs, CniInstallArgs, DetachArgs, ExecArgs, RenderArgs, WatchArgs};
 use super::Command;
 use crate::doors::cni::registry::Registry;
-use crate::doors::output::{check_destination, emit, emit_attached, emit_text};
+use crate::doors::output::{check_destination, check_stdout, emit, emit_attached, emit_text};
 use crate::doors::state_args::StateArgs;
 
 /// Run the parsed command line: each subcommand is one function below.
@@ -106,6 +106,7 @@ fn check(id: &str, state: &StateArgs) -> Result<i32> {
 }
 
 fn list(state: &StateArgs, json: bool) -> Result<i32> {
+    check_stdout("the list")?;
     super::list::list(&state.dir(), json)?;
     Ok(exit::OK)
 }
