@@ -189,8 +189,8 @@ pub(crate) struct Survey {
 
 /// Dump the netns `nl` talks to and read what a plan needs.
 pub(crate) async fn survey(ns: &NetNs, nl: &Netlink) -> Result<Survey> {
-    // The netns thread dumps the qdiscs (and then, in scan::dump, routes and
-    // rules) while this thread dumps the rest.
+    // The netns thread dumps the qdiscs (and then, in scan::dump, rules and
+    // routes) while this thread dumps the rest.
     let side = nl.side.clone();
     let qdiscs = nl.worker.start(move || tc::dump_qdiscs(&side))?;
     let mut dump = scan::dump(nl)?;

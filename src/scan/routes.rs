@@ -64,7 +64,7 @@ impl Translator {
         for (kind, _, frame) in wire::frames(messages) {
             match wire::route::parse_new(frame) {
                 Some(r) if nexthop::needs_object(&r) => self.held.push(r),
-                Some(r) => self.add(std::slice::from_ref(&r)),
+                Some(r) => self.add_one(&r),
                 None => self.unreadable |= kind == wire::route::RTM_NEWROUTE,
             }
         }
@@ -86,12 +86,18 @@ impl Translator {
     /// the local table's one or more per address, are never turned into
     /// text).
     pub fn add(&mut self, read: &[RouteState]) {
-        let (names, tables) = (&self.names, &self.tables);
-        for r in read.iter().filter(|r| tables.contains(&r.table)) {
-            if let Some(r) = route(r, names) {
-                self.keys.push(sort_key(self.routes.len(), &r));
-                self.routes.push(r);
-            }
+        for r in read {
+            self.add_one(r);
+        }
+    }
+
+    fn add_one(&mut self, read: &RouteState) {
+        if !self.tables.contains(&read.table) {
+            return;
+        }
+        if let Some(r) = route(read, &self.names) {
+            self.keys.push(sort_key(self.routes.len(), &r));
+            self.routes.push(r);
         }
     }
 
@@ -323,7 +329,7 @@ fn if_name(names: &BTreeMap<u32, String>, index: u32) -> String {
 /// nearly every comparison without reading the route; then its index.
 type SortKey = (Family, u128, usize);
 
-pub(super) fn sort_key(index: usize, r: &Route) -> SortKey {
+fn sort_key(index: usize, r: &Route) -> SortKey {
     (r.family, text_prefix(&r.destination), index)
 }
 
