@@ -4,6 +4,7 @@ Imported as bench.py is by podstart.py: the script puts its own folder on
 sys.path (`sys.path.insert(0, HERE)`) and then `import benchlib`.
 """
 import os
+import random
 import signal
 import subprocess
 import time
@@ -101,3 +102,37 @@ def emit(text, out, append):
             f.write(text + "\n")
     else:
         print(text)
+
+
+def _median(xs):
+    s = sorted(xs)
+    n = len(s)
+    return (s[n // 2] + s[(n - 1) // 2]) / 2
+
+
+def ratio_ci(a, b, resamples=2000, seed=31):
+    """The ratio of the medians of the samples A and B, with its 95% interval:
+    a percentile bootstrap, each list resampled on its own (with replacement,
+    as many draws as it has samples) RESAMPLES times, seeded so that the same
+    samples give the same interval. (ratio, low, high); NaNs without samples."""
+    nan = float("nan")
+    if not a or not b or _median(b) == 0:
+        return nan, nan, nan
+    rng = random.Random(seed)
+    draws = []
+    for _ in range(resamples):
+        mb = _median(rng.choices(b, k=len(b)))
+        if mb:
+            draws.append(_median(rng.choices(a, k=len(a))) / mb)
+    draws.sort()
+    low = draws[int(0.025 * (len(draws) - 1))]
+    high = draws[int(0.975 * (len(draws) - 1))]
+    return _median(a) / _median(b), low, high
+
+
+def ratio_text(a, b, digits=2):
+    """`1.44× (1.09–1.79)`: ratio_ci's ratio and 95% interval, or `–`."""
+    r, low, high = ratio_ci(a, b)
+    if r != r:
+        return "–"
+    return f"{r:.{digits}f}× ({low:.{digits}f}–{high:.{digits}f})"

@@ -243,10 +243,10 @@ class Run:
         for label, who in [("podtap", "podtap")] + ([("old binary", "old")] if a.old else []):
             for cmd in ("attach", "detach"):
                 out.append(f"| {label} {cmd} / floor.c | " + " | ".join(
-                    f"{med(s.get((who, cmd, n), [])) / med(s.get(('floor', cmd, n), [])):.2f}×"
+                    benchlib.ratio_text(s.get((who, cmd, n), []), s.get(('floor', cmd, n), []))
                     for n in a.sizes) + " |")
         out.append("| podtap attach / floor.c attach-read | " + " | ".join(
-            f"{med(s.get(('podtap', 'attach', n), [])) / med(s.get(('floor-read', 'attach', n), [])):.2f}×"
+            benchlib.ratio_text(s.get(('podtap', 'attach', n), []), s.get(('floor-read', 'attach', n), []))
             for n in a.sizes) + " |")
         out += ["", "CPU time of the same runs (user + system of the process and the children it "
                 "waited for, ms, median); on a shared machine it moves less than wall time:", "",
@@ -289,7 +289,10 @@ class Run:
                 "before it; `start` is the driver's fork to podtap's `main` and `exit` podtap's "
                 "last mark to the reap, on the same CLOCK_MONOTONIC. Reported: medians per phase "
                 "(so their sum differs a little from the median wall time) and medians of the "
-                "wall times; ratios are between medians of the same run.", ""]
+                "wall times; ratios are between medians of the same run, each with its 95% "
+                "interval in parentheses: a percentile bootstrap of the ratio of medians, each "
+                "contender's repetitions resampled on their own, 2 000 times, seeded "
+                "(`benchlib.ratio_ci`).", ""]
         if self.failures:
             out += ["Failures:", ""] + [f"- {f}" for f in self.failures] + [""]
         return "\n".join(out)
