@@ -53,3 +53,81 @@ fn a_route_table_over_the_bound_is_refused_whole() {
     );
     assert_eq!(snapshot(&pod.pod), before, "nothing built");
 }
+
+/// `podtap` with `PODTAP_TABLE_LIMIT_MIB=mib` (the node admin's bound).
+fn podtap_limited(state: &std::path::Path, mib: &str, args: &[&str]) -> std::process::Output {
+    podtap_testkit::podtap_cmd(BIN, state)
+        .env("PODTAP_TABLE_LIMIT_MIB", mib)
+        .args(args)
+        .output()
+        .expect("run podtap")
+}
+
+/// The node admin's bound (`PODTAP_TABLE_LIMIT_MIB`): a pod whose route dump
+/// is about 1.4 MiB is refused whole under 1 MiB and attached under 2; a
+/// value that is not a whole number of MiB from 1 to 4096 is refused in one
+/// line naming the variable (exit 13), before anything is read, except by
+/// detach, which reads none of the pod's tables and must not fail.
+#[test]
+fn the_node_admin_sets_the_bound_and_a_bad_bound_stops_no_teardown() {
+    let test = "the_node_admin_sets_the_bound_and_a_bad_bound_stops_no_teardown";
+    if !podtap_testkit::net_tools_or_skip(test) {
+        return;
+    }
+    let pod = Pod::new();
+    pod.add_veth("eth0", "veth0", pod.net, false);
+    let gateway = format!("198.18.{}.1", pod.net);
+    let routes: String = (0..24_000u32)
+        .map(|i| {
+            let [_, a, b, c] = i.to_be_bytes();
+            format!("route add 10.{a}.{b}.{c}/32 via {gateway}\n")
+        })
+        .collect();
+    pod.pod.batch("ip", &routes);
+    let state = TempDir::new();
+    let before = snapshot(&pod.pod);
+    let id = podtap_testkit::unique("limited");
+    let netns = pod.pod.path_str();
+    let attach = ["attach", "--netns", &netns, "--id", &id];
+
+    let o = podtap_limited(state.path(), "1", &attach);
+    assert_eq!(
+        podtap_testkit::exit_code(&o),
+        10,
+        "{}",
+        podtap_testkit::stderr(&o)
+    );
+    let err = podtap_testkit::stderr(&o);
+    assert!(
+        err.contains("the route dump holds more than 1 MiB, the most podtap reads of one"),
+        "{err}"
+    );
+    assert_eq!(snapshot(&pod.pod), before, "nothing built");
+
+    for bad in ["0", "4097", "16M", "-1", "lots"] {
+        let o = podtap_limited(state.path(), bad, &["scan", "--netns", &netns]);
+        assert_eq!(podtap_testkit::exit_code(&o), 13, "{bad}");
+        let err = podtap_testkit::stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("PODTAP_TABLE_LIMIT_MIB") && err.contains("from 1 to 4096"),
+            "{err}"
+        );
+        assert!(o.stdout.is_empty(), "{bad}: nothing printed");
+    }
+
+    let o = podtap_limited(state.path(), "2", &attach);
+    let desc = podtap_testkit::json_ok(&o);
+    let described = desc["routes"].as_array().map_or(0, Vec::len);
+    assert!(described > 24_000, "{described} routes described");
+    assert_eq!(taps(&pod.pod).len(), 1, "one TAP");
+
+    let o = podtap_limited(state.path(), "lots", &["detach", "--id", &id]);
+    assert_eq!(
+        podtap_testkit::exit_code(&o),
+        0,
+        "{}",
+        podtap_testkit::stderr(&o)
+    );
+    assert_eq!(snapshot(&pod.pod), before, "detach undid it all");
+}

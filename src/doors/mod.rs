@@ -16,6 +16,7 @@ pub mod pod_policy;
 mod pretty;
 pub mod state_args;
 pub mod stdin;
+pub mod table_limit;
 pub mod terminal;
 
 #[cfg(test)]

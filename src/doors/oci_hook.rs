@@ -82,6 +82,8 @@ pub fn run(action: &str, args: &OciHookArgs) -> Result<i32> {
 }
 
 fn attach(state: &State, args: &OciHookArgs, dir: &StateDir) -> Result<i32> {
+    // The hook's environment is the node admin's, as for the redirect.
+    crate::doors::table_limit::apply_env()?;
     let opts = options(&state.annotations, &args.policy())?;
     let flag_output = args.output.as_deref();
     // Open (and make) the output's directory before attaching, so a bad path

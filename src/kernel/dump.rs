@@ -24,7 +24,7 @@
 //! is read out before the next dump starts ([`Batch::open_dump`]).
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use nix::errno::Errno;
 use rtnetlink::packet_core::{NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST};
@@ -44,8 +44,9 @@ use super::wire::{self, code, flags, frames, push, NLMSG_DONE, NLMSG_ERROR, NLM_
 /// clear error rather than a wrong answer.
 pub const ATTEMPTS: u32 = 16;
 
-/// The most podtap reads of one answer to a dump of a table the pod fills
-/// (routes, rules, neighbours, addresses, next-hop objects): 16 MiB, about
+/// The most podtap reads, by default, of one answer to a dump of a table the
+/// pod fills (routes, rules, neighbours, addresses, next-hop objects; the
+/// node admin may set another bound: [`set_table_answer_limit`]): 16 MiB, about
 /// 280 000 IPv4 routes (120 000 routes take 7.2 MB; `docs/benchmarks.md`,
 /// "Routing size"). Whoever holds CAP_NET_ADMIN in a pod can add routes
 /// until its memory limit; podtap, root on the node, would hold several
@@ -54,6 +55,20 @@ pub const ATTEMPTS: u32 = 16;
 /// NIC's neighbours. Links, qdiscs and filters have no bound: detach reads
 /// only those, to prove what it deletes, and it must not fail.
 pub const TABLE_ANSWER_LIMIT: usize = 16 << 20;
+
+/// The bound in force: [`TABLE_ANSWER_LIMIT`] unless the node admin set
+/// another (`PODTAP_TABLE_LIMIT_MIB`, `doors::table_limit`).
+static TABLE_LIMIT: AtomicUsize = AtomicUsize::new(TABLE_ANSWER_LIMIT);
+
+/// The most podtap reads of one answer to a dump of a pod's table.
+pub fn table_answer_limit() -> usize {
+    TABLE_LIMIT.load(Ordering::Relaxed)
+}
+
+/// Set [`table_answer_limit`] for the rest of the process.
+pub fn set_table_answer_limit(bytes: usize) {
+    TABLE_LIMIT.store(bytes, Ordering::Relaxed);
+}
 
 /// Dump answers thrown away because the kernel flagged them interrupted.
 static INTERRUPTED: AtomicU64 = AtomicU64::new(0);
@@ -130,7 +145,7 @@ fn what(request: &RouteNetlinkMessage) -> &'static str {
 }
 
 /// A dump request: a typed one, or the bytes of one rtnetlink's types do
-/// not cover (the pod's next-hop objects, read up to [`TABLE_ANSWER_LIMIT`]).
+/// not cover (the pod's next-hop objects, read up to [`table_answer_limit`]).
 enum Ask<'a> {
     Typed(&'a RouteNetlinkMessage),
     Raw {
@@ -151,7 +166,7 @@ impl Ask<'_> {
     fn limit(&self) -> usize {
         match self {
             Ask::Typed(r) => limit_of(r),
-            Ask::Raw { .. } => TABLE_ANSWER_LIMIT,
+            Ask::Raw { .. } => table_answer_limit(),
         }
     }
 
@@ -202,7 +217,7 @@ impl Batch {
     /// [`Self::dump_raw`] for a table of the pod's that rtnetlink's types do
     /// not cover: message type `kind` with `body` (the family header and any
     /// attributes), named `what` in errors, its answer read up to
-    /// [`TABLE_ANSWER_LIMIT`].
+    /// [`table_answer_limit`].
     pub fn dump_raw_bytes(
         &self,
         what: &'static str,
@@ -384,14 +399,14 @@ impl Batch {
     }
 }
 
-/// How much of an answer to `request` podtap reads: [`TABLE_ANSWER_LIMIT`]
+/// How much of an answer to `request` podtap reads: [`table_answer_limit`]
 /// for the tables a pod fills, all of it for the rest.
 fn limit_of(request: &RouteNetlinkMessage) -> usize {
     match request {
         RouteNetlinkMessage::GetRoute(_)
         | RouteNetlinkMessage::GetRule(_)
         | RouteNetlinkMessage::GetNeighbour(_)
-        | RouteNetlinkMessage::GetAddress(_) => TABLE_ANSWER_LIMIT,
+        | RouteNetlinkMessage::GetAddress(_) => table_answer_limit(),
         _ => usize::MAX,
     }
 }

@@ -16,6 +16,12 @@ use crate::doors::state_args::StateArgs;
 
 /// Run the parsed command line: each subcommand is one function below.
 pub fn dispatch(cli: super::Cli) -> Result<i32> {
+    // The node's bound on a dump of the pod's tables: detach reads none,
+    // and a bad value must not stop a teardown; the OCI hook applies it
+    // where it attaches.
+    if !matches!(cli.command, Command::Detach(_) | Command::OciHook { .. }) {
+        crate::doors::table_limit::apply_env()?;
+    }
     match cli.command {
         Command::Scan {
             netns,

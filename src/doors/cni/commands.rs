@@ -15,9 +15,15 @@ use crate::state::{SandboxId, StateDir};
 pub fn run(env: &Env, stdin: &str) -> Result<Option<Value>, CniError> {
     match env.command.as_str() {
         "VERSION" => Ok(Some(version())),
-        "ADD" => add(env, &config::parse(stdin)?).map(Some),
+        "ADD" => {
+            table_limit()?;
+            add(env, &config::parse(stdin)?).map(Some)
+        }
         "DEL" => del(env, &config::parse(stdin)?).map(|()| None),
-        "CHECK" => check(env, &config::parse(stdin)?).map(|()| None),
+        "CHECK" => {
+            table_limit()?;
+            check(env, &config::parse(stdin)?).map(|()| None)
+        }
         "STATUS" => {
             config::parse(stdin)?;
             super::status::probe().map(|()| None)
@@ -28,6 +34,14 @@ pub fn run(env: &Env, stdin: &str) -> Result<Option<Value>, CniError> {
             format!("unknown CNI_COMMAND {other:?}"),
         )),
     }
+}
+
+/// The node's bound on a dump of the pod's tables (`PODTAP_TABLE_LIMIT_MIB`),
+/// for ADD and CHECK, which read them. DEL and GC read none: a bad value
+/// must not stop a teardown.
+fn table_limit() -> Result<(), CniError> {
+    crate::doors::table_limit::apply_env()
+        .map_err(|e| CniError::new(code::INVALID_ENV, e.to_string()))
 }
 
 fn version() -> Value {
