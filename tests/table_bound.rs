@@ -9,6 +9,22 @@ use podtap_testkit::{snapshot, taps, Pod, TempDir};
 /// The podtap binary under test.
 const BIN: &str = env!("CARGO_BIN_EXE_podtap");
 
+/// A pod whose `eth0` has `count` host routes through its gateway in the
+/// main table (one `ip -batch`).
+fn pod_with_routes(count: u32) -> Pod {
+    let pod = Pod::new();
+    pod.add_veth("eth0", "veth0", pod.net, false);
+    let gateway = format!("198.18.{}.1", pod.net);
+    let routes: String = (0..count)
+        .map(|i| {
+            let [_, a, b, c] = i.to_be_bytes();
+            format!("route add 10.{a}.{b}.{c}/32 via {gateway}\n")
+        })
+        .collect();
+    pod.pod.batch("ip", &routes);
+    pod
+}
+
 /// A pod with more routes than podtap reads (300 000: the answer to the
 /// route dump is over 16 MiB): scan and attach fail with one line naming
 /// the dump and the bound (exit 10), and attach builds nothing.
@@ -18,16 +34,7 @@ fn a_route_table_over_the_bound_is_refused_whole() {
     if !podtap_testkit::net_tools_or_skip(test) {
         return;
     }
-    let pod = Pod::new();
-    pod.add_veth("eth0", "veth0", pod.net, false);
-    let gateway = format!("198.18.{}.1", pod.net);
-    let routes: String = (0..300_000u32)
-        .map(|i| {
-            let [_, a, b, c] = i.to_be_bytes();
-            format!("route add 10.{a}.{b}.{c}/32 via {gateway}\n")
-        })
-        .collect();
-    pod.pod.batch("ip", &routes);
+    let pod = pod_with_routes(300_000);
     let state = TempDir::new();
     let before = snapshot(&pod.pod);
     let id = podtap_testkit::unique("bigroutes");
@@ -74,16 +81,7 @@ fn the_node_admin_sets_the_bound_and_a_bad_bound_stops_no_teardown() {
     if !podtap_testkit::net_tools_or_skip(test) {
         return;
     }
-    let pod = Pod::new();
-    pod.add_veth("eth0", "veth0", pod.net, false);
-    let gateway = format!("198.18.{}.1", pod.net);
-    let routes: String = (0..24_000u32)
-        .map(|i| {
-            let [_, a, b, c] = i.to_be_bytes();
-            format!("route add 10.{a}.{b}.{c}/32 via {gateway}\n")
-        })
-        .collect();
-    pod.pod.batch("ip", &routes);
+    let pod = pod_with_routes(24_000);
     let state = TempDir::new();
     let before = snapshot(&pod.pod);
     let id = podtap_testkit::unique("limited");
