@@ -26,6 +26,19 @@ use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 use crate::error::Result;
 use crate::kernel::batch::Batch;
 use crate::kernel::dump::Piece;
+/// The bound on one dump of a pod's tables (routes, rules, neighbours,
+/// addresses, next-hop objects), for the whole process: a scan or attach
+/// whose dump is larger fails, naming the dump and the bound, before
+/// anything is built. The CLI, the CNI plugin and the OCI hook take it
+/// from `PODTAP_TABLE_LIMIT_MIB`; a program that calls the library sets it
+/// here.
+///
+/// ```no_run
+/// // A pod with a full Internet routing table (about 60 MiB of netlink).
+/// podtap::scan::set_table_answer_limit(128 << 20);
+/// assert_eq!(podtap::scan::table_answer_limit(), 128 << 20);
+/// ```
+pub use crate::kernel::dump::{set_table_answer_limit, table_answer_limit, TABLE_ANSWER_LIMIT};
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
 use crate::kernel::wire::nexthop;
