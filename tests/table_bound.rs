@@ -25,6 +25,17 @@ fn pod_with_routes(count: u32) -> Pod {
     pod
 }
 
+/// What a user sees of a scan or attach whose route dump is over `bound`:
+/// exit 10, nothing on stdout, one line naming the dump and the bound.
+fn assert_refused_over(o: &std::process::Output, command: &str, bound: &str) {
+    let err = podtap_testkit::stderr(o);
+    assert_eq!(podtap_testkit::exit_code(o), 10, "{command}: {err}");
+    assert!(o.stdout.is_empty(), "{command}: nothing printed");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let line = format!("the route dump holds more than {bound}, the most podtap reads of one");
+    assert!(err.contains(&line), "{err}");
+}
+
 /// A pod with more routes than podtap reads (300 000: the answer to the
 /// route dump is over 16 MiB): scan and attach fail with one line naming
 /// the dump and the bound (exit 10), and attach builds nothing.
@@ -44,14 +55,7 @@ fn a_route_table_over_the_bound_is_refused_whole() {
         &["attach", "--netns", &netns, "--id", &id][..],
     ] {
         let o = podtap_testkit::podtap_state(BIN, state.path(), args);
-        assert_eq!(podtap_testkit::exit_code(&o), 10, "{}", args[0]);
-        assert!(o.stdout.is_empty(), "{}: nothing printed", args[0]);
-        let err = podtap_testkit::stderr(&o);
-        assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(
-            err.contains("the route dump holds more than 16 MiB, the most podtap reads of one"),
-            "{err}"
-        );
+        assert_refused_over(&o, args[0], "16 MiB");
     }
     assert!(taps(&pod.pod).is_empty(), "no TAP");
     assert!(
@@ -89,17 +93,7 @@ fn the_node_admin_sets_the_bound_and_a_bad_bound_stops_no_teardown() {
     let attach = ["attach", "--netns", &netns, "--id", &id];
 
     let o = podtap_limited(state.path(), "1", &attach);
-    assert_eq!(
-        podtap_testkit::exit_code(&o),
-        10,
-        "{}",
-        podtap_testkit::stderr(&o)
-    );
-    let err = podtap_testkit::stderr(&o);
-    assert!(
-        err.contains("the route dump holds more than 1 MiB, the most podtap reads of one"),
-        "{err}"
-    );
+    assert_refused_over(&o, "attach", "1 MiB");
     assert_eq!(snapshot(&pod.pod), before, "nothing built");
 
     for bad in ["0", "4097", "16M", "-1", "lots"] {

@@ -32,9 +32,9 @@ pub fn apply_env() -> Result<()> {
         Err(std::env::VarError::NotUnicode(_)) => Err(String::from("not UTF-8")),
         Ok(text) => parse(&text),
     };
-    match value.map_err(|why| Error::Invalid(format!("{TABLE_LIMIT_ENV}: {why}")))? {
-        Some(bytes) => dump::set_table_answer_limit(bytes),
-        None => dump::set_table_answer_limit(dump::TABLE_ANSWER_LIMIT),
+    let asked = value.map_err(|why| Error::Invalid(format!("{TABLE_LIMIT_ENV}: {why}")))?;
+    if let Some(bytes) = asked {
+        dump::set_table_answer_limit(bytes);
     }
     Ok(())
 }
