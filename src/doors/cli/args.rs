@@ -17,7 +17,10 @@ Exit codes: 0 ok, 1 failure, 2 usage, 3 netns missing, 4 not a netns, 5 host net
 6 permission denied (or a pod's ask the pod policy refuses), 7 invalid sandbox id, 8 corrupt checkpoint, 9 busy, 10 kernel operation failed, \
 11 id attached elsewhere, 12 check failed, 13 invalid input, 14 no such checkpoint, 15 render refused, 16 untrusted state, 17 node not ready (doctor).\n\n\
 When CNI_COMMAND is set and no arguments are given, podtap runs as a chained CNI plugin \
-instead; a command line with a subcommand always runs that subcommand (CNI_COMMAND is then ignored)."
+instead; a command line with a subcommand always runs that subcommand (CNI_COMMAND is then ignored).\n\n\
+PODTAP_TABLE_LIMIT_MIB (a whole number of MiB from 1 to 4096; default 16) is the most podtap reads of \
+one dump of a pod's routes, rules, neighbours or addresses; every command but a detach (detach, \
+oci-hook detach) refuses a bad value."
 )]
 pub struct Cli {
     /// Log format on stderr: text, or one JSON object per line (PODTAP_LOG sets the level).
