@@ -75,9 +75,10 @@ pub fn gone<'a>(plan: &'a Plan, desc: &Description) -> Vec<&'a NicPlan> {
         .collect()
 }
 
-/// The interfaces of `desc` a watch should attach now: eligible, not in
-/// `cp`'s plan, among `cp.only` when attach was limited, and not refused
-/// before under the same name (`refused`: ifindex to name).
+/// The interfaces of `desc` a watch should attach now: eligible (or named
+/// in `cp.only`, for a kind attached only by name), not in `cp`'s plan,
+/// among `cp.only` when attach was limited, and not refused before under
+/// the same name (`refused`: ifindex to name).
 pub fn arrived<'a>(
     cp: &Checkpoint,
     desc: &'a Description,
@@ -85,7 +86,7 @@ pub fn arrived<'a>(
 ) -> Vec<&'a Interface> {
     desc.interfaces
         .iter()
-        .filter(|i| i.eligible)
+        .filter(|i| i.eligible || (i.named_only && cp.only.is_some()))
         .filter(|i| cp.plan.nics.iter().all(|n| n.pod.ifindex != i.ifindex))
         .filter(|i| cp.only.as_ref().is_none_or(|only| only.contains(&i.name)))
         .filter(|i| refused.get(&i.ifindex) != Some(&i.name))

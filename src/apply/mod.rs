@@ -198,7 +198,7 @@ pub(crate) async fn survey(ns: &NetNs, nl: &Netlink) -> Result<Survey> {
     let eligible: BTreeSet<u32> = desc
         .interfaces
         .iter()
-        .filter(|i| i.eligible)
+        .filter(|i| i.eligible || i.named_only)
         .map(|i| i.ifindex)
         .collect();
     let qdiscs = qdiscs.wait()?.map_err(|e| nl.err("dump qdiscs", "", e))?;

@@ -92,12 +92,29 @@ pub enum LinkKind {
 }
 
 impl LinkKind {
-    /// Whether a link of this kind can back a VM NIC.
+    /// Whether a link of this kind can back a VM NIC at all.
     pub fn eligible(self) -> bool {
         !matches!(
             self,
             LinkKind::Loopback | LinkKind::Bridge | LinkKind::Tap | LinkKind::Tun
         )
+    }
+
+    /// Whether a link of this kind (`raw`: the kernel's kind string) carries
+    /// a pod's traffic, so that it becomes a VM NIC without being named:
+    /// veth, macvlan, ipvlan, vlan, netkit, physical NICs and VFs. Tunnel
+    /// and helper links a CNI leaves in the pod netns (vxlan, ifb, ...) do
+    /// not: Kata users saw a tunnel link turned into a guest NIC fail the pod.
+    pub fn carries_pod_traffic(self, raw: Option<&str>) -> bool {
+        match self {
+            LinkKind::Veth
+            | LinkKind::Macvlan
+            | LinkKind::Ipvlan
+            | LinkKind::Vlan
+            | LinkKind::Physical => true,
+            LinkKind::Other => raw == Some("netkit"),
+            _ => false,
+        }
     }
 
     /// Whether this kind may be enslaved to a Linux bridge for bridge wiring.
@@ -146,9 +163,14 @@ pub struct Interface {
     /// Name of the controller (bridge/bond master), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub controller: Option<String>,
-    /// Whether the link can become a VM NIC.
+    /// Whether the link becomes a VM NIC when no interface is named.
     pub eligible: bool,
-    /// Why it cannot, when `eligible` is false.
+    /// A link that can back a VM NIC but carries no pod traffic by default
+    /// (a vxlan, an ifb, a macvtap): attached only when named
+    /// (`--interfaces`, `CNI_IFNAME`). `eligible` is false for it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub named_only: bool,
+    /// Why it is not eligible, when `eligible` is false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ineligible_reason: Option<String>,
     /// The MAC the VM NIC must use: the pod interface's own MAC.

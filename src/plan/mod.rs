@@ -79,7 +79,7 @@ pub fn plan_late(
         taken.insert(nic.tap.name.clone());
         taken.extend(nic.bridge.as_ref().map(|b| b.name.clone()));
     }
-    if !iface.eligible {
+    if !iface.eligible && !iface.named_only {
         let why = iface.ineligible_reason.clone().unwrap_or_default();
         return Err(Error::Invalid(format!(
             "interface {}: not eligible ({why})",
@@ -130,7 +130,9 @@ fn choose_interfaces<'a>(
                         desc.netns.path
                     ))
                 })?;
-                if !iface.eligible {
+                // Named, a kind that carries no pod traffic by default
+                // (a vxlan, an ifb) is attached too.
+                if !iface.eligible && !iface.named_only {
                     let why = iface.ineligible_reason.clone().unwrap_or_default();
                     return Err(Error::Invalid(format!(
                         "interface {name}: not eligible ({why})"

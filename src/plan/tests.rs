@@ -19,6 +19,7 @@ fn iface(name: &str, ifindex: u32, kind: LinkKind) -> Interface {
         oper_state: "UP".into(),
         controller: None,
         eligible: kind.eligible(),
+        named_only: false,
         ineligible_reason: (!kind.eligible()).then(|| "no".into()),
         guest_mac: None,
         addresses: vec![],

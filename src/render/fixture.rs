@@ -197,6 +197,7 @@ fn interface(
         oper_state: "up".into(),
         controller: None,
         eligible: kind.eligible(),
+        named_only: false,
         ineligible_reason: None,
         guest_mac: None,
         addresses: addresses.iter().map(|a| a.to_string()).collect(),

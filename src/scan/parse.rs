@@ -129,23 +129,35 @@ fn link_to_interface(link: &LinkState) -> Interface {
     let ether = link.link_type == ARPHRD_ETHER;
     let loopback = link.link_type == ARPHRD_LOOPBACK || link.loopback;
     let kind = classify(link.kind.as_deref(), ether, loopback);
-    let ineligible_reason = if !kind.eligible() {
-        Some(format!("{} links cannot back a VM NIC", kind.as_str()))
+    let raw = link.kind.as_deref();
+    let (ineligible_reason, named_only) = if !kind.eligible() {
+        let why = format!("{} links cannot back a VM NIC", kind.as_str());
+        (Some(why), false)
     } else if !ether || mac.is_none() {
-        Some("not an Ethernet link with a MAC address".to_string())
+        (
+            Some("not an Ethernet link with a MAC address".into()),
+            false,
+        )
     } else if !link.up {
         // A CNI plugin brings every interface it configures up; one that is
         // down carries nothing, so the guest gets no NIC for it.
-        Some("administratively down: bring it up to attach it".to_string())
+        let why = "administratively down: bring it up to attach it";
+        (Some(why.into()), false)
+    } else if !kind.carries_pod_traffic(raw) {
+        let why = format!(
+            "{} links carry no pod traffic by default: name it to attach it",
+            raw.unwrap_or(kind.as_str())
+        );
+        (Some(why), true)
     } else {
-        None
+        (None, false)
     };
     Interface {
         name: link.name.clone(),
         ifindex: link.ifindex,
         kind,
         kind_raw: link.kind.clone(),
-        guest_mac: if ineligible_reason.is_none() {
+        guest_mac: if ineligible_reason.is_none() || named_only {
             mac.clone()
         } else {
             None
@@ -155,6 +167,7 @@ fn link_to_interface(link: &LinkState) -> Interface {
         oper_state: oper_state_name(link.oper_state),
         controller: None,
         eligible: ineligible_reason.is_none(),
+        named_only,
         ineligible_reason,
         addresses: Vec::new(),
         address_details: Vec::new(),
@@ -218,8 +231,9 @@ fn mark_podtap_links(interfaces: &mut [Interface], owners: &BTreeMap<u32, String
         let Some(iface) = by_ifindex(interfaces, *ifindex) else {
             continue;
         };
-        if iface.eligible {
+        if iface.eligible || iface.named_only {
             iface.eligible = false;
+            iface.named_only = false;
             iface.guest_mac = None;
             iface.ineligible_reason = Some(format!("podtap's own link for sandbox {id}"));
         }
@@ -240,8 +254,9 @@ fn resolve_controllers(
                 .get(&idx)
                 .cloned()
                 .unwrap_or_else(|| format!("if{idx}"));
-            if iface.eligible {
+            if iface.eligible || iface.named_only {
                 iface.eligible = false;
+                iface.named_only = false;
                 iface.guest_mac = None;
                 iface.ineligible_reason = Some(match owners.get(&idx) {
                     Some(id) => format!(
