@@ -351,7 +351,7 @@ fn gc_and_status() {
     }
 
     // GC (1.1) on another network name touches nothing.
-    let mut other = chain.podtap(
+    let other = chain.podtap(
         "1.1.0",
         json!({ "name": "another-net", "cni.dev/valid-attachments": [] }),
         &[("CNI_COMMAND", "GC")],
@@ -378,12 +378,23 @@ fn gc_and_status() {
         checkpoint_path(state.path(), "cli-made").exists(),
         "GC leaves non-CNI checkpoints alone"
     );
-    // GC again is a no-op; a GC without the list is refused.
+    // GC again is a no-op; so is a GC without a list (nothing is known to
+    // be stale); libcni 1.2.3 and later send the list under both keys.
     chain
-        .podtap("1.1.0", valid, &[("CNI_COMMAND", "GC")])
+        .podtap("1.1.0", valid.clone(), &[("CNI_COMMAND", "GC")])
         .expect_ok("GC again");
-    other = chain.podtap("1.1.0", json!({}), &[("CNI_COMMAND", "GC")]);
-    other.expect_err(7);
+    chain
+        .podtap("1.1.0", json!({}), &[("CNI_COMMAND", "GC")])
+        .expect_ok("GC without a list");
+    let mut both = valid.clone();
+    both["cni.dev/attachments"] = valid["cni.dev/valid-attachments"].clone();
+    chain
+        .podtap("1.1.0", both, &[("CNI_COMMAND", "GC")])
+        .expect_ok("GC with both keys");
+    assert!(
+        checkpoint_path(state.path(), &format!("{a}-eth0")).exists(),
+        "valid attachment kept by GCs without a list or with both keys"
+    );
 
     // B's remaining plugins clean up as the runtime would; A is still checkable.
     chain.del(&b, &pod_b.path_str(), "eth0", rb.last());

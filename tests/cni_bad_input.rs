@@ -44,11 +44,11 @@ fn bad_stdin_gives_cni_errors() {
     let v = chain
         .exec(
             "podtap",
-            r#"{"cniVersion":"0.4.0","name":"n","type":"podtap"}"#,
+            r#"{"cniVersion":"0.2.0","name":"n","type":"podtap"}"#,
             &add,
         )
         .expect_err(1);
-    assert_eq!(v["cniVersion"], "0.4.0");
+    assert_eq!(v["cniVersion"], "0.2.0");
     chain
         .exec(
             "podtap",
@@ -121,7 +121,8 @@ fn bad_stdin_gives_cni_errors() {
     chain
         .podtap("1.0.0", json!({}), &[("CNI_COMMAND", "FROB")])
         .expect_err(4);
-    // CHECK needs a prevResult too; GC needs its list.
+    // CHECK needs a prevResult too, and a version that defines it; so do
+    // STATUS and GC.
     chain
         .podtap(
             "1.0.0",
@@ -130,8 +131,17 @@ fn bad_stdin_gives_cni_errors() {
         )
         .expect_err(7);
     chain
-        .podtap("1.1.0", json!({}), &[("CNI_COMMAND", "GC")])
-        .expect_err(7);
+        .podtap(
+            "0.3.1",
+            json!({}),
+            &Chain::env("CHECK", &cid, "/run/netns/x", "eth0"),
+        )
+        .expect_err(1);
+    for command in ["STATUS", "GC"] {
+        chain
+            .podtap("1.0.0", json!({}), &[("CNI_COMMAND", command)])
+            .expect_err(1);
+    }
     chain
         .podtap(
             "1.1.0",
@@ -145,14 +155,21 @@ fn bad_stdin_gives_cni_errors() {
 fn version_and_idempotent_del_need_nothing() {
     let state = TempDir::new();
     let chain = podtap_only(state.path());
-    for stdin in [r#"{"cniVersion":"1.0.0"}"#, r#"{"cniVersion":"1.1.0"}"#, ""] {
+    // VERSION answers in the asked version when podtap speaks it (CRI-O's
+    // ocicni asks each plugin at load for the conflist's version).
+    let all = json!(["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"]);
+    for (stdin, answer) in [
+        (r#"{"cniVersion":"0.3.1"}"#, "0.3.1"),
+        (r#"{"cniVersion":"0.4.0"}"#, "0.4.0"),
+        (r#"{"cniVersion":"1.0.0"}"#, "1.0.0"),
+        (r#"{"cniVersion":"1.1.0"}"#, "1.1.0"),
+        (r#"{"cniVersion":"0.2.0"}"#, "1.1.0"),
+        ("", "1.1.0"),
+    ] {
         let v = chain
             .exec("podtap", stdin, &[("CNI_COMMAND", "VERSION")])
             .expect_ok("VERSION");
-        assert_eq!(
-            v,
-            json!({ "cniVersion": "1.1.0", "supportedVersions": ["1.0.0", "1.1.0"] })
-        );
+        assert_eq!(v, json!({ "cniVersion": answer, "supportedVersions": all }));
     }
     // DEL for an attachment that never existed, in a netns that never existed: success, no output.
     let cid = container_id(10);
@@ -170,6 +187,24 @@ fn version_and_idempotent_del_need_nothing() {
     chain
         .podtap("1.0.0", json!({}), &Chain::env("DEL", "bad/id", "", "eth0"))
         .expect_ok("DEL bad id");
+    // DEL never fails for a version or a prevResult: a failing DEL stops the
+    // chain's reverse walk before host-local releases the pod's address.
+    let del = Chain::env("DEL", &cid, "", "eth0");
+    for (version, extra) in [
+        ("0.2.0", json!({})),
+        ("0.3.1", json!({ "prevResult": "stale" })),
+        (
+            "9.9.9",
+            json!({ "prevResult": { "ips": 7 }, "mode": "vepa" }),
+        ),
+        (
+            "1.1.0",
+            json!({ "prevResult": { "cniVersion": "0.3.1", "interfaces": [{}] } }),
+        ),
+    ] {
+        let r = chain.podtap(version, extra.clone(), &del);
+        r.expect_ok(&format!("DEL at {version} with {extra}"));
+    }
     // DEL still needs its identity variables.
     chain
         .podtap(

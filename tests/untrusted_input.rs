@@ -472,7 +472,10 @@ fn a_subcommand_wins_over_cni_command() {
         "{}",
     );
     let v: Value = serde_json::from_slice(&o.stdout).expect("VERSION JSON");
-    assert_eq!(v["supportedVersions"], json!(["1.0.0", "1.1.0"]));
+    assert_eq!(
+        v["supportedVersions"],
+        json!(["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"])
+    );
 }
 
 /// Every renderer `podtap render` offers.

@@ -112,6 +112,7 @@ fn json() -> impl Strategy<Value = Value> {
         any::<i64>().prop_map(Value::from),
         any::<f64>().prop_map(Value::from),
         prop_oneof![
+            Just("0.3.1".to_string()),
             Just("1.0.0".to_string()),
             Just("1.1.0".to_string()),
             ".{0,12}"
@@ -130,7 +131,9 @@ fn json() -> impl Strategy<Value = Value> {
 /// Everything the CNI door does with a config before it touches the kernel.
 fn cni_pipeline(stdin: &str, cni_args: &str) {
     let _ = config::requested_version(stdin);
+    let _ = config::parse_teardown(stdin);
     if let Ok(conf) = config::parse(stdin) {
+        let _ = conf.valid_attachments();
         let _ = conf.attach_options("eth0", cni_args);
         let _ = conf.state_dir();
         if let Some(prev) = &conf.prev_result {
@@ -151,10 +154,14 @@ fn cni_pipeline(stdin: &str, cni_args: &str) {
                         sandbox: "/run/netns/p",
                         container_id: "c1",
                         pod_ifname: "eth0",
-                        pod_mac_now: Some(("eth0", "06:00:00:00:00:01")),
+                        pod_mac_now: Some("06:00:00:00:00:01"),
+                        vm_ips: vec![result::VmIp {
+                            address: "198.18.0.2/24".into(),
+                            gateway: None,
+                        }],
                         style,
                     };
-                    let _ = result::with_tap(prev, &conf.cni_version, &entry);
+                    let _ = result::with_tap(prev, conf.cni_version, &entry);
                 }
             }
         }

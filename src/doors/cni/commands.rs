@@ -5,35 +5,63 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::config::{self, NetConf, LATEST_VERSION, SUPPORTED_VERSIONS};
+use super::config::{self, NetConf, TeardownConf};
 use super::registry::{Entry, Registry};
-use super::result::{self, ResultTap, TapEntry};
+use super::result::{self, ResultTap, TapEntry, VmIp};
+use super::version::CniVersion;
 use super::{code, CniError, Env};
+use crate::model::{Description, Family};
 use crate::state::{SandboxId, StateDir};
 
 /// Dispatch on `CNI_COMMAND`; `Ok(Some(json))` is printed on stdout.
 pub fn run(env: &Env, stdin: &str) -> Result<Option<Value>, CniError> {
     match env.command.as_str() {
-        "VERSION" => Ok(Some(version())),
+        "VERSION" => Ok(Some(version(stdin))),
         "ADD" => {
             table_limit()?;
             add(env, &config::parse(stdin)?).map(Some)
         }
-        "DEL" => del(env, &config::parse(stdin)?).map(|()| None),
+        "DEL" => del(env, &config::parse_teardown(stdin)?).map(|()| None),
         "CHECK" => {
+            let conf = since(config::parse(stdin)?, CniVersion::has_check, "0.4.0")?;
             table_limit()?;
-            check(env, &config::parse(stdin)?).map(|()| None)
+            check(env, &conf).map(|()| None)
         }
         "STATUS" => {
-            config::parse(stdin)?;
-            super::status::probe().map(|()| None)
+            let conf = since(
+                config::parse(stdin)?,
+                CniVersion::has_status_and_gc,
+                "1.1.0",
+            )?;
+            super::status::probe(&conf).map(|()| None)
         }
-        "GC" => gc(&config::parse(stdin)?).map(|()| None),
+        "GC" => gc(&since(
+            config::parse(stdin)?,
+            CniVersion::has_status_and_gc,
+            "1.1.0",
+        )?)
+        .map(|()| None),
         other => Err(CniError::new(
             code::INVALID_ENV,
             format!("unknown CNI_COMMAND {other:?}"),
         )),
     }
+}
+
+/// `conf`, if its version defines the command (error 1 otherwise: libcni
+/// never sends it then, so another caller asked for the wrong version).
+fn since(conf: NetConf, defines: fn(CniVersion) -> bool, first: &str) -> Result<NetConf, CniError> {
+    if defines(conf.cni_version) {
+        return Ok(conf);
+    }
+    Err(CniError::new(
+        code::INCOMPATIBLE_VERSION,
+        format!(
+            "CNI version {} does not define this command",
+            conf.cni_version
+        ),
+    )
+    .details(format!("it is defined from cniVersion {first} on")))
 }
 
 /// The node's bound on a dump of the pod's tables (`PODTAP_TABLE_LIMIT_MIB`),
@@ -44,8 +72,15 @@ fn table_limit() -> Result<(), CniError> {
         .map_err(|e| CniError::new(code::INVALID_ENV, e.to_string()))
 }
 
-fn version() -> Value {
-    json!({ "cniVersion": LATEST_VERSION, "supportedVersions": SUPPORTED_VERSIONS })
+/// VERSION answers in the request's version when podtap speaks it (the
+/// newest otherwise) and lists every version it speaks. Its stdin is only
+/// `{"cniVersion": ...}`, or nothing at all from older runtimes.
+fn version(stdin: &str) -> Value {
+    let asked = config::requested_version(stdin).and_then(|v| CniVersion::parse(&v));
+    json!({
+        "cniVersion": asked.unwrap_or(CniVersion::LATEST).as_str(),
+        "supportedVersions": CniVersion::names(),
+    })
 }
 
 /// The sandbox id of one CNI attachment: `<containerID>-<ifname>`.
@@ -100,30 +135,89 @@ fn add(env: &Env, conf: &NetConf) -> Result<Value, CniError> {
             return Err(e.into());
         }
     };
-    let iface = desc.interface(ifname);
+    let at = Where {
+        netns,
+        container_id,
+        ifname,
+    };
+    result_of(&desc, prev, conf, at)
+}
+
+/// Where one CNI attachment lives: the netns, the container and the interface.
+struct Where<'a> {
+    netns: &'a str,
+    container_id: &'a str,
+    ifname: &'a str,
+}
+
+/// ADD's result: `prev` with the TAP as `resultTap` says, in the conf's version.
+fn result_of(
+    desc: &Description,
+    prev: &Value,
+    conf: &NetConf,
+    at: Where<'_>,
+) -> Result<Value, CniError> {
+    let iface = desc.interface(at.ifname);
     let tap = iface.and_then(|i| i.tap.as_ref()).ok_or_else(|| {
         CniError::new(
             code::PODTAP_BASE + 1,
-            format!("attach built no TAP for {ifname}"),
+            format!("attach built no TAP for {}", at.ifname),
         )
     })?;
-    let pod_mac_now = iface
-        .and_then(|i| i.bridge.as_ref())
-        .map(|b| (ifname, b.pod_interface_mac.as_str()));
     let entry = TapEntry {
         tap_name: &tap.name,
         tap_mac: tap.mac.as_deref(),
         guest_mac: iface.and_then(|i| i.guest_mac.as_deref()),
-        sandbox: netns,
-        container_id,
-        pod_ifname: ifname,
-        pod_mac_now,
+        sandbox: at.netns,
+        container_id: at.container_id,
+        pod_ifname: at.ifname,
+        pod_mac_now: iface
+            .and_then(|i| i.bridge.as_ref())
+            .map(|b| b.pod_interface_mac.as_str()),
+        vm_ips: vm_ips(desc, prev, at.ifname),
         style: conf.result_tap,
     };
-    Ok(result::with_tap(prev, &conf.cni_version, &entry))
+    Ok(result::with_tap(prev, conf.cni_version, &entry))
 }
 
-fn del(env: &Env, conf: &NetConf) -> Result<(), CniError> {
+/// The pod interface's addresses as the scan found them (link-local ones
+/// left out: the guest makes its own), each with the gateway the previous
+/// result gives it, or else the default route's through that interface.
+/// The scan, not the previous result, says which addresses are the pod
+/// interface's: Calico names its entry after the host veth and older Cilium
+/// gives no `interface` index (tc-redirect-tap#7 broke on both).
+fn vm_ips(desc: &Description, prev: &Value, ifname: &str) -> Vec<VmIp> {
+    let Some(iface) = desc.interface(ifname) else {
+        return Vec::new();
+    };
+    let prev_gateway = |cidr: &str| {
+        prev.get("ips")?.as_array()?.iter().find_map(|ip| {
+            (ip.get("address")?.as_str()? == cidr)
+                .then(|| ip.get("gateway")?.as_str().map(str::to_string))?
+        })
+    };
+    let default_gateway = |family: Family| {
+        desc.routes.iter().find_map(|r| {
+            let default = matches!(r.destination.as_str(), "0.0.0.0/0" | "::/0");
+            (default && r.family == family && r.interface.as_deref() == Some(ifname))
+                .then(|| r.gateway.clone())?
+        })
+    };
+    iface
+        .address_details
+        .iter()
+        .filter(|a| !a.link_local)
+        .map(|a| VmIp {
+            address: a.cidr.clone(),
+            gateway: prev_gateway(&a.cidr).or_else(|| default_gateway(a.family)),
+        })
+        .collect()
+}
+
+/// DEL fails only when the kernel or the state directory refuses: it runs
+/// whatever the configuration's version or `prevResult`, and with an empty
+/// `CNI_NETNS` it finds the netns in podtap's own record.
+fn del(env: &Env, conf: &TeardownConf) -> Result<(), CniError> {
     let container_id = env.required("CNI_CONTAINERID")?;
     let ifname = env.required("CNI_IFNAME")?;
     let Ok(id) = sandbox_id(container_id, ifname) else {
@@ -157,12 +251,10 @@ fn check(env: &Env, conf: &NetConf) -> Result<(), CniError> {
         .as_ref()
         .ok_or_else(|| CniError::new(code::INVALID_CONFIG, "CHECK needs a prevResult"))?;
     result::validate(prev)?;
+    // What podtap built is checked against the kernel, not against the
+    // names the previous plugins gave their entries (Calico names the pod's
+    // after the host veth).
     let failed = |why: String| CniError::new(code::PODTAP_BASE + 12, why);
-    if result::find(prev, ifname, netns).is_none() {
-        return Err(failed(format!(
-            "prevResult has no interface {ifname} in sandbox {netns}"
-        )));
-    }
     let state = StateDir::new(conf.state_dir());
     crate::check::check(&id, &state)?;
     let desc = state
@@ -193,11 +285,14 @@ fn check(env: &Env, conf: &NetConf) -> Result<(), CniError> {
     Ok(())
 }
 
+/// GC removes this network's attachments the runtime no longer lists. With
+/// no list at all (libcni sends none when its caller gave none) nothing is
+/// known to be stale, so nothing is removed.
 fn gc(conf: &NetConf) -> Result<(), CniError> {
-    let valid = conf
-        .valid_attachments
-        .as_ref()
-        .ok_or_else(|| CniError::new(code::INVALID_CONFIG, "GC needs cni.dev/valid-attachments"))?;
+    let Some(valid) = conf.valid_attachments() else {
+        tracing::info!("GC: no list of valid attachments; removed nothing");
+        return Ok(());
+    };
     // An attachment that makes no valid id cannot have a checkpoint to keep.
     let keep: BTreeSet<SandboxId> = valid
         .iter()

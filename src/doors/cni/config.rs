@@ -1,7 +1,8 @@
 //! The network configuration podtap receives on stdin, and the options it yields.
 //!
 //! Precedence, lowest first: the plugin's own keys in the conflist, then
-//! `args.cni.podtap`, then `CNI_ARGS` (`PODTAP_MODE`, `PODTAP_QUEUES`), then
+//! `CNI_ARGS` (`PODTAP_MODE`, `PODTAP_QUEUES`), then `args.cni.podtap` (the
+//! CNI conventions let `args` win over `CNI_ARGS`), then
 //! `runtimeConfig.podtap` (the runtime's capability `podtap`), then the pod's
 //! `io.podtap.*` annotations, which containerd and CRI-O pass as
 //! `runtimeConfig["io.kubernetes.cri.pod-annotations"]` when the plugin
@@ -12,22 +13,19 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::version::CniVersion;
 use super::{code, CniError};
 use crate::doors::pod_policy::{NodeSettings, PodAsk, PodPolicy, Refused};
 use crate::model::Wiring;
 use crate::plan::{check_queues, parse_queues, AttachOptions, TapOwner, TcRedirect};
 use crate::state::DEFAULT_STATE_DIR;
 
-/// CNI spec versions podtap speaks (it needs a 1.0-format `prevResult`).
-pub const SUPPORTED_VERSIONS: &[&str] = &["1.0.0", "1.1.0"];
-/// The version podtap answers with when the request names none it supports.
-pub const LATEST_VERSION: &str = "1.1.0";
-
 /// The parts of the network configuration podtap reads. Everything else is ignored.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NetConf {
-    pub cni_version: String,
+    #[serde(deserialize_with = "supported_version")]
+    pub cni_version: CniVersion,
     #[serde(default)]
     pub name: Option<String>,
     #[serde(default)]
@@ -52,15 +50,27 @@ pub struct NetConf {
     #[serde(default, deserialize_with = "policy_object")]
     pub pod_policy: PodPolicy,
     /// GC (1.1): the attachments the runtime still knows. `null` (what a Go
-    /// runtime sends for a nil slice when no pod is left) is an empty list;
-    /// the older key `cni.dev/attachments` is accepted too.
+    /// runtime sends for a nil slice when no pod is left) is an empty list.
     #[serde(
         rename = "cni.dev/valid-attachments",
-        alias = "cni.dev/attachments",
         default,
         deserialize_with = "null_is_empty"
     )]
-    pub valid_attachments: Option<Vec<ValidAttachment>>,
+    valid_attachments: Option<Vec<ValidAttachment>>,
+    /// The same list under its older key: libcni 1.2.3 and later send both.
+    #[serde(
+        rename = "cni.dev/attachments",
+        default,
+        deserialize_with = "null_is_empty"
+    )]
+    attachments: Option<Vec<ValidAttachment>>,
+}
+
+/// A `cniVersion` that [`parse`] has already checked.
+fn supported_version<'de, D: serde::Deserializer<'de>>(d: D) -> Result<CniVersion, D::Error> {
+    use serde::de::Error as _;
+    let text = String::deserialize(d)?;
+    CniVersion::parse(&text).ok_or_else(|| D::Error::custom(format!("cniVersion {text:?}")))
 }
 
 /// `podPolicy` is an object (serde would also take a positional list).
@@ -116,15 +126,10 @@ impl Overrides {
     }
 }
 
-/// Parse stdin. Invalid JSON is error 6; a missing or unsupported `cniVersion` is error 1.
+/// Parse stdin. Invalid JSON is error 6; a missing `cniVersion` error 7, an
+/// unsupported one error 1.
 pub fn parse(stdin: &str) -> Result<NetConf, CniError> {
-    let value: Value = serde_json::from_str(stdin).map_err(|e| {
-        CniError::new(
-            code::DECODING_FAILURE,
-            "failed to decode network configuration",
-        )
-        .details(e.to_string())
-    })?;
+    let value = decode(stdin)?;
     let version = value.get("cniVersion").and_then(Value::as_str);
     match version {
         None => {
@@ -133,17 +138,74 @@ pub fn parse(stdin: &str) -> Result<NetConf, CniError> {
                 "network configuration has no cniVersion",
             ))
         }
-        Some(v) if !SUPPORTED_VERSIONS.contains(&v) => {
+        Some(v) if CniVersion::parse(v).is_none() => {
             return Err(CniError::new(
                 code::INCOMPATIBLE_VERSION,
                 format!("incompatible CNI version {v:?}"),
             )
-            .details(format!("podtap supports {}", SUPPORTED_VERSIONS.join(", "))))
+            .details(format!(
+                "podtap supports {}",
+                CniVersion::names().join(", ")
+            )))
         }
         Some(_) => {}
     }
     serde_json::from_value(value).map_err(|e| {
         CniError::new(code::INVALID_CONFIG, "invalid network configuration").details(e.to_string())
+    })
+}
+
+fn decode(stdin: &str) -> Result<Value, CniError> {
+    serde_json::from_str(stdin).map_err(|e| {
+        CniError::new(
+            code::DECODING_FAILURE,
+            "failed to decode network configuration",
+        )
+        .details(e.to_string())
+    })
+}
+
+/// What DEL reads of the configuration: the network's name and podtap's
+/// state directory. DEL runs with whatever conflist the node has now, of any
+/// version and with any (or no) `prevResult`; a failing DEL would stop the
+/// chain's reverse walk before the IPAM plugin releases the pod's address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TeardownConf {
+    pub name: String,
+    state_dir: Option<PathBuf>,
+}
+
+impl TeardownConf {
+    pub fn state_dir(&self) -> PathBuf {
+        state_dir_or_default(self.state_dir.as_ref())
+    }
+}
+
+/// Parse stdin for DEL. Only JSON that is no object, or a `stateDir` that
+/// is no string (the node admin's mistake, which would point DEL at the
+/// wrong checkpoints), is refused.
+pub fn parse_teardown(stdin: &str) -> Result<TeardownConf, CniError> {
+    let value = decode(stdin)?;
+    let obj = value.as_object().ok_or_else(|| {
+        CniError::new(
+            code::INVALID_CONFIG,
+            "network configuration is not an object",
+        )
+    })?;
+    let state_dir = match obj.get("stateDir") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(dir)) => Some(PathBuf::from(dir)),
+        Some(_) => {
+            return Err(CniError::new(
+                code::INVALID_CONFIG,
+                "invalid network configuration: stateDir is not a string",
+            ))
+        }
+    };
+    let name = obj.get("name").and_then(Value::as_str).unwrap_or_default();
+    Ok(TeardownConf {
+        name: name.to_string(),
+        state_dir,
     })
 }
 
@@ -153,11 +215,27 @@ pub fn requested_version(stdin: &str) -> Option<String> {
     value.get("cniVersion")?.as_str().map(str::to_string)
 }
 
+fn state_dir_or_default(dir: Option<&PathBuf>) -> PathBuf {
+    dir.cloned()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR))
+}
+
 impl NetConf {
     pub fn state_dir(&self) -> PathBuf {
-        self.state_dir
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR))
+        state_dir_or_default(self.state_dir.as_ref())
+    }
+
+    /// The node's mode: the plugin's own `mode` key, tc when it has none.
+    pub fn node_mode(&self) -> Result<Wiring, CniError> {
+        Ok(parse_mode(self.options.mode.as_deref())?.unwrap_or(Wiring::Tc))
+    }
+
+    /// GC's list of attachments still in use, from either key; `None` when
+    /// the runtime sent neither (then nothing is known to be stale).
+    pub fn valid_attachments(&self) -> Option<&[ValidAttachment]> {
+        self.valid_attachments
+            .as_deref()
+            .or(self.attachments.as_deref())
     }
 
     /// The attach options for interface `ifname`, from every source in
@@ -166,7 +244,7 @@ impl NetConf {
     pub fn attach_options(&self, ifname: &str, cni_args: &str) -> Result<AttachOptions, CniError> {
         let mut o = self.options.clone();
         let node = NodeSettings {
-            mode: parse_mode(o.mode.as_deref())?.unwrap_or(Wiring::Tc),
+            mode: self.node_mode()?,
             queues: o.queues.unwrap_or(1),
             owner: o.tap_owner,
             group: o.tap_group,
@@ -204,7 +282,8 @@ impl NetConf {
 
     /// The places the pod controls, in precedence order, with what each sets.
     fn pod_sources(&self, cni_args: &str) -> Result<Vec<(&'static str, Overrides)>, CniError> {
-        let mut sources = Vec::new();
+        // CONVENTIONS.md: `args` in the configuration wins over `CNI_ARGS`.
+        let mut sources = vec![("CNI_ARGS", overrides_from_cni_args(cni_args)?)];
         if let Some(v) = self
             .args
             .as_ref()
@@ -213,7 +292,6 @@ impl NetConf {
         {
             sources.push(("args.cni.podtap", overrides_from("args.cni.podtap", v)?));
         }
-        sources.push(("CNI_ARGS", overrides_from_cni_args(cni_args)?));
         if let Some(v) = self.runtime_config.as_ref().and_then(|r| r.get("podtap")) {
             sources.push((
                 "runtimeConfig.podtap",

@@ -1,4 +1,5 @@
 use super::*;
+use crate::doors::cni::version::CniVersion;
 
 fn conf(extra: &str) -> NetConf {
     parse(&format!(
@@ -27,19 +28,65 @@ fn precedence() {
     );
     let o = c.attach_options("eth0", "").unwrap();
     assert_eq!((o.mode, o.queues, o.owner), (Wiring::Bridge, 4, Some(1000)));
-    let o = c
-        .attach_options("eth0", "IgnoreUnknown=1;PODTAP_MODE=tc;K8S_POD_NAME=x")
-        .unwrap();
-    assert_eq!(o.mode, Wiring::Tc);
+    // CONVENTIONS.md: `args` wins over CNI_ARGS.
+    let cni_args = "IgnoreUnknown=1;PODTAP_MODE=tc;PODTAP_QUEUES=2;K8S_POD_NAME=x";
+    let o = c.attach_options("eth0", cni_args).unwrap();
+    assert_eq!((o.mode, o.queues), (Wiring::Bridge, 4));
+    let c = conf(r#","podPolicy":{"modes":["bridge"],"maxQueues":4}"#);
+    let o = c.attach_options("eth0", "PODTAP_MODE=bridge").unwrap();
+    assert_eq!(o.mode, Wiring::Bridge, "CNI_ARGS alone applies");
+}
+
+#[test]
+fn every_supported_version_parses() {
+    for v in CniVersion::ALL {
+        let text = format!(r#"{{"cniVersion":"{v}","name":"n","type":"podtap"}}"#);
+        assert_eq!(parse(&text).unwrap().cni_version, v);
+    }
+}
+
+#[test]
+fn teardown_reads_any_version_and_any_prev_result() {
+    for (text, dir) in [
+        (
+            r#"{"cniVersion":"0.2.0","name":"n","stateDir":"/run/x"}"#,
+            "/run/x",
+        ),
+        (
+            r#"{"name":"n","prevResult":"garbage","mode":"vepa","queues":"x"}"#,
+            "/run/podtap",
+        ),
+        (
+            r#"{"cniVersion":"9.9.9","prevResult":{"ips":[{"version":"4"}]}}"#,
+            "/run/podtap",
+        ),
+    ] {
+        assert_eq!(
+            parse_teardown(text).unwrap().state_dir(),
+            PathBuf::from(dir)
+        );
+    }
+    assert_eq!(
+        parse_teardown("{").unwrap_err().code,
+        code::DECODING_FAILURE
+    );
+    assert_eq!(parse_teardown("[]").unwrap_err().code, code::INVALID_CONFIG);
+    let e = parse_teardown(r#"{"stateDir":7}"#).unwrap_err();
+    assert_eq!(e.code, code::INVALID_CONFIG);
 }
 
 #[test]
 fn gc_lists_accept_null_and_the_older_key() {
     let c = conf(r#","cni.dev/valid-attachments":null"#);
-    assert_eq!(c.valid_attachments.map(|v| v.len()), Some(0));
+    assert_eq!(c.valid_attachments().map(<[_]>::len), Some(0));
     let c = conf(r#","cni.dev/attachments":[{"containerID":"c","ifname":"eth0"}]"#);
-    assert_eq!(c.valid_attachments.map(|v| v.len()), Some(1));
-    assert!(conf("").valid_attachments.is_none());
+    assert_eq!(c.valid_attachments().map(<[_]>::len), Some(1));
+    assert!(conf("").valid_attachments().is_none());
+    // libcni 1.2.3 and later send the list under both keys.
+    let both = r#","cni.dev/valid-attachments":[{"containerID":"c","ifname":"eth0"}],
+                   "cni.dev/attachments":[{"containerID":"c","ifname":"eth0"}]"#;
+    let c = conf(both);
+    assert_eq!(c.valid_attachments().map(<[_]>::len), Some(1));
 }
 
 #[test]
@@ -119,10 +166,14 @@ fn pod_sources_pass_the_node_policy() {
 fn rejects() {
     assert_eq!(parse("{").unwrap_err().code, code::DECODING_FAILURE);
     assert_eq!(parse("{}").unwrap_err().code, code::INVALID_CONFIG);
-    assert_eq!(
-        parse(r#"{"cniVersion":"0.4.0"}"#).unwrap_err().code,
-        code::INCOMPATIBLE_VERSION
-    );
+    for old_or_new in ["0.2.0", "0.1.0", "2.0.0", "1.1"] {
+        let conf = format!(r#"{{"cniVersion":"{old_or_new}"}}"#);
+        assert_eq!(
+            parse(&conf).unwrap_err().code,
+            code::INCOMPATIBLE_VERSION,
+            "{old_or_new}"
+        );
+    }
     assert_eq!(
         parse(r#"{"cniVersion":"1.0.0","queues":"x"}"#)
             .unwrap_err()

@@ -1,4 +1,4 @@
-//! podtap as a chained CNI plugin (spec 1.0.0 / 1.1.0).
+//! podtap as a chained CNI plugin (spec 0.3.0 to 1.1.0).
 //!
 //! The runtime runs the binary with `CNI_COMMAND` and friends in the
 //! environment and the network configuration on stdin. podtap answers with a
@@ -10,12 +10,13 @@ pub(crate) mod config;
 pub mod registry;
 pub(crate) mod result;
 mod status;
+pub mod version;
 
 use std::io::Write;
 
 use serde::Serialize;
 
-pub use config::LATEST_VERSION;
+pub use version::CniVersion;
 
 /// The spec's well-known error codes, and podtap's own (100 + its exit code).
 pub mod code {
@@ -131,7 +132,7 @@ pub fn main() -> i32 {
         Ok(None) => 0,
         Err(err) => {
             let version =
-                config::requested_version(&stdin).unwrap_or_else(|| LATEST_VERSION.to_string());
+                config::requested_version(&stdin).unwrap_or_else(|| CniVersion::LATEST.to_string());
             report(&version, &err);
             EXIT_ERROR
         }

@@ -6,6 +6,7 @@
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::version::CniVersion;
 use super::{code, CniError};
 use crate::model::Dns;
 
@@ -135,41 +136,52 @@ pub enum ResultTap {
     TcRedirectTap,
 }
 
+/// One address the tc-redirect-tap style gives the VM interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VmIp {
+    /// `address/prefix`, as the pod interface carries it.
+    pub address: String,
+    pub gateway: Option<String>,
+}
+
 /// What podtap adds to the result for one attached interface.
 #[derive(Debug, Clone)]
 pub struct TapEntry<'a> {
     pub tap_name: &'a str,
     /// The TAP's own hardware address.
     pub tap_mac: Option<&'a str>,
-    /// The MAC the guest NIC must use (the pod interface's own).
+    /// The MAC the guest NIC must use (the pod interface's own, before
+    /// bridge mode gave the pod interface a new one).
     pub guest_mac: Option<&'a str>,
     pub sandbox: &'a str,
     /// The container id (the tc-redirect-tap style's VM sandbox).
     pub container_id: &'a str,
     /// The pod interface the TAP serves.
     pub pod_ifname: &'a str,
-    /// Pod interface whose MAC changed (bridge mode): name and its MAC now.
-    pub pod_mac_now: Option<(&'a str, &'a str)>,
+    /// The pod interface's MAC now, when bridge mode changed it.
+    pub pod_mac_now: Option<&'a str>,
+    /// The pod interface's addresses (from the scan) for the VM interface.
+    pub vm_ips: Vec<VmIp>,
     /// How to list the TAP.
     pub style: ResultTap,
 }
 
-/// `prev` with `cniVersion` set and the TAP appended (once) to `interfaces`
-/// as `tap.style` says. Routes and DNS are untouched; IPs too, except that
-/// the tc-redirect-tap style adds the pod interface's IPs for the VM interface.
-pub fn with_tap(prev: &Value, version: &str, tap: &TapEntry<'_>) -> Value {
+/// `prev` (of any supported version) in `version`'s format with the TAP
+/// appended (once) to `interfaces` as `tap.style` says. Routes and DNS are
+/// untouched; IPs too, except that the tc-redirect-tap style adds the pod
+/// interface's addresses for the VM interface.
+pub fn with_tap(prev: &Value, version: CniVersion, tap: &TapEntry<'_>) -> Value {
     let mut obj: Map<String, Value> = prev.as_object().cloned().unwrap_or_default();
-    obj.insert("cniVersion".into(), Value::String(version.into()));
     let mut list = match obj.remove("interfaces") {
         Some(Value::Array(list)) => list,
         _ => Vec::new(),
     };
-    if let Some((pod, mac)) = tap.pod_mac_now {
+    if let Some(mac) = tap.pod_mac_now {
         for iface in list.iter_mut() {
-            let matches = iface.get("name").and_then(Value::as_str) == Some(pod)
-                && iface.get("sandbox").and_then(Value::as_str) == Some(tap.sandbox);
-            if let (true, Some(o)) = (matches, iface.as_object_mut()) {
-                o.insert("mac".into(), Value::String(mac.into()));
+            if lists_pod_interface(iface, tap) {
+                if let Some(o) = iface.as_object_mut() {
+                    o.insert("mac".into(), Value::String(mac.into()));
+                }
             }
         }
     }
@@ -190,28 +202,58 @@ pub fn with_tap(prev: &Value, version: &str, tap: &TapEntry<'_>) -> Value {
         list.push(entry(tap.sandbox, tap.tap_mac));
     }
     if tap.style == ResultTap::TcRedirectTap && !listed(&list, tap.container_id) {
-        let pod_index = list.iter().position(|i| {
-            i.get("name").and_then(Value::as_str) == Some(tap.pod_ifname)
-                && i.get("sandbox").and_then(Value::as_str) == Some(tap.sandbox)
-        });
         list.push(entry(tap.container_id, tap.guest_mac));
         let vm_index = list.len() - 1;
-        if let (Some(pod_index), Some(Value::Array(ips))) = (pod_index, obj.get_mut("ips")) {
-            let copies: Vec<Value> = ips
-                .iter()
-                .filter(|ip| ip.get("interface").and_then(Value::as_u64) == Some(pod_index as u64))
-                .cloned()
-                .map(|mut ip| {
-                    if let Some(o) = ip.as_object_mut() {
-                        o.insert("interface".into(), json!(vm_index));
-                    }
-                    ip
-                })
-                .collect();
-            ips.extend(copies);
+        let ips = obj.entry("ips").or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(ips) = ips {
+            ips.extend(tap.vm_ips.iter().map(|ip| {
+                let mut e = json!({ "address": ip.address, "interface": vm_index });
+                if let (Some(gw), Some(o)) = (&ip.gateway, e.as_object_mut()) {
+                    o.insert("gateway".into(), Value::String(gw.clone()));
+                }
+                e
+            }));
         }
     }
     obj.insert("interfaces".into(), Value::Array(list));
+    in_version(Value::Object(obj), version)
+}
+
+/// Whether result entry `iface` is the pod interface `tap` serves: named
+/// so, or (Calico names its entry after the host veth) in the pod's sandbox
+/// with the pod interface's MAC from before bridge mode changed it.
+fn lists_pod_interface(iface: &Value, tap: &TapEntry<'_>) -> bool {
+    let s = |k: &str| iface.get(k).and_then(Value::as_str);
+    if s("sandbox") != Some(tap.sandbox) {
+        return false;
+    }
+    let same_mac = match (s("mac"), tap.guest_mac) {
+        (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
+        _ => false,
+    };
+    s("name") == Some(tap.pod_ifname) || same_mac
+}
+
+/// `result` written in `version`'s format, as libcni's conversion writes it:
+/// `ips[].version` (`"4"` or `"6"`) before 1.0.0, none from 1.0.0 on.
+pub fn in_version(result: Value, version: CniVersion) -> Value {
+    let Value::Object(mut obj) = result else {
+        return result;
+    };
+    obj.insert("cniVersion".into(), Value::String(version.as_str().into()));
+    if let Some(Value::Array(ips)) = obj.get_mut("ips") {
+        for ip in ips.iter_mut().filter_map(Value::as_object_mut) {
+            if !version.ips_carry_version() {
+                ip.remove("version");
+                continue;
+            }
+            let v6 = ip
+                .get("address")
+                .and_then(Value::as_str)
+                .is_some_and(|a| a.contains(':'));
+            ip.insert("version".into(), json!(if v6 { "6" } else { "4" }));
+        }
+    }
     Value::Object(obj)
 }
 
@@ -241,6 +283,10 @@ mod tests {
             container_id: "c1",
             pod_ifname: "eth0",
             pod_mac_now: None,
+            vm_ips: vec![VmIp {
+                address: "10.1.0.2/24".into(),
+                gateway: Some("10.1.0.1".into()),
+            }],
             style,
         }
     }
@@ -248,7 +294,7 @@ mod tests {
     #[test]
     fn appends_tap_once_with_its_own_mac_and_keeps_the_rest() {
         let tap = entry(ResultTap::Listed);
-        let r = with_tap(&prev(), "1.1.0", &tap);
+        let r = with_tap(&prev(), CniVersion::V1_1_0, &tap);
         assert_eq!(r["cniVersion"], "1.1.0");
         assert_eq!(r["interfaces"].as_array().unwrap().len(), 3);
         assert_eq!(r["interfaces"][2]["name"], "tap0");
@@ -259,7 +305,7 @@ mod tests {
         assert_eq!(r["ips"], prev()["ips"]);
         assert_eq!(r["routes"], prev()["routes"]);
         assert_eq!(r["dns"], prev()["dns"]);
-        let again = with_tap(&r, "1.1.0", &tap);
+        let again = with_tap(&r, CniVersion::V1_1_0, &tap);
         assert_eq!(again, r);
         assert!(find(&r, "tap0", "/run/netns/p").is_some());
         assert!(find(&r, "cni0", "/run/netns/p").is_none());
@@ -267,13 +313,17 @@ mod tests {
 
     #[test]
     fn omitted_and_tc_redirect_tap_styles() {
-        let r = with_tap(&prev(), "1.1.0", &entry(ResultTap::Omitted));
+        let r = with_tap(&prev(), CniVersion::V1_1_0, &entry(ResultTap::Omitted));
         assert_eq!(
             r["interfaces"],
             prev()["interfaces"],
             "Multus sees no extra network"
         );
-        let r = with_tap(&prev(), "1.1.0", &entry(ResultTap::TcRedirectTap));
+        let r = with_tap(
+            &prev(),
+            CniVersion::V1_1_0,
+            &entry(ResultTap::TcRedirectTap),
+        );
         let list = r["interfaces"].as_array().unwrap();
         assert_eq!(list.len(), 4);
         assert_eq!(list[2]["sandbox"], "/run/netns/p");
@@ -288,18 +338,73 @@ mod tests {
         assert_eq!(ips.len(), 2);
         assert_eq!(ips[1]["interface"], 3);
         assert_eq!(ips[1]["address"], "10.1.0.2/24");
-        assert_eq!(with_tap(&r, "1.1.0", &entry(ResultTap::TcRedirectTap)), r);
+        assert_eq!(ips[1]["gateway"], "10.1.0.1");
+        assert_eq!(
+            with_tap(&r, CniVersion::V1_1_0, &entry(ResultTap::TcRedirectTap)),
+            r
+        );
     }
 
     #[test]
     fn bridge_mode_updates_pod_mac() {
         let tap = TapEntry {
-            pod_mac_now: Some(("eth0", "0a:00:00:00:00:09")),
+            pod_mac_now: Some("0a:00:00:00:00:09"),
             ..entry(ResultTap::Listed)
         };
-        let r = with_tap(&prev(), "1.0.0", &tap);
+        let r = with_tap(&prev(), CniVersion::V1_0_0, &tap);
         assert_eq!(r["interfaces"][1]["mac"], "0a:00:00:00:00:09");
         assert_eq!(r["interfaces"][0]["mac"], "aa:aa:aa:aa:aa:aa");
+    }
+
+    /// Calico's result (cni-plugin/pkg/k8s/k8s.go): one entry named after
+    /// the host veth with the pod's MAC and sandbox, a /32 with no gateway
+    /// and no `interface` index, at 0.3.1.
+    fn calico_prev() -> Value {
+        json!({
+            "cniVersion": "0.3.1",
+            "interfaces": [{"name": "cali12345678901", "mac": "02:00:00:00:00:01",
+                            "sandbox": "/run/netns/p"}],
+            "ips": [{"version": "4", "address": "198.18.5.7/32"}],
+            "dns": {}
+        })
+    }
+
+    #[test]
+    fn calico_shaped_results_get_the_new_pod_mac_and_vm_addresses() {
+        let tap = TapEntry {
+            pod_mac_now: Some("0a:00:00:00:00:09"),
+            vm_ips: vec![VmIp {
+                address: "198.18.5.7/32".into(),
+                gateway: Some("169.254.1.1".into()),
+            }],
+            ..entry(ResultTap::TcRedirectTap)
+        };
+        let r = with_tap(&calico_prev(), CniVersion::V0_3_1, &tap);
+        assert_eq!(r["cniVersion"], "0.3.1");
+        assert_eq!(r["interfaces"][0]["mac"], "0a:00:00:00:00:09");
+        assert_eq!(r["interfaces"][2]["sandbox"], "c1");
+        let ips = r["ips"].as_array().unwrap();
+        assert_eq!(ips.len(), 2);
+        assert_eq!(ips[0], calico_prev()["ips"][0], "Calico's own IP as it was");
+        assert_eq!(
+            ips[1],
+            json!({"version": "4", "address": "198.18.5.7/32",
+                   "gateway": "169.254.1.1", "interface": 2})
+        );
+    }
+
+    #[test]
+    fn results_are_written_in_the_conf_version() {
+        let v1 = json!({"cniVersion": "1.0.0",
+            "ips": [{"address": "198.18.0.2/24"}, {"address": "2001:db8::2/64"}]});
+        let old = in_version(v1.clone(), CniVersion::V0_3_0);
+        assert_eq!(old["cniVersion"], "0.3.0");
+        assert_eq!(old["ips"][0]["version"], "4");
+        assert_eq!(old["ips"][1]["version"], "6");
+        let back = in_version(old, CniVersion::V1_0_0);
+        assert_eq!(back, v1, "1.0.0 has no ips[].version");
+        let none = in_version(json!({"cniVersion": "1.1.0"}), CniVersion::V0_4_0);
+        assert_eq!(none, json!({"cniVersion": "0.4.0"}));
     }
 
     #[test]

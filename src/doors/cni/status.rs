@@ -1,22 +1,42 @@
-//! STATUS (CNI 1.1): is this node able to attach?
+//! STATUS (CNI 1.1): can this node attach in the configured mode?
 //!
-//! Two probes, both by trying rather than guessing from module lists (a
-//! built-in tc action shows in neither /proc/modules nor /sys/module):
-//! open `/dev/net/tun` read-write, and in a scratch network namespace that
-//! dies with the probe, add an ingress qdisc and a u32 + mirred redirect on
-//! `lo`, exactly as tc wiring does.
+//! containerd runs STATUS on every CRI status poll and turns an error into
+//! NetworkReady=false, so a probe that asks for more than the mode needs
+//! makes a node NotReady for nothing: macvtap needs no `/dev/net/tun`, and
+//! only tc mode needs the u32 filter and mirred action.
+//!
+//! Each probe tries rather than guesses from module lists (a built-in tc
+//! action shows in neither /proc/modules nor /sys/module): it opens
+//! `/dev/net/tun`, or makes what the mode makes in a scratch network
+//! namespace that dies with the probe.
 
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+use futures::TryStreamExt;
+use rtnetlink::packet_route::link::MacVtapMode;
+use rtnetlink::{LinkBridge, LinkMacVtap, LinkVeth};
+
+use super::config::NetConf;
 use super::{code, CniError};
+use crate::error::{Error, KernelError};
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
 use crate::kernel::tc;
+use crate::model::Wiring;
 
-pub fn probe() -> Result<(), CniError> {
-    probe_tun()?;
-    probe_tc()
+pub fn probe(conf: &NetConf) -> Result<(), CniError> {
+    match conf.node_mode()? {
+        Wiring::Tc => {
+            probe_tun()?;
+            in_scratch_netns("tc ingress/u32/mirred do not work", tc_redirect)
+        }
+        Wiring::Bridge => {
+            probe_tun()?;
+            in_scratch_netns("Linux bridges cannot be made", bridge)
+        }
+        Wiring::Macvtap => in_scratch_netns("macvtap links cannot be made", macvtap),
+    }
 }
 
 fn unavailable(what: &str, why: impl ToString) -> CniError {
@@ -34,19 +54,63 @@ fn probe_tun() -> Result<(), CniError> {
         .map_err(|e| unavailable("/dev/net/tun is not usable", e))
 }
 
-fn probe_tc() -> Result<(), CniError> {
+/// Run `make` on a connection in a new, empty netns; `what` names the failure.
+fn in_scratch_netns<F>(what: &str, make: F) -> Result<(), CniError>
+where
+    F: AsyncFnOnce(&Netlink) -> crate::error::Result<()>,
+{
     let ns = scratch_netns().map_err(|e| unavailable("cannot make a scratch netns", e))?;
     crate::kernel::runtime::block_on(async {
         let nl = Netlink::connect(&ns)?;
-        tc::add_ingress_qdisc(&nl.handle, 1)
-            .await
-            .map_err(|e| nl.err("add ingress qdisc", "lo", e))?;
-        tc::add_redirect(&nl.handle, 1, 1, crate::plan::TC_PRIO_BASE)
-            .await
-            .map_err(|e| nl.err("add u32 mirred redirect", "lo", e))?;
-        Ok(())
+        make(&nl).await
     })
-    .map_err(|e| unavailable("tc ingress/u32/mirred do not work", e))
+    .map_err(|e| unavailable(what, e))
+}
+
+/// An ingress qdisc and a u32 + mirred redirect on `lo`, as tc wiring makes them.
+async fn tc_redirect(nl: &Netlink) -> crate::error::Result<()> {
+    tc::add_ingress_qdisc(&nl.handle, 1)
+        .await
+        .map_err(|e| nl.err("add ingress qdisc", "lo", e))?;
+    tc::add_redirect(&nl.handle, 1, 1, crate::plan::TC_PRIO_BASE)
+        .await
+        .map_err(|e| nl.err("add u32 mirred redirect", "lo", e))
+}
+
+async fn bridge(nl: &Netlink) -> crate::error::Result<()> {
+    let msg = LinkBridge::new("podtap-probe").build();
+    add_link(nl, msg, "podtap-probe").await
+}
+
+/// A passthru macvtap on one end of a veth pair, as macvtap wiring makes it.
+async fn macvtap(nl: &Netlink) -> crate::error::Result<()> {
+    add_link(nl, LinkVeth::new("probe0", "probe1").build(), "probe0").await?;
+    let lower = nl
+        .handle
+        .link()
+        .get()
+        .match_name("probe0".to_string())
+        .execute()
+        .try_next()
+        .await
+        .map_err(|e| nl.err("look up", "probe0", KernelError::from(e)))?
+        .map(|m| m.header.index)
+        .ok_or_else(|| Error::Invalid("probe0: not listed after creation".into()))?;
+    let msg = LinkMacVtap::new("probe-mvt", lower, MacVtapMode::Passthrough).build();
+    add_link(nl, msg, "probe-mvt").await
+}
+
+async fn add_link(
+    nl: &Netlink,
+    msg: rtnetlink::packet_route::link::LinkMessage,
+    name: &str,
+) -> crate::error::Result<()> {
+    nl.handle
+        .link()
+        .add(msg)
+        .execute()
+        .await
+        .map_err(|e| nl.err("create", name, KernelError::from(e)))
 }
 
 /// A new, empty netns held only by the returned handle.

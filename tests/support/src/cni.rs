@@ -154,8 +154,12 @@ impl Chain {
         results
     }
 
-    /// CHECK every plugin in order with the cached final result.
+    /// CHECK every plugin in order with the cached final result; nothing
+    /// before 0.4.0, where libcni refuses CHECK without running a plugin.
     pub fn check(&self, cid: &str, netns: &str, ifname: &str, result: &Value) -> Vec<Run> {
+        if !self.version_at_least("0.4.0") {
+            return Vec::new();
+        }
         self.plugins()
             .iter()
             .map(|p| {
@@ -171,12 +175,37 @@ impl Chain {
 
     /// DEL every plugin in reverse order, with the cached result when there is one.
     pub fn del(&self, cid: &str, netns: &str, ifname: &str, result: Option<&Value>) {
+        if let Err((t, run)) = self.try_del(cid, netns, ifname, result) {
+            run.expect_ok(&format!("DEL {t}"));
+        }
+    }
+
+    /// libcni's DelNetworkList: every plugin in reverse order with the
+    /// cached result as `prevResult` (libcni sends none before 0.4.0), and
+    /// stopping at the first plugin that fails, which is returned with its run.
+    pub fn try_del(
+        &self,
+        cid: &str,
+        netns: &str,
+        ifname: &str,
+        cached: Option<&Value>,
+    ) -> Result<(), (String, Run)> {
+        let cached = cached.filter(|_| self.version_at_least("0.4.0"));
         for p in self.plugins().iter().rev() {
             let t = p["type"].as_str().expect("type");
-            let stdin = self.plugin_conf(p, result).to_string();
-            self.exec(t, &stdin, &Self::env("DEL", cid, netns, ifname))
-                .expect_ok(&format!("DEL {t}"));
+            let stdin = self.plugin_conf(p, cached).to_string();
+            let run = self.exec(t, &stdin, &Self::env("DEL", cid, netns, ifname));
+            if !run.ok() {
+                return Err((t.to_string(), run));
+            }
         }
+        Ok(())
+    }
+
+    /// Whether the conflist's `cniVersion` is `min` or later.
+    pub fn version_at_least(&self, min: &str) -> bool {
+        let parts = |v: &str| -> Vec<u32> { v.split('.').filter_map(|p| p.parse().ok()).collect() };
+        parts(self.conf["cniVersion"].as_str().unwrap_or("0.0.0")) >= parts(min)
     }
 
     /// Run podtap alone (the last plugin) with a config of `version` plus `extra` keys.

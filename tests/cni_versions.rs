@@ -1,0 +1,437 @@
+//! The CNI door at every spec version clusters run, and with the result and
+//! pod shapes of the CNIs podtap is chained behind.
+//!
+//! Chains run as libcni runs them (tests/support/src/cni.rs): ADD in order
+//! threading each result, the final result cached, CHECK (from 0.4.0) and
+//! DEL with that cached result, DEL in reverse order stopping at the first
+//! plugin that fails. The bridge and host-local plugins are Debian's
+//! containernetworking-plugins. Calico and Cilium cannot run here, so their
+//! pods are built with iproute2 as their CNI plugins build them, and podtap
+//! is fed the `prevResult` each sends, shaped from their sources:
+//! - Calico, `cni-plugin/pkg/k8s/k8s.go` and `dataplane/linux`: one result
+//!   entry named after the host veth (`cali…`) with the pod's MAC and
+//!   sandbox, a /32 with no gateway and no `interface` index, at 0.3.1; in
+//!   the pod, `169.254.1.1 dev eth0 scope link` and `default via
+//!   169.254.1.1`, which the host veth answers by proxy ARP.
+//! - Cilium, `plugins/cilium-cni/cmd/cmd.go`: entries for the host `lxc…`
+//!   and the pod's `eth0` (no `interface` index in older releases), a /32
+//!   with the `cilium_host` address as gateway, `GW/32 scope link` and
+//!   `default via GW` with a route MTU below the link's.
+
+use podtap_testkit::{
+    checkpoint_path, conflist, container_id, settled_snapshot, Chain, Netns, TempDir, PLUGINS,
+};
+use serde_json::{json, Value};
+
+/// The podtap binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_podtap");
+
+const VERSIONS: [&str; 5] = ["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
+
+fn ready(test: &str) -> bool {
+    podtap_testkit::root_or_skip(test)
+        && podtap_testkit::tool_or_skip(test, &format!("{PLUGINS}/bridge"))
+}
+
+/// The TAPs (tun links) in `ns`.
+fn taps(ns: &Netns) -> Vec<String> {
+    ns.ip_json("link show type tun")
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .filter_map(|i| i["ifname"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The addresses host-local holds leases for in `data` (one file per address).
+fn leases(data: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for net in std::fs::read_dir(data).into_iter().flatten().flatten() {
+        for f in std::fs::read_dir(net.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = f.file_name().to_string_lossy().to_string();
+            if name.parse::<std::net::IpAddr>().is_ok() {
+                out.push(name);
+            }
+        }
+    }
+    out
+}
+
+/// Each result's `ips[].version` is there exactly before 1.0.0, as libcni's
+/// own parser of that version expects.
+fn assert_ips_in_version(result: &Value, version: &str) {
+    assert_eq!(result["cniVersion"], version, "{result}");
+    let ips = result["ips"].as_array().expect("ips");
+    assert!(!ips.is_empty(), "{result}");
+    for ip in ips {
+        if version.starts_with("0.") {
+            assert_eq!(ip["version"], "4", "{result}");
+        } else {
+            assert!(ip.get("version").is_none(), "{result}");
+        }
+    }
+}
+
+/// The versions of [`VERSIONS`] Debian's bridge plugin speaks (its VERSION
+/// answer). libcni refuses a conflist one of whose plugins does not speak its
+/// version, so a chain at any other is not one a runtime would run; podtap
+/// alone at those is tested in tests/cni.rs and tests/cni_bad_input.rs.
+fn bridge_versions() -> Vec<&'static str> {
+    let out = podtap_testkit::run_with_stdin(
+        std::process::Command::new(format!("{PLUGINS}/bridge")).env("CNI_COMMAND", "VERSION"),
+        "{}",
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("bridge VERSION");
+    let theirs = v["supportedVersions"]
+        .as_array()
+        .expect("supportedVersions");
+    VERSIONS
+        .into_iter()
+        .filter(|v| theirs.contains(&json!(v)))
+        .collect()
+}
+
+#[test]
+fn every_version_through_a_real_bridge_chain() {
+    if !ready("every_version_through_a_real_bridge_chain") {
+        return;
+    }
+    let versions = bridge_versions();
+    for must in ["0.3.0", "0.3.1", "0.4.0", "1.0.0"] {
+        assert!(
+            versions.contains(&must),
+            "bridge speaks {must}: {versions:?}"
+        );
+    }
+    let node = Netns::new("cvn");
+    for (i, version) in versions.iter().enumerate() {
+        let pod = Netns::new("cvp");
+        let (state, data) = (TempDir::new(), TempDir::new());
+        let net = 150 + (std::process::id() % 20) * 5 + u32::try_from(i).expect("index");
+        let mut conf = conflist("bridge-podtap.conflist", state.path(), data.path(), net);
+        conf["cniVersion"] = json!(version);
+        let chain = Chain::new(BIN, conf, Some(&node));
+        let cid = container_id(40 + u32::try_from(i).expect("index"));
+        let netns = pod.path_str();
+
+        let results = chain.add(&cid, &netns, "eth0");
+        let (bridge, result) = (&results[0], &results[1]);
+        assert_ips_in_version(bridge, version);
+        assert_ips_in_version(result, version);
+        assert_eq!(result["ips"], bridge["ips"], "at {version}");
+        assert_eq!(taps(&pod).len(), 1, "one TAP at {version}");
+        assert!(checkpoint_path(state.path(), &format!("{cid}-eth0")).exists());
+        assert_eq!(
+            leases(data.path()).len(),
+            1,
+            "host-local leased one address"
+        );
+
+        if chain.version_at_least("0.4.0") {
+            for (p, run) in chain
+                .plugins()
+                .iter()
+                .zip(chain.check(&cid, &netns, "eth0", result))
+            {
+                run.expect_ok(&format!("CHECK {} at {version}", p["type"]));
+            }
+        }
+        // The reverse DEL reaches host-local only if podtap's DEL succeeds.
+        chain
+            .try_del(&cid, &netns, "eth0", Some(result))
+            .unwrap_or_else(|(t, run)| {
+                run.expect_ok(&format!("DEL {t} at {version}"));
+            });
+        assert!(taps(&pod).is_empty(), "TAP removed at {version}");
+        assert!(!checkpoint_path(state.path(), &format!("{cid}-eth0")).exists());
+        assert!(
+            leases(data.path()).is_empty(),
+            "address released at {version}"
+        );
+    }
+}
+
+/// A pod made before podtap was chained into the conflist is deleted with the
+/// conflist that now ends in podtap: every plugin's DEL succeeds and the IP
+/// is released, at the version Flannel, Calico and Cilium write.
+#[test]
+fn pods_from_before_podtap_was_chained_are_deleted() {
+    if !ready("pods_from_before_podtap_was_chained_are_deleted") {
+        return;
+    }
+    let node = Netns::new("cwn");
+    let pod = Netns::new("cwp");
+    let (state, data) = (TempDir::new(), TempDir::new());
+    let net = 60 + std::process::id() % 40;
+    let mut with_podtap = conflist("bridge-podtap.conflist", state.path(), data.path(), net);
+    with_podtap["cniVersion"] = json!("0.3.1");
+    let mut without = with_podtap.clone();
+    without["plugins"] = json!([with_podtap["plugins"][0].clone()]);
+    let cid = container_id(60);
+    let netns = pod.path_str();
+    let before = Chain::new(BIN, without, Some(&node)).add(&cid, &netns, "eth0");
+    assert_eq!(leases(data.path()).len(), 1);
+
+    let chain = Chain::new(BIN, with_podtap, Some(&node));
+    chain
+        .try_del(&cid, &netns, "eth0", before.last())
+        .unwrap_or_else(|(t, run)| {
+            run.expect_ok(&format!("DEL {t}"));
+        });
+    assert!(
+        leases(data.path()).is_empty(),
+        "host-local released the address"
+    );
+    // The netns may be gone already: DEL with an empty CNI_NETNS succeeds too.
+    chain
+        .try_del(&cid, "", "eth0", None)
+        .unwrap_or_else(|(t, run)| {
+            run.expect_ok(&format!("DEL {t} without a netns"));
+        });
+}
+
+/// A node netns and a pod netns joined by a veth pair, `host` in the node
+/// and `eth0` in the pod, with `/32` on eth0: how Calico and Cilium wire a pod.
+struct RoutedPod {
+    node: Netns,
+    pod: Netns,
+    host: String,
+    address: String,
+}
+
+impl RoutedPod {
+    fn new(host_prefix: &str, n: u32) -> Self {
+        let node = Netns::new("crn");
+        let pod = Netns::new("crp");
+        let host = format!(
+            "{host_prefix}{:08x}",
+            std::process::id().wrapping_mul(31) + n
+        );
+        let host = host[..host.len().min(15)].to_string();
+        let address = format!("198.18.{}.{}", 100 + n, 2 + std::process::id() % 200);
+        node.ip(&format!(
+            "link add {host} type veth peer name eth0 netns {}",
+            pod.name
+        ));
+        pod.ip(&format!("addr add {address}/32 dev eth0"));
+        pod.ip("link set eth0 up");
+        node.ip(&format!("link set {host} up"));
+        RoutedPod {
+            node,
+            pod,
+            host,
+            address,
+        }
+    }
+
+    fn mac(&self, ns: &Netns, ifname: &str) -> String {
+        ns.ip_json(&format!("link show {ifname}"))[0]["address"]
+            .as_str()
+            .expect("mac")
+            .to_string()
+    }
+}
+
+/// podtap alone (the runtime runs it after Calico's or Cilium's plugin).
+fn podtap_chain(state: &std::path::Path, node: &Netns, version: &str, extra: Value) -> Chain {
+    let mut podtap = json!({ "type": "podtap", "stateDir": state });
+    for (k, v) in extra.as_object().expect("extra keys") {
+        podtap[k] = v.clone();
+    }
+    Chain::new(
+        BIN,
+        json!({ "cniVersion": version, "name": "k8s-pod-network", "plugins": [podtap] }),
+        Some(node),
+    )
+}
+
+/// Run ADD with `prev` as the previous plugin's result, then CHECK and DEL
+/// with the cached result; returns podtap's result. The pod netns is exactly
+/// as it was after DEL.
+fn add_check_del(chain: &Chain, rp: &RoutedPod, prev: &Value, cid: &str) -> Value {
+    let netns = rp.pod.path_str();
+    let before = settled_snapshot(&rp.pod);
+    let conf = chain.plugin_conf(&chain.plugins()[0], Some(prev));
+    let result = chain
+        .exec(
+            "podtap",
+            &conf.to_string(),
+            &Chain::env("ADD", cid, &netns, "eth0"),
+        )
+        .expect_ok("ADD");
+    assert_eq!(taps(&rp.pod).len(), 1);
+    for run in chain.check(cid, &netns, "eth0", &result) {
+        run.expect_ok("CHECK with the previous plugin's own entry names");
+    }
+    chain.del(cid, &netns, "eth0", Some(&result));
+    assert_eq!(
+        settled_snapshot(&rp.pod),
+        before,
+        "DEL restores the pod netns"
+    );
+    result
+}
+
+#[test]
+fn calico_shaped_pods_attach_check_and_detach() {
+    if !ready("calico_shaped_pods_attach_check_and_detach") {
+        return;
+    }
+    let rp = RoutedPod::new("cali", 1);
+    rp.pod.ip("route add 169.254.1.1 dev eth0 scope link");
+    rp.pod.ip("route add default via 169.254.1.1 dev eth0");
+    rp.node
+        .exec(&format!("sysctl -qw net.ipv4.conf.{}.proxy_arp=1", rp.host));
+    rp.node
+        .ip(&format!("route add {}/32 dev {}", rp.address, rp.host));
+    let pod_mac = rp.mac(&rp.pod, "eth0");
+    let prev = json!({
+        "cniVersion": "0.3.1",
+        "interfaces": [{ "name": rp.host, "mac": pod_mac, "sandbox": rp.pod.path_str() }],
+        "ips": [{ "version": "4", "address": format!("{}/32", rp.address) }],
+        "dns": {}
+    });
+    let state = TempDir::new();
+
+    // tc-redirect-tap's shape: the VM interface gets the pod's /32 and the
+    // default route's gateway from the scan (tc-redirect-tap#7 gave none).
+    let chain = podtap_chain(
+        state.path(),
+        &rp.node,
+        "0.3.1",
+        json!({ "resultTap": "tc-redirect-tap" }),
+    );
+    let cid = container_id(61);
+    let result = add_check_del(&chain, &rp, &prev, &cid);
+    assert_eq!(result["cniVersion"], "0.3.1");
+    let list = result["interfaces"].as_array().expect("interfaces");
+    let vm = list
+        .iter()
+        .position(|i| i["sandbox"] == json!(cid))
+        .expect("VM interface");
+    assert_eq!(
+        list[vm]["mac"],
+        json!(pod_mac),
+        "the guest keeps the pod's MAC"
+    );
+    let vm_ips: Vec<&Value> = result["ips"]
+        .as_array()
+        .expect("ips")
+        .iter()
+        .filter(|ip| ip["interface"] == json!(vm))
+        .collect();
+    assert_eq!(
+        vm_ips,
+        [
+            &json!({ "version": "4", "address": format!("{}/32", rp.address),
+                  "gateway": "169.254.1.1", "interface": vm })
+        ]
+    );
+
+    // Bridge mode gives the pod interface a new MAC: Calico's entry (named
+    // after the host veth) says so, and CHECK passes (it returned 112 while
+    // it looked for an entry named CNI_IFNAME). At 1.1.0, which has CHECK.
+    let mut prev = prev;
+    prev["cniVersion"] = json!("1.1.0");
+    prev["ips"][0]
+        .as_object_mut()
+        .expect("ip")
+        .remove("version");
+    let chain = podtap_chain(
+        state.path(),
+        &rp.node,
+        "1.1.0",
+        json!({ "mode": "bridge", "resultTap": "listed" }),
+    );
+    let cid = container_id(62);
+    let netns = rp.pod.path_str();
+    let conf = chain.plugin_conf(&chain.plugins()[0], Some(&prev));
+    let result = chain
+        .exec(
+            "podtap",
+            &conf.to_string(),
+            &Chain::env("ADD", &cid, &netns, "eth0"),
+        )
+        .expect_ok("ADD bridge");
+    let now = rp.mac(&rp.pod, "eth0");
+    assert_ne!(now, pod_mac, "bridge mode moved the pod's MAC to the guest");
+    assert_eq!(result["interfaces"][0]["name"], json!(rp.host));
+    assert_eq!(
+        result["interfaces"][0]["mac"],
+        json!(now),
+        "no stale pod MAC"
+    );
+    for run in chain.check(&cid, &netns, "eth0", &result) {
+        run.expect_ok("CHECK bridge mode");
+    }
+    chain.del(&cid, &netns, "eth0", Some(&result));
+    assert_eq!(rp.mac(&rp.pod, "eth0"), pod_mac, "DEL gives the MAC back");
+}
+
+#[test]
+fn cilium_shaped_pods_attach_check_and_detach() {
+    if !ready("cilium_shaped_pods_attach_check_and_detach") {
+        return;
+    }
+    let rp = RoutedPod::new("lxc", 2);
+    let gw = format!("198.18.{}.1", 102);
+    rp.pod.ip(&format!("route add {gw}/32 dev eth0 scope link"));
+    rp.pod
+        .ip(&format!("route add default via {gw} dev eth0 mtu 1450"));
+    let pod_mac = rp.mac(&rp.pod, "eth0");
+    let host_mac = rp.mac(&rp.node, &rp.host);
+    // The older shape: no `interface` index on the IP.
+    let prev = json!({
+        "cniVersion": "0.3.1",
+        "interfaces": [
+            { "name": rp.host, "mac": host_mac },
+            { "name": "eth0", "mac": pod_mac, "sandbox": rp.pod.path_str() }
+        ],
+        "ips": [{ "version": "4", "address": format!("{}/32", rp.address), "gateway": gw }],
+        "routes": [{ "dst": "0.0.0.0/0" }],
+        "dns": {}
+    });
+    let state = TempDir::new();
+    let chain = podtap_chain(
+        state.path(),
+        &rp.node,
+        "0.3.1",
+        json!({ "resultTap": "tc-redirect-tap" }),
+    );
+    let cid = container_id(63);
+    let result = add_check_del(&chain, &rp, &prev, &cid);
+    let list = result["interfaces"].as_array().expect("interfaces");
+    let vm = list
+        .iter()
+        .position(|i| i["sandbox"] == json!(cid))
+        .expect("VM interface");
+    let vm_ip = result["ips"]
+        .as_array()
+        .expect("ips")
+        .iter()
+        .find(|ip| ip["interface"] == json!(vm))
+        .cloned()
+        .expect("the VM interface has the pod's address");
+    assert_eq!(vm_ip["address"], json!(format!("{}/32", rp.address)));
+    assert_eq!(vm_ip["gateway"], json!(gw));
+    assert_eq!(result["routes"], prev["routes"], "routes pass through");
+
+    // The attach's description carries the route MTU for the guest.
+    let out = podtap_testkit::sh(&format!("{BIN} scan --netns {}", rp.pod.path_str()));
+    let desc: Value = serde_json::from_str(&out).expect("scan JSON");
+    let default = desc["routes"]
+        .as_array()
+        .expect("routes")
+        .iter()
+        .find(|r| r["destination"] == "0.0.0.0/0")
+        .cloned()
+        .expect("default route");
+    assert_eq!(default["mtu"], 1450);
+    assert_eq!(default["gateway"], json!(gw));
+}
