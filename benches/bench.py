@@ -882,7 +882,7 @@ class Bench:
             # The ratio with its 95% bootstrap interval (benchlib.ratio_ci).
             return benchlib.ratio_text(S.get(a, []), S.get(b, []), digits)
 
-        L.append("\n### Ratios (medians) against the targets of issues 6 and 12\n")
+        L.append("\n### Ratios (medians) against the project's targets\n")
         L.append("A ratio's 95% interval (in parentheses) is a percentile bootstrap of the ratio of medians: "
                  "each contender's repetitions resampled on their own, 2 000 times, seeded "
                  "(`benchlib.ratio_ci`). A target inside the interval is not settled by this run.\n")

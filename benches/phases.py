@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where a podtap attach and detach spend their time, next to benches/floor.c (issue 31).
+"""Where a podtap attach and detach spend their time, next to benches/floor.c.
 
     sudo python3 benches/phases.py --bin PODTAP [--floor FLOOR] [--reps 20] [--sizes 8,64]
                                    [--old OLD_PODTAP] [--smoke] [--out FILE]
@@ -226,7 +226,7 @@ class Run:
 
     def report(self):
         s, a = self.samples, self.a
-        out = ["### Attach and detach per phase, next to floor.c (issue 31)", ""]
+        out = ["### Attach and detach per phase, next to floor.c", ""]
         head = "| | " + " | ".join(f"{n} if" for n in a.sizes) + " |"
         rule = "|---|" + "---|" * len(a.sizes)
         out += ["Wall time, fork to reap (ms, median of the repetitions), and the ratio to floor.c:", "",

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Pod start under real runtimes (issue 31, item 5): the driver of benches/podstart.sh.
+"""Pod start under real runtimes: the driver of benches/podstart.sh.
 
   podstart.py cri --work W --pods N --warmup K --out FILE
       inside the private mount namespace and node netns of tests/runtimes/cri-env.sh,
@@ -357,7 +357,7 @@ def podman_report(d):
 
 
 def report(a):
-    out = ["### Pod start under a real runtime (issue 31, item 5)", ""]
+    out = ["### Pod start under a real runtime", ""]
     failures = []
     for path, part in ((a.cri, cri_report), (a.podman, podman_report)):
         if path:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Pod start under real runtimes (issue 31, item 5): what podtap adds to
+# Pod start under real runtimes: what podtap adds to
 # RunPodSandbox under containerd's CRI plugin and to `podman run`, against the same
 # CNI chain without podtap, interleaved pod by pod (benches/podstart.py).
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# podtap benchmarks (issue 6): one run, contenders interleaved per repetition.
+# podtap benchmarks: one run, contenders interleaved per repetition.
 #
 #   bash benches/run.sh [--smoke] [--reps N] [--out FILE] [--pods N] [--no-tcp]
 #                       [--no-podstart] [--datapath-only] [--dp-rounds N]
@@ -165,7 +165,7 @@ part() {
     py=""
 }
 
-# Attach and detach per phase next to floor.c (issue 31, item 1): benches/phases.py,
+# Attach and detach per phase next to floor.c: benches/phases.py,
 # its Markdown on stdout or into FILE.phases.md beside --out's.
 phase_args=(--bin "$bin" --floor "$work/floor" --prefix "$prefix-ph" --state-dir "$state-phases"
             --workdir "$work" --reps "$reps")
@@ -173,24 +173,24 @@ phase_args=(--bin "$bin" --floor "$work/floor" --prefix "$prefix-ph" --state-dir
 [ -n "$out" ] && phase_args+=(--out "${out%.md}.phases.md")
 part python3 "$here/phases.py" "${phase_args[@]}"
 
-# Routing size (issue 31 item 3): benches/routes.py, its Markdown after bench.py's.
+# Routing size: benches/routes.py, its Markdown after bench.py's.
 rargs=(--bin "$bin" --floor "$work/floor" --prefix "$prefix-rt" --state-dir "$state-rt")
 [ "$smoke" = 1 ] && rargs+=(--smoke)
 [ -n "$out" ] && rargs+=(--out "$out")
 part python3 "$here/routes.py" "${rargs[@]}"
 rm -rf "$state-rt"
 
-# Node scale (issue 31 item 6): N attachments on the node, its own script and section.
+# Node scale: N attachments on the node, its own script and section.
 scale=(--bin "$bin" --prefix "$prefix-scale" --state-dir "$state-scale" --standin "$work/standin")
 [ "$smoke" = 1 ] && scale+=(--smoke) || scale+=(--reps "$reps")
 part python3 "$here/scale.py" "${scale[@]}" ${out:+--out "$out"}
-# Watches at rest (issue 31 item 4): benches/watch_rest.py, its own netns and state dir.
+# Watches at rest: benches/watch_rest.py, its own netns and state dir.
 watch_args=(--bin "$bin" --prefix "$prefix-wr" --state-dir "/run/$prefix-watch")
 if [ "$smoke" = 1 ]; then watch_args+=(--smoke); fi
 if [ -n "$out" ]; then watch_args+=(--out "$out"); fi
 part python3 "$here/watch_rest.py" "${watch_args[@]}"
 
-# Pod start under a real runtime (issue 31, item 5): its own script, its section appended.
+# Pod start under a real runtime: its own script, its section appended.
 if [ "$podstart" = 1 ]; then
     ps_args=(--bin "$bin")
     [ "$smoke" = 1 ] && ps_args+=(--smoke)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Node scale (issue 31, item 6): podtap's commands with N attachments on the node.
+"""Node scale: podtap's commands with N attachments on the node.
 
     sudo python3 benches/scale.py --bin PODTAP [--levels 1,100,500] [--reps 20]
                                   [--prefix P] [--state-dir DIR] [--out FILE] [--smoke]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""What running `podtap watch`es cost while nothing about their pods changes
-(issue 31, item 4). Called from benches/run.sh; runs on its own too:
+"""What running `podtap watch`es cost while nothing about their pods changes.
+Called from benches/run.sh; runs on its own too:
 
   python3 benches/watch_rest.py --bin PODTAP [--before PODTAP] [--pods N]
       [--rest-secs S] [--reps N] [--smoke] [--prefix P] [--out FILE]

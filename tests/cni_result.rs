@@ -1,4 +1,4 @@
-//! How podtap's CNI result lists the TAP by default (issue 29): not at all, so
+//! How podtap's CNI result lists the TAP by default: not at all, so
 //! that podman, Multus and containerd each read the pod's own interface from
 //! it and nothing else (`docs/integration.md`, "How the result lists the TAP").
 //! The chain is the repository's conflist, unchanged but for private paths.

@@ -1,4 +1,4 @@
-//! `podtap exec` hands the command only what it needs (issue 27): stdio and
+//! `podtap exec` hands the command only what it needs: stdio and
 //! the TAP queue fds, nothing else podtap inherited; with `--user` it runs
 //! as that user with no capabilities and no_new_privs, and still holds the
 //! TAP fds.

@@ -1,4 +1,4 @@
-//! `podtap watch` against VMM sockets served by a hostile party (issue 27):
+//! `podtap watch` against VMM sockets served by a hostile party:
 //! a QMP server that sends an endless line, one that drips its greeting a
 //! byte at a time, a Cloud Hypervisor API that sends endless headers, a huge
 //! Content-Length or a dripping status line, and an API socket bound by

@@ -1,6 +1,6 @@
 //! What the kernel tells podtap under a hostile neighbour: dumps taken
-//! while another process churns the pod netns are consistent or retried
-//! (issue 28). Root only.
+//! while another process churns the pod netns are consistent or retried.
+//! Root only.
 
 use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
@@ -258,14 +258,14 @@ fn attach_detach(state: &StateDir, pod: &Pod, n: u32, round: u32) {
     assert!(left.is_empty(), "round {round}: TAPs left: {left:?}");
 }
 
-/// Issue 28's churn: a 32-NIC and a 64-NIC pod are attached and detached
+/// The churn: a 32-NIC and a 64-NIC pod are attached and detached
 /// (tc mode, side by side) round after round while a stranger creates and
 /// deletes veth pairs and addresses in each pod netns as fast as `ip
 /// -batch` goes. After every round nothing podtap made is left; after the
 /// last, each netns is exactly as before (once the churn's own objects are
 /// cleared) and the churn never found one of its objects gone.
 ///
-/// Rounds: `PODTAP_CHURN_ROUNDS`, default the issue's 50 (about 10 s
+/// Rounds: `PODTAP_CHURN_ROUNDS`, default 50 (about 10 s
 /// here: a round of both pods takes about 0.2 s; each churn makes about
 /// 200 changes a second).
 #[test]

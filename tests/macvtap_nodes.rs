@@ -1,4 +1,4 @@
-//! macvtap device nodes (issue 27): they live in root-only directories, and a
+//! macvtap device nodes: they live in root-only directories, and a
 //! node is proven against the live macvtap's device number right before it
 //! is opened, so a stale node whose number now belongs to another pod's
 //! macvtap (or a symlink planted in its place) is never opened.

@@ -1,4 +1,4 @@
-//! Real container runtimes driving podtap as a chained CNI plugin (issue 15).
+//! Real container runtimes driving podtap as a chained CNI plugin.
 //!
 //! Each runtime runs inside a node netns of the test's own and a private mount
 //! namespace (see `tests/runtimes/*.sh`); the machine's root netns is checked
@@ -28,7 +28,7 @@ fn root_netns_fingerprint() -> String {
 
 /// The host's own podman and libcni state (each path with its mtime, or absent): a
 /// podman test runs with private roots, locks and CNI cache and must leave these as
-/// they were, and cannot be swayed by them (issue 29).
+/// they were, and cannot be swayed by them.
 fn host_podman_state() -> Vec<(String, Option<std::time::SystemTime>)> {
     [
         "/dev/shm/libpod_lock",
@@ -214,7 +214,7 @@ fn reload_fields(line: &str) -> std::collections::BTreeMap<&str, &str> {
 }
 
 /// `podman network reload` twenty times on a running pod, then `podman restart`
-/// and `podman rm` (issue 29): after every step podtap's check passes and the
+/// and `podman rm`: after every step podtap's check passes and the
 /// guest stand-in on the TAP reaches the pod's gateway and is reached from the
 /// node; podman re-runs the chain for `eth0` each time, never for the TAP.
 fn podman_reload_keeps_the_wiring(mode: &str, subnet: &str) {

@@ -1,4 +1,4 @@
-//! `podtap watch` against real kernel objects (issue 14): interfaces added to
+//! `podtap watch` against real kernel objects: interfaces added to
 //! and removed from a pod after attach, in tc, bridge and macvtap mode; a restart and
 //! a crash mid-add; detach and SIGTERM while it runs; hotplug through a
 //! Cloud Hypervisor API stand-in, also for a NIC another attachment in the

@@ -1,4 +1,4 @@
-//! `podtap watch` notices that its pod is gone (issue 28): once nothing but
+//! `podtap watch` notices that its pod is gone: once nothing but
 //! watch holds the pod netns (bind mount removed, no process inside), it
 //! says `netns_gone`, exits 3 and leaves the checkpoint for detach.
 

@@ -19,7 +19,7 @@
 //! so the TAP's filter waits for nothing: two expedited grace periods per
 //! NIC (that one and the TAP fd's close) instead of three. In the other
 //! order, the TAP's qdisc came after the last grace period, and its first
-//! filter waited for another (docs/benchmarks.md, stop 42).
+//! filter waited for another.
 
 use rtnetlink::packet_route::RouteNetlinkMessage;
 

@@ -17,7 +17,7 @@ use crate::state::{SandboxId, StateDir};
 /// file proven: queues are opened and commands enter through it, so the
 /// path is never looked up again.
 pub(crate) fn prove(state: &StateDir, id: &SandboxId) -> Result<NetNs> {
-    // The cookie too (issue 28): (dev, inode) alone can name a newer netns.
+    // The cookie too: (dev, inode) alone can name a newer netns.
     state.prove_netns(id)
 }
 

@@ -64,7 +64,7 @@ pub const TC_REDIRECT_ENV: &str = "PODTAP_TC_REDIRECT";
 /// Which filter tc mode redirects with.
 ///
 /// The default is [`TcRedirect::U32`]: the BPF redirect measured no more
-/// packets per second than u32 + mirred (`docs/benchmarks.md`, issue 31).
+/// packets per second than u32 + mirred (`docs/benchmarks.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TcRedirect {
