@@ -130,7 +130,7 @@ macvtap\t''"
 complete -c podtap -n "__fish_podtap_using_subcommand cni-install" -l plugin-state-dir -d 'The state dir written into podtap\'s plugin entry' -r
 complete -c podtap -n "__fish_podtap_using_subcommand cni-install" -l pod-policy -d 'What pods may ask for by annotation, as podtap\'s podPolicy (JSON, e.g. \'{"modes":["bridge"],"maxQueues":2}\'); default: nothing beyond --mode' -r
 complete -c podtap -n "__fish_podtap_using_subcommand cni-install" -l uninstall -d 'Undo the install: restore the configuration byte for byte and remove the binary'
-complete -c podtap -n "__fish_podtap_using_subcommand cni-install" -l wait -d 'After installing, stay until SIGTERM or SIGINT, then uninstall (a DaemonSet\'s container: deleting it takes podtap off the node)'
+complete -c podtap -n "__fish_podtap_using_subcommand cni-install" -l wait -d 'After installing, keep podtap chained (the node\'s CNI rewrites its conf when it restarts) until SIGTERM or SIGINT, then uninstall (a DaemonSet\'s container: deleting it takes podtap off the node)'
 complete -c podtap -n "__fish_podtap_using_subcommand cni-install" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c podtap -n "__fish_podtap_using_subcommand demo" -l log-format -d 'Log format on stderr: text, or one JSON object per line (PODTAP_LOG sets the level)' -r -f -a "text\t'Human-readable lines'
 json\t'One JSON object per line, for log shippers'"

@@ -159,7 +159,7 @@ json\:"One JSON object per line, for log shippers"))' \
 '--plugin-state-dir=[The state dir written into podtap'\''s plugin entry]:PLUGIN_STATE_DIR:_default' \
 '--pod-policy=[What pods may ask for by annotation, as podtap'\''s podPolicy (JSON, e.g. '\''{"modes"\:\["bridge"\],"maxQueues"\:2}'\''); default\: nothing beyond --mode]:JSON:_default' \
 '--uninstall[Undo the install\: restore the configuration byte for byte and remove the binary]' \
-'(--uninstall)--wait[After installing, stay until SIGTERM or SIGINT, then uninstall (a DaemonSet'\''s container\: deleting it takes podtap off the node)]' \
+'(--uninstall)--wait[After installing, keep podtap chained (the node'\''s CNI rewrites its conf when it restarts) until SIGTERM or SIGINT, then uninstall (a DaemonSet'\''s container\: deleting it takes podtap off the node)]' \
 '-h[Print help (see more with '\''--help'\'')]' \
 '--help[Print help (see more with '\''--help'\'')]' \
 && ret=0

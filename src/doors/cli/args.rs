@@ -255,7 +255,8 @@ pub struct CniInstallArgs {
     /// Undo the install: restore the configuration byte for byte and remove the binary.
     #[arg(long)]
     pub uninstall: bool,
-    /// After installing, stay until SIGTERM or SIGINT, then uninstall (a DaemonSet's
+    /// After installing, keep podtap chained (the node's CNI rewrites its conf when
+    /// it restarts) until SIGTERM or SIGINT, then uninstall (a DaemonSet's
     /// container: deleting it takes podtap off the node).
     #[arg(long, conflicts_with = "uninstall")]
     pub wait: bool,

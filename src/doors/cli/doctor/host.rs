@@ -116,9 +116,10 @@ pub fn cni_bin(dir: &Path) -> Probe {
 }
 
 /// Each network configuration of the CNI conf dir, and whether podtap is
-/// chained in it; the first one (the one the runtime uses) decides.
+/// chained in it; the one pods use decides (the first, or on a Multus node
+/// the cluster network Multus delegates to).
 pub fn cni_conf(dir: &Path) -> Probe {
-    let primary = crate::doors::cni_install::primary_conf(dir).map_err(|e| e.to_string())?;
+    let primary = crate::doors::cni_install::chain_target(dir).map_err(|e| e.to_string())?;
     let files = crate::doors::cni_install::conf_files(dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut seen = Vec::new();

@@ -1,14 +1,24 @@
 //! `podtap cni-install`: chain podtap into a node's existing CNI conflist,
-//! idempotently, and take it out again byte for byte.
+//! idempotently, keep it chained while the node's CNI rewrites its file,
+//! and take it out again without losing anyone's file.
 //!
 //! The runtime (containerd, CRI-O) uses the first network configuration of
 //! its conf dir in lexical order, as libcni lists it; that is the file
-//! podtap edits. Install appends podtap's plugin entry after the others
-//! (podtap is a chained plugin: it needs the interface plugin's result) and
-//! keeps the original bytes beside it as `<file>.podtap-orig`; a second
-//! install finds its entry and changes nothing. Uninstall puts the original
-//! bytes back when the file is still what install wrote, and otherwise
-//! removes only podtap's entry.
+//! podtap edits, except on a Multus node, where it is the cluster network
+//! Multus delegates to (Multus rebuilds its own file from that one).
+//! Install appends podtap's plugin entry after the others (podtap is a
+//! chained plugin: it needs the interface plugin's result) and keeps the
+//! owner's latest bytes beside it as `<file>.podtap-orig`; a second install
+//! finds its entry and changes nothing.
+//!
+//! Flannel's init container, Calico's install-cni and the Cilium agent
+//! rewrite their file when they restart, which drops podtap's entry:
+//! `--wait` watches the conf dir and chains podtap in again ([`wait`]).
+//! Uninstall puts the saved bytes back only when the file is still what
+//! install wrote, removes only podtap's entry from a file edited since, and
+//! leaves a file its owner rewrote alone.
+
+mod wait;
 
 use std::path::{Path, PathBuf};
 
@@ -123,6 +133,43 @@ pub fn primary_conf(dir: &Path) -> Result<PathBuf> {
     })
 }
 
+/// The plugin types of Multus's own configuration (thin and thick).
+const MULTUS_TYPES: [&str; 2] = ["multus", "multus-shim"];
+
+/// The file podtap chains into: the runtime's network configuration
+/// ([`primary_conf`]), or on a Multus node the cluster network Multus
+/// delegates to. Multus regenerates its `00-multus.conf` from that file (thin
+/// Multus copies it in as its delegate), so every pod's chain reaches
+/// podtap; an entry added to Multus's own file would be lost on its next
+/// rewrite, and a `.conflist` made from it would sort after the `.conf`
+/// Multus writes again.
+pub fn chain_target(conf_dir: &Path) -> Result<PathBuf> {
+    let primary = primary_conf(conf_dir)?;
+    let conf: Value = serde_json::from_slice(&read(&primary)?)
+        .map_err(|e| Error::Invalid(format!("{}: {e}", primary.display())))?;
+    let kind = conf.get("type").and_then(Value::as_str);
+    if !kind.is_some_and(|k| MULTUS_TYPES.contains(&k)) {
+        return Ok(primary);
+    }
+    // Multus's `clusterNetwork` may name a file of this dir (by its path on
+    // Multus's side of a mount, so only the file name counts).
+    let named = conf
+        .get("clusterNetwork")
+        .and_then(Value::as_str)
+        .and_then(|p| Path::new(p).file_name())
+        .map(|n| conf_dir.join(n))
+        .filter(|p| p.is_file());
+    let files = conf_files(conf_dir).map_err(|e| Error::io("read CNI conf dir", conf_dir, e))?;
+    named
+        .or_else(|| files.into_iter().find(|f| *f != primary))
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "{}: Multus's configuration, and no cluster network beside it to chain podtap into",
+                primary.display()
+            ))
+        })
+}
+
 fn backup_of(file: &Path) -> PathBuf {
     let mut name = file.as_os_str().to_os_string();
     name.push(BACKUP_SUFFIX);
@@ -133,52 +180,65 @@ fn read(path: &Path) -> Result<Vec<u8>> {
     std::fs::read(path).map_err(|e| Error::io("read", path, e))
 }
 
-/// Chain podtap into the primary network configuration of `conf_dir`;
-/// returns the file the runtime now reads and whether anything changed.
+/// Chain podtap into the network configuration of `conf_dir` that pods
+/// use ([`chain_target`]); returns the file the runtime now reads and
+/// whether anything changed.
 ///
-/// A `.conflist` is edited in place, its original saved as
-/// `<file>.podtap-orig`. A single-plugin `.conf` (or `.json`) cannot hold a
-/// chain: it is moved aside to `<file>.podtap-orig` and the chain is written
-/// as `<stem>.conflist` beside it.
+/// A `.conflist` is edited in place, the owner's bytes saved as
+/// `<file>.podtap-orig` (each time podtap chains in again, so the saved
+/// bytes are the owner's latest). A single-plugin `.conf` (or `.json`)
+/// cannot hold a chain: it is moved aside to `<file>.podtap-orig` and the
+/// chain is written as `<stem>.conflist`; when the owner writes the `.conf`
+/// again, the chain is made anew from it.
 pub fn install(conf_dir: &Path, entry: &Value) -> Result<(PathBuf, bool)> {
-    let file = primary_conf(conf_dir)?;
+    let file = chain_target(conf_dir)?;
     let original = read(&file)?;
     let parsed: Value = serde_json::from_slice(&original)
         .map_err(|e| Error::Invalid(format!("{}: {e}", file.display())))?;
     let Some(new) = chained(&parsed, entry)? else {
         return Ok((file, false));
     };
-    let mut text = serde_json::to_vec_pretty(&new)
-        .map_err(|e| Error::Invalid(format!("serialize conflist: {e}")))?;
-    text.push(b'\n');
     let is_list = file.extension().and_then(|e| e.to_str()) == Some("conflist");
     let target = if is_list {
         file.clone()
     } else {
         file.with_extension("conflist")
     };
-    if !is_list && target.exists() {
+    let backup = backup_of(&file);
+    // A `<stem>.conflist` beside a `.conf` is podtap's own when podtap saved
+    // that `.conf`; anyone else's is never written over.
+    if !is_list && target.exists() && !backup.exists() {
         return Err(Error::Invalid(format!(
-            "{}: exists already; cannot turn {} into a chain",
+            "{}: exists already and is not podtap's; cannot turn {} into a chain",
             target.display(),
             file.display()
         )));
     }
-    let backup = backup_of(&file);
-    if !backup.exists() {
-        write_atomic(&backup, &original, 0o644)?;
-    }
-    write_atomic(&target, &text, 0o644)?;
+    write_atomic(&backup, &original, 0o644)?;
+    write_atomic(&target, &pretty(&new)?, 0o644)?;
     if !is_list {
         std::fs::remove_file(&file).map_err(|e| Error::io("remove", &file, e))?;
     }
     Ok((target, true))
 }
 
-/// Take podtap out of `conf_dir`: every saved original comes back byte for
-/// byte when the chain is still what install wrote (a `.conflist` made from a
-/// `.conf` goes); when someone edited the chain since, only podtap's entry
-/// is removed from it.
+fn pretty(conf: &Value) -> Result<Vec<u8>> {
+    let mut text = serde_json::to_vec_pretty(conf)
+        .map_err(|e| Error::Invalid(format!("serialize conflist: {e}")))?;
+    text.push(b'\n');
+    Ok(text)
+}
+
+fn has_podtap(conf: &Value) -> bool {
+    conf.get("plugins")
+        .and_then(Value::as_array)
+        .is_some_and(|p| {
+            p.iter()
+                .any(|p| p.get("type").and_then(Value::as_str) == Some("podtap"))
+        })
+}
+
+/// Take podtap out of `conf_dir`, one saved original at a time ([`restore`]).
 pub fn uninstall(conf_dir: &Path) -> Result<Vec<PathBuf>> {
     let mut changed = Vec::new();
     let entries =
@@ -187,48 +247,51 @@ pub fn uninstall(conf_dir: &Path) -> Result<Vec<PathBuf>> {
         let Some(name) = backup.to_str().and_then(|n| n.strip_suffix(BACKUP_SUFFIX)) else {
             continue;
         };
-        let file = PathBuf::from(name);
-        let is_list = file.extension().and_then(|e| e.to_str()) == Some("conflist");
-        let chain = if is_list {
-            file.clone()
-        } else {
-            file.with_extension("conflist")
-        };
-        let original = read(&backup)?;
-        let original_json: Value = serde_json::from_slice(&original)
-            .map_err(|e| Error::Invalid(format!("{}: {e}", backup.display())))?;
-        // What install made of the original, without podtap's entry.
-        let marker = serde_json::json!({ "type": "podtap" });
-        let expected =
-            unchained(&chained(&original_json, &marker)?.unwrap_or_else(|| original_json.clone()));
-        let now = read(&chain)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
-        match now {
-            Some(now) if unchained(&now) != expected => {
-                // Edited since install: keep their edits, drop only podtap.
-                let mut text = serde_json::to_vec_pretty(&unchained(&now))
-                    .map_err(|e| Error::Invalid(format!("serialize conflist: {e}")))?;
-                text.push(b'\n');
-                write_atomic(&chain, &text, 0o644)?;
-                if !is_list {
-                    // Their edited chain stays the configuration; the old .conf stays out.
-                    std::fs::remove_file(&backup).map_err(|e| Error::io("remove", &backup, e))?;
-                    changed.push(chain);
-                    continue;
-                }
-            }
-            _ => {
-                write_atomic(&file, &original, 0o644)?;
-                if !is_list {
-                    let _ = std::fs::remove_file(&chain);
-                }
-            }
-        }
+        changed.extend(restore(Path::new(name), &backup)?);
         std::fs::remove_file(&backup).map_err(|e| Error::io("remove", &backup, e))?;
-        changed.push(file);
     }
     Ok(changed)
+}
+
+/// Undo install for `file`, whose owner's bytes are in `backup`; the file
+/// changed, if any. The saved bytes come back when the chain is still what
+/// install wrote. A chain edited since keeps its edits without podtap's
+/// entry. A file its owner rewrote since (no podtap in it, or a `.conf`
+/// written again beside podtap's `.conflist`) is the owner's and stays.
+fn restore(file: &Path, backup: &Path) -> Result<Option<PathBuf>> {
+    let is_list = file.extension().and_then(|e| e.to_str()) == Some("conflist");
+    let chain = if is_list {
+        file.to_path_buf()
+    } else {
+        file.with_extension("conflist")
+    };
+    let now = read(&chain)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .filter(has_podtap);
+    let Some(now) = now else {
+        return Ok(None);
+    };
+    if !is_list && file.exists() {
+        std::fs::remove_file(&chain).map_err(|e| Error::io("remove", &chain, e))?;
+        return Ok(Some(chain));
+    }
+    let original = read(backup)?;
+    let original_json: Value = serde_json::from_slice(&original)
+        .map_err(|e| Error::Invalid(format!("{}: {e}", backup.display())))?;
+    // What install made of the original, without podtap's entry.
+    let marker = serde_json::json!({ "type": "podtap" });
+    let expected =
+        unchained(&chained(&original_json, &marker)?.unwrap_or_else(|| original_json.clone()));
+    if unchained(&now) != expected {
+        write_atomic(&chain, &pretty(&unchained(&now))?, 0o644)?;
+        return Ok(Some(chain));
+    }
+    write_atomic(file, &original, 0o644)?;
+    if !is_list {
+        let _ = std::fs::remove_file(&chain);
+    }
+    Ok(Some(file.to_path_buf()))
 }
 
 /// Put this very binary at `bin_dir/podtap` (atomically), for the runtime to run.
@@ -253,24 +316,28 @@ pub enum Action {
 /// `podtap cni-install`: `action` on the node's `conf_dir` and `bin_dir`,
 /// chaining `entry`; one line on stderr per thing done.
 pub fn run(action: Action, conf_dir: &Path, bin_dir: &Path, entry: &Value) -> Result<()> {
-    if action != Action::Uninstall {
-        let bin = install_binary(bin_dir)?;
-        let (file, changed) = install(conf_dir, entry)?;
-        let what = if changed {
-            "chained"
-        } else {
-            "already chained"
-        };
-        eprintln!(
-            "podtap: {what} in {}; binary at {}",
-            file.display(),
-            bin.display()
-        );
-        if action == Action::Install {
+    match action {
+        Action::Install => {
+            let bin = install_binary(bin_dir)?;
+            report(install(conf_dir, entry)?, &bin);
             return Ok(());
         }
-        let signal = wait_for_stop()?;
-        eprintln!("podtap: {signal}: uninstalling");
+        Action::InstallAndWait => {
+            let bin = install_binary(bin_dir)?;
+            // The node's CNI may not have written its file yet (its
+            // DaemonSet starts beside this one): the watch chains podtap in
+            // when it does.
+            match install(conf_dir, entry) {
+                Ok(done) => report(done, &bin),
+                Err(e) => eprintln!(
+                    "podtap: not chained yet: {e}; watching {}",
+                    conf_dir.display()
+                ),
+            }
+            let signal = wait::keep_chained(conf_dir, bin_dir, entry)?;
+            eprintln!("podtap: {signal}: uninstalling");
+        }
+        Action::Uninstall => {}
     }
     for f in uninstall(conf_dir)? {
         eprintln!("podtap: restored {}", f.display());
@@ -283,19 +350,17 @@ pub fn run(action: Action, conf_dir: &Path, bin_dir: &Path, entry: &Value) -> Re
     }
 }
 
-/// Block until SIGTERM or SIGINT arrives (`cni-install --wait`) and name it.
-///
-/// The signals are blocked and taken with `sigwait`: as a container's PID 1,
-/// a signal whose action is the default would be dropped, but a blocked one
-/// is always queued. The CLI has no other thread to take them instead.
-fn wait_for_stop() -> Result<nix::sys::signal::Signal> {
-    use nix::sys::signal::{SigSet, Signal};
-    let mut set = SigSet::empty();
-    set.add(Signal::SIGTERM);
-    set.add(Signal::SIGINT);
-    let failed = |what, e: nix::errno::Errno| Error::io(what, "SIGTERM/SIGINT", e.into());
-    set.thread_block().map_err(|e| failed("block", e))?;
-    set.wait().map_err(|e| failed("sigwait", e))
+fn report((file, changed): (PathBuf, bool), bin: &Path) {
+    let what = if changed {
+        "chained"
+    } else {
+        "already chained"
+    };
+    eprintln!(
+        "podtap: {what} in {}; binary at {}",
+        file.display(),
+        bin.display()
+    );
 }
 
 #[cfg(test)]

@@ -1,0 +1,123 @@
+//! `cni-install --wait`: keep podtap chained until SIGTERM or SIGINT.
+//!
+//! The node's CNI rewrites its configuration when its own pod restarts
+//! (Flannel's init container, Calico's install-cni, the Cilium agent, Multus
+//! regenerating its file), and the rewrite drops podtap's entry. The conf
+//! dir is watched with inotify; after each burst of changes podtap chains
+//! itself in again, which changes nothing when it is still there (so its
+//! own writes settle after one round).
+
+use std::os::fd::AsFd;
+use std::path::Path;
+use std::time::Duration;
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+/// How long the conf dir must be quiet before podtap chains in again: an
+/// installer writes a temporary file and renames it, or writes several files.
+const SETTLE: Duration = Duration::from_millis(200);
+
+/// Watch `conf_dir` and chain `entry` in again after every change, until
+/// SIGTERM or SIGINT arrives; the signal. The binary in `bin_dir` is put
+/// back when it goes: a rolling update's old pod removes it when it stops,
+/// after the new pod installed it.
+///
+/// The signals are blocked and read from a signalfd: as a container's PID 1,
+/// a signal whose action is the default would be dropped, but a blocked one
+/// is always queued. The CLI has no other thread to take them instead.
+pub fn keep_chained(conf_dir: &Path, bin_dir: &Path, entry: &Value) -> Result<Signal> {
+    let failed = |what: &'static str, e: nix::errno::Errno| Error::io(what, conf_dir, e.into());
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGTERM);
+    set.add(Signal::SIGINT);
+    set.thread_block()
+        .map_err(|e| failed("block SIGTERM/SIGINT", e))?;
+    let signals =
+        SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC).map_err(|e| failed("signalfd", e))?;
+    let changes = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK)
+        .map_err(|e| failed("inotify_init", e))?;
+    let watched = AddWatchFlags::IN_CLOSE_WRITE
+        | AddWatchFlags::IN_MOVED_TO
+        | AddWatchFlags::IN_MOVED_FROM
+        | AddWatchFlags::IN_CREATE
+        | AddWatchFlags::IN_DELETE;
+    changes
+        .add_watch(conf_dir, watched)
+        .map_err(|e| failed("watch the CNI conf dir", e))?;
+    changes
+        .add_watch(
+            bin_dir,
+            AddWatchFlags::IN_DELETE | AddWatchFlags::IN_MOVED_FROM,
+        )
+        .map_err(|e| failed("watch the CNI bin dir", e))?;
+    let settle = PollTimeout::try_from(SETTLE).unwrap_or(PollTimeout::MAX);
+    loop {
+        if let Wake::Signal(signal) = wake(&signals, &changes, PollTimeout::NONE)? {
+            return Ok(signal);
+        }
+        // Let the burst finish: any change within SETTLE restarts the wait.
+        loop {
+            match wake(&signals, &changes, settle)? {
+                Wake::Signal(signal) => return Ok(signal),
+                Wake::Changed => continue,
+                Wake::Quiet => break,
+            }
+        }
+        if !bin_dir.join("podtap").exists() {
+            match super::install_binary(bin_dir) {
+                Ok(bin) => eprintln!("podtap: binary at {} again", bin.display()),
+                Err(e) => eprintln!("podtap: cannot install the binary: {e}; still watching"),
+            }
+        }
+        match super::install(conf_dir, entry) {
+            Ok((file, true)) => eprintln!("podtap: chained again in {}", file.display()),
+            Ok((_, false)) => {}
+            Err(e) => eprintln!("podtap: cannot chain: {e}; still watching"),
+        }
+    }
+}
+
+/// What ended a wait.
+enum Wake {
+    Signal(Signal),
+    /// The conf dir changed (the events are drained).
+    Changed,
+    /// The time ran out.
+    Quiet,
+}
+
+/// Wait up to `timeout` for a signal or a change in the conf dir.
+fn wake(signals: &SignalFd, changes: &Inotify, timeout: PollTimeout) -> Result<Wake> {
+    let mut fds = [
+        PollFd::new(signals.as_fd(), PollFlags::POLLIN),
+        PollFd::new(changes.as_fd(), PollFlags::POLLIN),
+    ];
+    let ready = loop {
+        match poll(&mut fds, timeout) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            other => break other.map_err(|e| Error::io("poll", "signalfd/inotify", e.into()))?,
+        }
+    };
+    if ready == 0 {
+        return Ok(Wake::Quiet);
+    }
+    let readable = |fd: &PollFd| fd.revents().is_some_and(|r| r.contains(PollFlags::POLLIN));
+    if readable(&fds[0]) {
+        let info = signals
+            .read_signal()
+            .map_err(|e| Error::io("read", "signalfd", e.into()))?;
+        let signal = info
+            .and_then(|i| Signal::try_from(i32::try_from(i.ssi_signo).ok()?).ok())
+            .unwrap_or(Signal::SIGTERM);
+        return Ok(Wake::Signal(signal));
+    }
+    // Drain: the events themselves do not matter, only that something changed.
+    while changes.read_events().is_ok_and(|events| !events.is_empty()) {}
+    Ok(Wake::Changed)
+}
