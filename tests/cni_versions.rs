@@ -435,3 +435,51 @@ fn cilium_shaped_pods_attach_check_and_detach() {
     assert_eq!(default["mtu"], 1450);
     assert_eq!(default["gateway"], json!(gw));
 }
+
+/// The `CNI_ARGS` example of docs/integration.md, through the real bridge
+/// chain: every plugin gets it, and the reference plugins accept it only
+/// because it says `IgnoreUnknown=1`.
+#[test]
+fn the_documented_cni_args_pass_a_real_chain() {
+    if !ready("the_documented_cni_args_pass_a_real_chain") {
+        return;
+    }
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/integration.md"),
+    )
+    .expect("docs/integration.md");
+    let example = doc
+        .split('`')
+        .find(|s| s.starts_with("IgnoreUnknown=1;PODTAP_"))
+        .expect("the CNI_ARGS example");
+    let node = Netns::new("can");
+    let pod = Netns::new("cap");
+    let (state, data) = (TempDir::new(), TempDir::new());
+    let net = 20 + std::process::id() % 30;
+    let mut conf = conflist("bridge-podtap.conflist", state.path(), data.path(), net);
+    conf["plugins"][1]["podPolicy"] = json!({ "modes": ["bridge"], "maxQueues": 4 });
+    let chain = Chain::new(BIN, conf, Some(&node));
+    let cid = container_id(64);
+    let netns = pod.path_str();
+    let mut prev: Option<Value> = None;
+    for p in chain.plugins() {
+        let t = p["type"].as_str().expect("type");
+        let mut env = Chain::env("ADD", &cid, &netns, "eth0");
+        env.push(("CNI_ARGS", example));
+        let stdin = chain.plugin_conf(&p, prev.as_ref()).to_string();
+        prev = Some(
+            chain
+                .exec(t, &stdin, &env)
+                .expect_ok(&format!("ADD {t} with {example}")),
+        );
+    }
+    let tap = taps(&pod).pop().expect("a TAP");
+    assert!(pod
+        .ip(&format!("-d link show {tap}"))
+        .contains("multi_queue"));
+    assert!(
+        !pod.ip("link show type bridge").trim().is_empty(),
+        "bridge mode"
+    );
+    chain.del(&cid, &netns, "eth0", prev.as_ref());
+}
