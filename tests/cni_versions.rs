@@ -7,17 +7,10 @@
 //! plugin that fails. The bridge and host-local plugins are Debian's
 //! containernetworking-plugins. Calico and Cilium cannot run here, so their
 //! pods are built with iproute2 as their CNI plugins build them, and podtap
-//! is fed the `prevResult` each sends, shaped from their sources:
-//! - Calico, `cni-plugin/pkg/k8s/k8s.go` and `dataplane/linux`: one result
-//!   entry named after the host veth (`cali…`) with the pod's MAC and
-//!   sandbox, a /32 with no gateway and no `interface` index, at 0.3.1; in
-//!   the pod, `169.254.1.1 dev eth0 scope link` and `default via
-//!   169.254.1.1`, which the host veth answers by proxy ARP.
-//! - Cilium, `plugins/cilium-cni/cmd/cmd.go`: entries for the host `lxc…`
-//!   and the pod's `eth0` (no `interface` index in older releases), a /32
-//!   with the `cilium_host` address as gateway, `GW/32 scope link` and
-//!   `default via GW` with a route MTU below the link's.
+//! is fed the `prevResult` each sends (tests/support/src/shapes.rs says
+//! where each shape comes from).
 
+use podtap_testkit::shapes::{RoutedPod, Shape, CILIUM_ROUTE_MTU};
 use podtap_testkit::{
     checkpoint_path, conflist, container_id, settled_snapshot, Chain, Netns, TempDir, PLUGINS,
 };
@@ -196,48 +189,6 @@ fn pods_from_before_podtap_was_chained_are_deleted() {
         });
 }
 
-/// A node netns and a pod netns joined by a veth pair, `host` in the node
-/// and `eth0` in the pod, with `/32` on eth0: how Calico and Cilium wire a pod.
-struct RoutedPod {
-    node: Netns,
-    pod: Netns,
-    host: String,
-    address: String,
-}
-
-impl RoutedPod {
-    fn new(host_prefix: &str, n: u32) -> Self {
-        let node = Netns::new("crn");
-        let pod = Netns::new("crp");
-        let host = format!(
-            "{host_prefix}{:08x}",
-            std::process::id().wrapping_mul(31) + n
-        );
-        let host = host[..host.len().min(15)].to_string();
-        let address = format!("198.18.{}.{}", 100 + n, 2 + std::process::id() % 200);
-        node.ip(&format!(
-            "link add {host} type veth peer name eth0 netns {}",
-            pod.name
-        ));
-        pod.ip(&format!("addr add {address}/32 dev eth0"));
-        pod.ip("link set eth0 up");
-        node.ip(&format!("link set {host} up"));
-        RoutedPod {
-            node,
-            pod,
-            host,
-            address,
-        }
-    }
-
-    fn mac(&self, ns: &Netns, ifname: &str) -> String {
-        ns.ip_json(&format!("link show {ifname}"))[0]["address"]
-            .as_str()
-            .expect("mac")
-            .to_string()
-    }
-}
-
 /// podtap alone (the runtime runs it after Calico's or Cilium's plugin).
 fn podtap_chain(state: &std::path::Path, node: &Netns, version: &str, extra: Value) -> Chain {
     let mut podtap = json!({ "type": "podtap", "stateDir": state });
@@ -283,20 +234,9 @@ fn calico_shaped_pods_attach_check_and_detach() {
     if !ready("calico_shaped_pods_attach_check_and_detach") {
         return;
     }
-    let rp = RoutedPod::new("cali", 1);
-    rp.pod.ip("route add 169.254.1.1 dev eth0 scope link");
-    rp.pod.ip("route add default via 169.254.1.1 dev eth0");
-    rp.node
-        .exec(&format!("sysctl -qw net.ipv4.conf.{}.proxy_arp=1", rp.host));
-    rp.node
-        .ip(&format!("route add {}/32 dev {}", rp.address, rp.host));
+    let rp = RoutedPod::new(Shape::Calico, 1);
     let pod_mac = rp.mac(&rp.pod, "eth0");
-    let prev = json!({
-        "cniVersion": "0.3.1",
-        "interfaces": [{ "name": rp.host, "mac": pod_mac, "sandbox": rp.pod.path_str() }],
-        "ips": [{ "version": "4", "address": format!("{}/32", rp.address) }],
-        "dns": {}
-    });
+    let prev = rp.prev_result();
     let state = TempDir::new();
 
     // tc-redirect-tap's shape: the VM interface gets the pod's /32 and the
@@ -379,24 +319,9 @@ fn cilium_shaped_pods_attach_check_and_detach() {
     if !ready("cilium_shaped_pods_attach_check_and_detach") {
         return;
     }
-    let rp = RoutedPod::new("lxc", 2);
-    let gw = format!("198.18.{}.1", 102);
-    rp.pod.ip(&format!("route add {gw}/32 dev eth0 scope link"));
-    rp.pod
-        .ip(&format!("route add default via {gw} dev eth0 mtu 1450"));
-    let pod_mac = rp.mac(&rp.pod, "eth0");
-    let host_mac = rp.mac(&rp.node, &rp.host);
-    // The older shape: no `interface` index on the IP.
-    let prev = json!({
-        "cniVersion": "0.3.1",
-        "interfaces": [
-            { "name": rp.host, "mac": host_mac },
-            { "name": "eth0", "mac": pod_mac, "sandbox": rp.pod.path_str() }
-        ],
-        "ips": [{ "version": "4", "address": format!("{}/32", rp.address), "gateway": gw }],
-        "routes": [{ "dst": "0.0.0.0/0" }],
-        "dns": {}
-    });
+    let rp = RoutedPod::new(Shape::Cilium, 2);
+    let gw = rp.gateway.clone();
+    let prev = rp.prev_result();
     let state = TempDir::new();
     let chain = podtap_chain(
         state.path(),
@@ -432,7 +357,7 @@ fn cilium_shaped_pods_attach_check_and_detach() {
         .find(|r| r["destination"] == "0.0.0.0/0")
         .cloned()
         .expect("default route");
-    assert_eq!(default["mtu"], 1450);
+    assert_eq!(default["mtu"], CILIUM_ROUTE_MTU);
     assert_eq!(default["gateway"], json!(gw));
 }
 

@@ -18,6 +18,7 @@ pub mod pod;
 pub mod podtap;
 pub mod run;
 pub mod scan;
+pub mod shapes;
 pub mod snapshot;
 pub mod vm;
 pub mod watch;
