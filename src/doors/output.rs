@@ -27,35 +27,6 @@ pub fn check_output(path: &Path) -> Result<()> {
     }
 }
 
-/// Refuse, before anything is done, a command whose product (`what`) would
-/// be printed nowhere: `output` cannot be written ([`check_output`]), or it
-/// is stdout and the process started with stdout closed. Its standard fds
-/// are then /dev/null (`src/start.rs`), and an attach would build a pod's
-/// wiring and lose the only copy of its description.
-pub fn check_destination(output: Option<&Path>, what: &str) -> Result<()> {
-    match output {
-        Some(path) => check_output(path),
-        None => open_stdout(what, "give --output FILE or redirect stdout"),
-    }
-}
-
-/// [`check_destination`] for a command that prints its product (`what`)
-/// on stdout only (`list`, `show`, `completions`, `man`).
-pub fn check_stdout(what: &str) -> Result<()> {
-    open_stdout(what, "redirect stdout")
-}
-
-/// An error saying what to do (`remedy`) if the process started with
-/// stdout closed.
-fn open_stdout(what: &str, remedy: &str) -> Result<()> {
-    if crate::start::stdout_was_closed() {
-        return Err(Error::Invalid(format!(
-            "stdout is closed: nowhere to print {what}; {remedy}"
-        )));
-    }
-    Ok(())
-}
-
 /// Print what attach returned. If that fails and this call built the
 /// attachment, undo it: an attach whose description never reached the
 /// caller leaves nothing behind.
