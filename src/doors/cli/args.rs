@@ -262,11 +262,11 @@ pub struct CniInstallArgs {
 }
 
 /// `--mode`'s values; the first is the default.
-pub(super) const MODES: [&str; 3] = crate::model::Wiring::NAMES;
+const MODES: [&str; 3] = crate::model::Wiring::NAMES;
 /// `--tc-redirect`'s listed values; the first is the default.
-pub(super) const TC_REDIRECTS: [&str; 3] = crate::plan::TcRedirect::NAMES;
+const TC_REDIRECTS: [&str; 3] = crate::plan::TcRedirect::NAMES;
 /// `--queues`' default.
-pub(super) const DEFAULT_QUEUES: u32 = 1;
+const DEFAULT_QUEUES: u32 = 1;
 
 /// `--tc-redirect`'s values; an empty `PODTAP_TC_REDIRECT` is accepted
 /// (not listed) and means the default, as it does for the CNI plugin and
