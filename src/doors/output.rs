@@ -90,7 +90,7 @@ fn print_pretty(desc: &Description) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(STREAM_BUFFER, stdout.lock());
     let failed = |e: std::io::Error| Error::io("write", "stdout", e);
-    super::pretty::to_writer(&mut out, desc).map_err(|e| {
+    serde_json::to_writer_pretty(&mut out, desc).map_err(|e| {
         if e.is_io() {
             failed(e.into())
         } else {
@@ -107,19 +107,10 @@ const STREAM_BUFFER: usize = 1 << 16;
 
 /// The description as pretty JSON with a final newline.
 fn pretty(desc: &Description) -> Result<String> {
-    // Sized up front (a route takes about 250 bytes): a description of
-    // 100 000 routes is tens of MB, and a buffer grown by doubling copies it
-    // over and over.
-    let guess = 4096
-        + 2048 * desc.interfaces.len()
-        + 320 * desc.routes.len()
-        + 192 * (desc.neighbours.len() + desc.rules.len());
-    let mut text = Vec::with_capacity(guess);
-    super::pretty::to_writer(&mut text, desc)
+    let mut text = serde_json::to_string_pretty(desc)
         .map_err(|e| Error::Invalid(format!("serialize: {e}")))?;
-    text.push(b'\n');
-    // serde_json writes UTF-8 only.
-    String::from_utf8(text).map_err(|e| Error::Invalid(format!("serialize: {e}")))
+    text.push('\n');
+    Ok(text)
 }
 
 pub fn emit_text(text: &str, output: Option<&Path>) -> Result<()> {
