@@ -57,7 +57,6 @@ mod doors;
 mod handover;
 mod id;
 mod kernel;
-mod phases;
 mod plan;
 mod teardown;
 
@@ -67,8 +66,5 @@ pub use kernel::mac::MacAddr;
 /// (the CLI, or the CNI plugin when `CNI_COMMAND` is set and there are no
 /// arguments) and return its exit code. The binary is only this call.
 pub fn main() -> i32 {
-    phases::start();
-    let code = doors::run();
-    phases::finish();
-    code
+    doors::run()
 }

@@ -58,7 +58,6 @@ pub(super) async fn build(
     quiet_bridged_links(nl, plan)?;
 
     timings.tap += micros(t);
-    crate::phases::mark("taps");
     log_phase("taps", plan, timings.tap);
 
     // The NICs without a bridge are wired in one batch (a few system calls
@@ -85,7 +84,6 @@ pub(super) async fn build(
     .await;
     bridged.into_iter().collect::<Result<Vec<()>>>()?;
     timings.wiring = micros(t);
-    crate::phases::mark("wiring");
     log_phase("wiring", plan, timings.wiring);
     Ok(())
 }

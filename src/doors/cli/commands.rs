@@ -80,9 +80,7 @@ fn attach(args: AttachArgs) -> Result<i32> {
     }
     let state = args.state.dir();
     let attached = crate::attach::attach_in(&args.netns, &id, &opts, &state)?;
-    crate::phases::mark("release");
     emit_attached(&attached, args.output.as_deref(), &id, &state)?;
-    crate::phases::mark("print");
     exiting(attached);
     Ok(exit::OK)
 }
@@ -96,10 +94,8 @@ fn detach(args: DetachArgs) -> Result<i32> {
     } else {
         crate::detach::detach(&id, &state, netns)?
     };
-    crate::phases::mark("release");
     // An attachment made through CNI is recorded there too: detached is detached.
     Registry::new(state.path()).forget(&id)?;
-    crate::phases::mark("registry");
     if !report.found {
         eprintln!("podtap: sandbox {id}: nothing to detach");
     }

@@ -33,9 +33,7 @@ pub fn run() -> i32 {
             };
         }
     };
-    crate::phases::mark("args");
     logging::init(cli.log_format);
-    crate::phases::mark("logging");
     match commands::dispatch(cli) {
         Ok(code) => code,
         Err(e) => report(&e),
