@@ -14,7 +14,7 @@
 #   --no-podstart  skip benches/podstart.sh (pod start under containerd CRI and podman;
 #              its section is appended to the Markdown; it skips itself without them).
 #   --datapath-only  only the data-path test (section 6; with --dp-rounds N rounds,
-#              default 5): every wiring, the tc BPF redirects included.
+#              default 5): every wiring.
 #
 # Then, each with its own section (none with --datapath-only), appended to
 # the Markdown: benches/routes.py (1 000 / 10 000 / 100 000 routes; --smoke: 1 000),
@@ -110,10 +110,9 @@ trap 'exit 130' INT TERM
 mkdir -p -m 0700 "$state"
 gcc -O2 -pthread -Wall -o "$work/standin" "$here/standin.c"
 gcc -O2 -Wall -o "$work/floor" "$here/floor.c"
-gcc -O2 -Wall -o "$work/bpfredir" "$here/bpfredir.c"
 
 args=(--bin "$bin" --prefix "$prefix" --state-dir "$state" --workdir "$work"
-      --standin "$work/standin" --floor "$work/floor" --lib "$libbench" --bpfredir "$work/bpfredir" --reps "$reps" --pods "$pods")
+      --standin "$work/standin" --floor "$work/floor" --lib "$libbench" --reps "$reps" --pods "$pods")
 if [ "$smoke" = 1 ]; then
     args+=(--smoke --reps 2 --pods 10 --dp-rounds 1 --dp-secs 0.5)
     tcp=0

@@ -36,7 +36,7 @@ use crate::state::{SandboxId, Stage, StateDir, LOCK_TIMEOUT};
 use crate::teardown::{self, Proof};
 
 pub use crate::model::Wiring;
-pub use crate::plan::{AttachOptions, TapOwner, TcRedirect, MAX_QUEUES};
+pub use crate::plan::{AttachOptions, TapOwner, MAX_QUEUES};
 
 /// Attach `opts` to the netns at `netns` under sandbox `id`, and return the
 /// description. The host's own netns is refused.

@@ -64,7 +64,6 @@ fn attach(args: AttachArgs) -> Result<i32> {
         mode: args.mode.parse::<Wiring>()?,
         queues: args.queues,
         vnet_hdr: !args.no_vnet_hdr,
-        tc_redirect: args.tc_redirect.parse()?,
         interfaces: args.interfaces,
         dns: args.dns_from.as_deref().map(read_resolv_conf).transpose()?,
         ..AttachOptions::default()
@@ -75,6 +74,7 @@ fn attach(args: AttachArgs) -> Result<i32> {
             .map_err(|e| Error::Invalid(format!("--tap-owner {e}")))?;
         opts = opts.with_tap_owner(owner);
     }
+    crate::plan::check_tc_redirect(&args.tc_redirect)?;
     if let Some(path) = args.output.as_deref() {
         check_output(path)?;
     }

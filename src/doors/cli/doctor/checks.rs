@@ -64,14 +64,11 @@ pub enum Feature {
     Clsact,
     U32,
     Mirred,
-    ClsBpf,
-    BpfRedirect,
-    Tcx,
 }
 
 impl Feature {
     /// Every feature, in the order the probe reports them.
-    pub const ALL: [Feature; 11] = [
+    pub const ALL: [Feature; 8] = [
         Feature::Veth,
         Feature::Bridge,
         Feature::Tap,
@@ -80,9 +77,6 @@ impl Feature {
         Feature::Clsact,
         Feature::U32,
         Feature::Mirred,
-        Feature::ClsBpf,
-        Feature::BpfRedirect,
-        Feature::Tcx,
     ];
 
     /// The check's name.
@@ -96,18 +90,12 @@ impl Feature {
             Feature::Clsact => "clsact qdisc",
             Feature::U32 => "u32 filter",
             Feature::Mirred => "mirred action",
-            Feature::ClsBpf => "cls_bpf filter",
-            Feature::BpfRedirect => "bpf redirect",
-            Feature::Tcx => "tcx",
         }
     }
 
     /// Whether attach in `mode` needs it. veth is what the CNI plugins
-    /// podtap chains after give a pod. tc mode's BPF redirect is not
-    /// required: only `PODTAP_TC_REDIRECT=bpf` or `auto` asks for it; u32 +
-    /// mirred are tc mode's default and stay required. tcx and
-    /// clsact are what other plugins (Cilium, Calico eBPF) put beside
-    /// podtap's filters.
+    /// podtap chains after give a pod. clsact is what other plugins
+    /// (Cilium, Calico eBPF) put beside podtap's filters.
     pub fn required(self, mode: Wiring) -> bool {
         match self {
             Feature::Veth => true,
@@ -115,7 +103,7 @@ impl Feature {
             Feature::Tap => mode != Wiring::Macvtap,
             Feature::Macvtap => mode == Wiring::Macvtap,
             Feature::Ingress | Feature::U32 | Feature::Mirred => mode == Wiring::Tc,
-            Feature::Clsact | Feature::ClsBpf | Feature::BpfRedirect | Feature::Tcx => false,
+            Feature::Clsact => false,
         }
     }
 
@@ -130,9 +118,6 @@ impl Feature {
             Feature::Clsact => "only other plugins use clsact: load sch_ingress (CONFIG_NET_SCH_INGRESS) if one needs it",
             Feature::U32 => "load cls_u32 (CONFIG_NET_CLS_U32), or use --mode bridge",
             Feature::Mirred => "load act_mirred (CONFIG_NET_ACT_MIRRED), or use --mode bridge",
-            Feature::ClsBpf => "only the optional BPF redirect (PODTAP_TC_REDIRECT=bpf or auto) needs it; load cls_bpf (CONFIG_NET_CLS_BPF)",
-            Feature::BpfRedirect => "only PODTAP_TC_REDIRECT=bpf or auto uses it (the default is u32 + mirred); it needs bpf(2) as root (CONFIG_BPF_SYSCALL, CONFIG_BPF_JIT) and cls_bpf (CONFIG_NET_CLS_BPF)",
-            Feature::Tcx => "podtap does not need it (tcx needs Linux 6.6+); eBPF CNI plugins fall back to cls_bpf",
         }
     }
 }

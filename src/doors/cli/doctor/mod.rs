@@ -4,7 +4,6 @@
 //! there; [`checks`] judges it (pure); this module orders and prints the
 //! findings. Exit 0 only when every required check is ok, 17 otherwise.
 
-mod bpf;
 mod checks;
 mod elf;
 mod host;
