@@ -143,45 +143,6 @@ pub fn privileges(euid: u32, cap_eff: Option<&str>) -> Probe {
     }
 }
 
-/// The hardening flags of an executable, as read from its ELF headers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Hardening {
-    /// `e_type` is `ET_DYN`: position-independent.
-    pub pie: bool,
-    /// A `PT_GNU_RELRO` segment.
-    pub relro: bool,
-    /// `DF_BIND_NOW` / `DF_1_NOW` (full RELRO with relro).
-    pub bind_now: bool,
-    /// `PT_GNU_STACK` without the execute flag.
-    pub nx_stack: bool,
-    /// No `PT_INTERP`, no `PT_DYNAMIC`: a static executable.
-    pub is_static: bool,
-}
-
-/// The hardening check: ok when all of it is there, the missing parts otherwise.
-pub fn hardening(h: Hardening) -> Probe {
-    let mut missing = Vec::new();
-    if !h.pie {
-        missing.push("not PIE (the image itself is not randomised)");
-    }
-    if !h.relro {
-        missing.push("no RELRO");
-    } else if !h.bind_now && !h.is_static {
-        missing.push("partial RELRO (no BIND_NOW)");
-    }
-    if !h.nx_stack {
-        missing.push("executable stack");
-    }
-    let kind = if h.is_static { "static" } else { "dynamic" };
-    if missing.is_empty() {
-        Ok(format!(
-            "{kind}; PIE, RELRO, BIND_NOW, non-executable stack"
-        ))
-    } else {
-        Err(format!("{kind}; {}", missing.join(", ")))
-    }
-}
-
 /// The vhost-net check: the device node opened, or why not and what that means.
 pub fn vhost_net(open: std::result::Result<(), String>) -> Probe {
     open.map(|()| "/dev/vhost-net opens: VMMs can use vhost acceleration".to_string())
@@ -238,35 +199,6 @@ mod tests {
         assert!(only.contains("no CAP_SYS_ADMIN"), "{only}");
         assert!(privileges(0, None).is_err());
         assert!(privileges(0, Some("zz")).is_err());
-    }
-
-    #[test]
-    fn hardening_names_what_is_missing() {
-        let full = Hardening {
-            pie: true,
-            relro: true,
-            bind_now: true,
-            nx_stack: true,
-            is_static: false,
-        };
-        assert!(hardening(full).is_ok());
-        let static_nopie = Hardening {
-            pie: false,
-            is_static: true,
-            bind_now: false,
-            ..full
-        };
-        let why = hardening(static_nopie).unwrap_err();
-        assert!(why.starts_with("static; not PIE"), "{why}");
-        assert!(
-            !why.contains("BIND_NOW"),
-            "a static binary binds nothing late: {why}"
-        );
-        let lazy = Hardening {
-            bind_now: false,
-            ..full
-        };
-        assert!(hardening(lazy).unwrap_err().contains("partial RELRO"));
     }
 
     #[test]
