@@ -29,16 +29,10 @@ BATCH = os.path.join(HERE, "iproute2-batch.sh")
 SCRIPT_GROUP = 4242          # link group the shell contenders use
 FLOOR_GROUP = 4343           # link group of the TAPs the kernel-floor deletion removes
 SCRIPT_PRIO = 49152          # tc prio of the shell contenders' filters
-# data-path variants, in the order of the report, with their labels; the ones
-# rewired with benches/bpfredir.c after podtap's attach
-REWIRED = ("tc-clsbpf", "tc-tcx", "tc-tcx-peer")
+# data-path variants, in the order of the report, with their labels
 DP_VARIANTS = {
     "veth": "bare veth (packet socket)",
-    "tc": "tc: u32 + mirred (podtap's default)",
-    "tc-bpf": "tc: cls_bpf redirect, target as classid (podtap's --tc-redirect bpf)",
-    "tc-clsbpf": "tc: cls_bpf bpf_redirect, target as immediate",
-    "tc-tcx": "tc: tcx bpf_redirect, no qdisc",
-    "tc-tcx-peer": "tc: tcx, TAP side bpf_redirect_peer",
+    "tc": "tc: u32 + mirred (podtap)",
     "bridge": "bridge (podtap)",
     "macvtap": "macvtap (podtap)",
 }
@@ -428,11 +422,8 @@ class Bench:
     def identity_check(self, n, ns, base):
         snaps = {}
         cid = f"{self.prefix}-ident"
-        # The iproute2 scripts build u32 + mirred redirects, podtap's default
-        # (it makes them with an explicit --tc-redirect u32, whatever the
-        # environment says); the BPF redirect's filters are checked by the tests.
-        r = sh([self.bin, "attach", "--netns", f"/var/run/netns/{ns}", "--id", cid,
-                "--tc-redirect", "u32"], check=False)
+        # The iproute2 scripts build u32 + mirred redirects, as podtap does.
+        r = sh([self.bin, "attach", "--netns", f"/var/run/netns/{ns}", "--id", cid], check=False)
         if r.returncode != 0:
             self.fail("identity: podtap attach", r.returncode, r.stderr)
             return
@@ -550,19 +541,15 @@ class Bench:
                 for v in order:
                     cid = f"{self.prefix}-dp"
                     dst = pod_mac
-                    iface = None
                     if v != "veth":
-                        redirect = "bpf" if v == "tc-bpf" else "u32"
                         rr = sh([self.bin, "attach", "--netns", f"/var/run/netns/{pod}", "--id", cid,
-                                 "--mode", v.split("-")[0], "--tc-redirect", redirect], check=False)
+                                 "--mode", v], check=False)
                         if rr.returncode != 0:
                             self.fail(f"datapath attach {v}", rr.returncode, rr.stderr)
                             continue
                     try:
                         if v != "veth":
                             iface = [i for i in json.loads(rr.stdout)["interfaces"] if i.get("tap")][0]
-                            if v in REWIRED and not self.bpf_rewire(v, pod, iface):
-                                continue  # the finally clause undoes what the rewire did
                             dst = iface.get("guest_mac", pod_mac)
                             # a macvtap is opened through its device node, as `podtap exec` does
                             tap = iface["tap"].get("device") or iface["tap"]["name"]
@@ -582,11 +569,6 @@ class Bench:
                                 e.kill()
                                 e.wait()
                     finally:
-                        # on every path, a failed or partial rewire included: a program
-                        # left on tcx or at pref 1 would redirect to a dead ifindex in
-                        # the later variants, which reuse this pod
-                        if v in REWIRED and iface is not None:
-                            self.bpf_unwire(pod, iface)
                         if v != "veth":
                             rr = sh([self.bin, "detach", "--id", cid], check=False)
                             if rr.returncode != 0:
@@ -608,45 +590,6 @@ class Bench:
         self.extra["datapath_secs"] = (rounds, secs)
         log(f"datapath: { {k: [round(x['rx_pps']) for x in v] for k, v in res.items()} }")
         return pod
-
-    def bpf_rewire(self, v, pod, iface):
-        """Replace podtap's two redirect filters with the four-instruction
-        bpf_redirect program of benches/bpfredir.c: as a cls_bpf filter in
-        direct-action mode on the same ingress qdiscs (tc-clsbpf), or on tcx
-        ingress with the qdiscs deleted (tc-tcx; tc-tcx-peer: the TAP's program
-        calls bpf_redirect_peer instead, into the pod veth's peer's ingress in
-        the other netns). podtap's detach then deletes
-        the TAP (and its hook) and finds the pod veth's qdisc already gone."""
-        veth, tap = iface["name"], iface["tap"]["name"]
-        bpfdir = os.path.join(self.a.workdir, "bpffs")
-        os.makedirs(bpfdir, exist_ok=True)
-        steps = []
-        for dev, to in ((veth, tap), (tap, veth)):
-            steps.append(f"tc filter del dev {dev} ingress")
-            if v == "tc-clsbpf":
-                # a bpffs mounted in this command's own mount namespace (ip netns
-                # exec makes one): the pin vanishes with it, the filter keeps the program
-                steps.append(f"{self.a.bpfredir} pin {bpfdir}/{dev} {to}")
-                steps.append(f"tc filter add dev {dev} ingress pref 1 bpf object-pinned {bpfdir}/{dev} da")
-            else:
-                steps.append(f"tc qdisc del dev {dev} ingress")
-                how = "tcx-peer" if v == "tc-tcx-peer" and dev == tap else "tcx-attach"
-                steps.append(f"{self.a.bpfredir} {how} {dev} {to}")
-        if v == "tc-clsbpf":
-            steps.insert(0, f"mount -t bpf bpf {bpfdir}")
-        r = sh(["ip", "netns", "exec", pod, "sh", "-ec", " && ".join(steps)], check=False)
-        if r.returncode != 0:
-            self.fail(f"datapath {v} rewire", r.returncode, r.stderr)
-            return False
-        return True
-
-    def bpf_unwire(self, pod, iface):
-        """Undo bpf_rewire, whichever of its steps ran: detach every tcx ingress
-        program and delete the cls_bpf filter at pref 1 on both devices (the TAP
-        may be gone already; errors are ignored)."""
-        for dev in (iface["name"], iface["tap"]["name"]):
-            sh(["ip", "netns", "exec", pod, self.a.bpfredir, "tcx-detach", dev], check=False)
-            sh(["tc", "-n", pod, "filter", "del", "dev", dev, "ingress", "pref", "1"], check=False)
 
     def tcp(self, secs, rounds):
         """TCP through the wiring: iperf3 client in the peer netns, server in a
@@ -996,23 +939,6 @@ class Bench:
                     L.append(f"| {label[size]} | {DP_VARIANTS[v]} | {s / 1e3:.0f} | {r / 1e3:.0f} | {e / 1e3:.0f} | "
                              f"{r / rb:.2f} | {e / eb:.2f} | "
                              f"{med([x['gen_ns_per_frame'] for x in xs]):.0f} | {med([x['echo_ns_per_frame'] for x in xs]):.0f} |")
-            L.append("\nThe tc redirects against podtap's u32 + mirred, round by round: the ratio within "
-                     "each round (a round runs every variant back to back), median over the rounds "
-                     "(min–max), 64 B frames.\n")
-            L.append("| wiring | echoed frames/s vs u32 + mirred | generator CPU / frame vs u32 + mirred |")
-            L.append("|---|---|---|")
-            u32 = dp.get(("tc", 60), [])
-            for v in (k for k in DP_VARIANTS if k.startswith("tc") and k != "tc"):
-                xs = dp.get((v, 60), [])
-                # rounds are paired by index only when both variants ran in every round
-                if not xs or len(xs) != len(u32):
-                    L.append(f"| {DP_VARIANTS[v]} | not paired | |")
-                    continue
-                er = [a["echo_pps"] / b["echo_pps"] for a, b in zip(xs, u32) if b["echo_pps"]]
-                cr = [a["gen_ns_per_frame"] / b["gen_ns_per_frame"] for a, b in zip(xs, u32)
-                      if b["gen_ns_per_frame"]]
-                L.append(f"| {DP_VARIANTS[v]} | {med(er):.2f} ({min(er):.2f}–{max(er):.2f}) | "
-                         f"{med(cr):.2f} ({min(cr):.2f}–{max(cr):.2f}) |")
             ow = {v: dp.get((v, "oneway"), []) for v in DP_VARIANTS}
             if any(ow.values()):
                 L.append("\n### 6c. One way: the forward path's CPU per frame (64 B, sink never reads)\n")
@@ -1075,7 +1001,6 @@ def main():
     ap.add_argument("--standin", required=True)
     ap.add_argument("--floor", required=True)
     ap.add_argument("--lib", required=True, help="examples/bench_lib binary")
-    ap.add_argument("--bpfredir", required=True, help="benches/bpfredir.c, compiled")
     ap.add_argument("--datapath-only", action="store_true", help="only the data-path test")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--smoke", action="store_true")

@@ -6,11 +6,8 @@
 //   floor attach-tc NETNS N     for the first N non-loopback links of NETNS: a persistent
 //                               TAP (TUNSETIFF+TUNSETPERSIST+owner), link group + alias,
 //                               MTU, ingress qdisc on both, a redirect each way, TAP up
-//                               after tc. The redirect is podtap's default: u32 match-all
+//                               after tc. The redirect is podtap's: u32 match-all
 //                               + mirred egress redirect
-//   floor attach-tc-bpf NETNS N the same with podtap's BPF program (src/kernel/bpf.rs, the
-//                               target as the filter's classid), loaded once with bpf(2),
-//                               in a direct-action cls_bpf filter (PODTAP_TC_REDIRECT=bpf)
 //   floor attach-read NETNS N   `dump` (below), then `attach-tc`, in one process: the
 //                               kernel work of an attach that reads what podtap's scan
 //                               reads (nothing parsed or printed but the byte count)
@@ -43,8 +40,6 @@
 #include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
 #include <linux/tc_act/tc_mirred.h>
-#include <linux/bpf.h>
-#include <sys/syscall.h>
 #include <linux/if_arp.h>
 #include <sched.h>
 #include <stdio.h>
@@ -191,39 +186,6 @@ static void redirect(int from, int to) {
     sendreq(&r.h);
 }
 
-// podtap's redirect program: r1 = skb->tc_classid; r2 = 0; call bpf_redirect; exit.
-static int load_redirect(void) {
-    struct bpf_insn insn[4] = {
-        {.code = BPF_LDX | BPF_MEM | BPF_W, .dst_reg = BPF_REG_1, .src_reg = BPF_REG_1, .off = 72},
-        {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_2, .imm = 0},
-        {.code = BPF_JMP | BPF_CALL, .imm = BPF_FUNC_redirect},
-        {.code = BPF_JMP | BPF_EXIT},
-    };
-    union bpf_attr a;
-    memset(&a, 0, sizeof a);
-    a.prog_type = BPF_PROG_TYPE_SCHED_CLS;
-    a.insns = (unsigned long)insn;
-    a.insn_cnt = 4;
-    a.license = (unsigned long)"GPL";
-    int fd = syscall(__NR_bpf, BPF_PROG_LOAD, &a, sizeof a);
-    if (fd < 0) die("BPF_PROG_LOAD");
-    return fd;
-}
-
-static void redirect_bpf(int from, int to, int prog) {
-    struct req r;
-    filter_header(&r, from);
-    addattr(&r.h, TCA_KIND, "bpf", 4);
-    struct rtattr *o = nest(&r.h, TCA_OPTIONS);
-    unsigned flags = TCA_BPF_FLAG_ACT_DIRECT, classid = to;
-    addattr(&r.h, TCA_BPF_FD, &prog, 4);
-    addattr(&r.h, TCA_BPF_NAME, "podtap_redirect", 16);
-    addattr(&r.h, TCA_BPF_FLAGS, &flags, 4);
-    addattr(&r.h, TCA_BPF_CLASSID, &classid, 4);
-    endnest(&r.h, o);
-    sendreq(&r.h);
-}
-
 static void setlink(int idx, int mtu, int group, const char *alias, int up) {
     struct req r = { .h = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg)), .nlmsg_type = RTM_NEWLINK } };
     struct ifinfomsg *i = NLMSG_DATA(&r.h);
@@ -347,31 +309,23 @@ static void detach_bridge_early(void) {
     }
 }
 
-static void attach_tc(int n, int bpf) {
+static void attach_tc(int n) {
     dump_links();
     int pods[MAXIF], pmtu[MAXIF], taps[MAXIF], k = 0;
     for (int i = 0; i < nlinks && k < n; i++)
         if (!links[i].lo && links[i].group != GROUP) { pods[k] = links[i].idx; pmtu[k] = links[i].mtu; k++; }
     if (k < n) { fprintf(stderr, "floor: only %d links\n", k); exit(1); }
-    int prog = -1;
     for (int i = 0; i < n; i++) {
         char name[IFNAMSIZ];
         snprintf(name, sizeof name, "ftap%d", i);
-        // As podtap: the program is loaded once, after the TAPs exist (the first one here).
-        if (bpf && prog < 0) prog = load_redirect();
         taps[i] = mktap(name);
         setlink(taps[i], pmtu[i], GROUP, ALIAS, 0);
         // As podtap (src/apply/requests.rs): the TAP's qdisc first, so the
         // grace period the pod link's qdisc waits for covers the TAP's too.
         qdisc(RTM_NEWQDISC, taps[i]);
         qdisc(RTM_NEWQDISC, pods[i]);
-        if (prog >= 0) {
-            redirect_bpf(pods[i], taps[i], prog);
-            redirect_bpf(taps[i], pods[i], prog);
-        } else {
-            redirect(pods[i], taps[i]);
-            redirect(taps[i], pods[i]);
-        }
+        redirect(pods[i], taps[i]);
+        redirect(taps[i], pods[i]);
         setlink(taps[i], 0, 0, NULL, 1);
     }
     read_acks(0);
@@ -480,9 +434,8 @@ int main(int argc, char **argv) {
     if (argc < 3) { fprintf(stderr, "usage: floor attach-tc NETNS N | detach NETNS | detach-early NETNS\n"); return 2; }
     enter(argv[2]);
     nl = nlopen(0);
-    if (!strcmp(argv[1], "attach-tc") && argc == 4) attach_tc(atoi(argv[3]), 0);
-    else if (!strcmp(argv[1], "attach-tc-bpf") && argc == 4) attach_tc(atoi(argv[3]), 1);
-    else if (!strcmp(argv[1], "attach-read") && argc == 4) { dump_all(); attach_tc(atoi(argv[3]), 0); }
+    if (!strcmp(argv[1], "attach-tc") && argc == 4) attach_tc(atoi(argv[3]));
+    else if (!strcmp(argv[1], "attach-read") && argc == 4) { dump_all(); attach_tc(atoi(argv[3])); }
     else if (!strcmp(argv[1], "detach")) detach(0);
     else if (!strcmp(argv[1], "detach-early")) detach(1);
     else if (!strcmp(argv[1], "probe")) probe();

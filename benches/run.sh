@@ -8,16 +8,15 @@
 #              the harness works (CI), says nothing about speed. Under 60 s (podstart.sh: 20-30 s more).
 #   --reps N   repetitions per contender (default 20).
 #   --out FILE write the Markdown results there (default: stdout); raw samples go
-#              to FILE.json, the per-phase section (benches/phases.py) to FILE.phases.md.
+#              to FILE.json.
 #   --pods N   pods in the concurrency test (default 100).
 #   --no-tcp   skip the iperf3 TCP test (it runs only when iperf3 is installed).
 #   --no-podstart  skip benches/podstart.sh (pod start under containerd CRI and podman;
 #              its section is appended to the Markdown; it skips itself without them).
 #   --datapath-only  only the data-path test (section 6; with --dp-rounds N rounds,
-#              default 5): every wiring, the tc BPF redirects included.
+#              default 5): every wiring.
 #
-# Then, each with its own section (none with --datapath-only): benches/phases.py
-# (attach and detach per phase next to floor.c; into FILE.phases.md), and appended to
+# Then, each with its own section (none with --datapath-only), appended to
 # the Markdown: benches/routes.py (1 000 / 10 000 / 100 000 routes; --smoke: 1 000),
 # benches/scale.py (1/100/500 attachments; --smoke: 1/5/10), benches/watch_rest.py
 # (200 pods with a watch each; --smoke: 5) and benches/podstart.sh (containerd CRI
@@ -48,7 +47,7 @@ while [ $# -gt 0 ]; do
     --no-podstart) podstart=0 ;;
     --datapath-only) dponly=1 ;;
     --dp-rounds) dprounds=$2; shift ;;
-    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -97,7 +96,7 @@ cleanup() {
     for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$prefix-" || true); do
         ip netns delete "$ns" 2>/dev/null || true
     done
-    rm -rf "$state" "$state-scale" "$state-scale-rss.txt" "$state-rt" "$state-phases" "/run/$prefix-watch"
+    rm -rf "$state" "$state-scale" "$state-scale-rss.txt" "$state-rt" "/run/$prefix-watch"
     if [ "${BENCH_KEEP_WORK:-0}" = 1 ]; then
         echo "run.sh: work dir kept: $work" >&2
     else
@@ -111,10 +110,9 @@ trap 'exit 130' INT TERM
 mkdir -p -m 0700 "$state"
 gcc -O2 -pthread -Wall -o "$work/standin" "$here/standin.c"
 gcc -O2 -Wall -o "$work/floor" "$here/floor.c"
-gcc -O2 -Wall -o "$work/bpfredir" "$here/bpfredir.c"
 
 args=(--bin "$bin" --prefix "$prefix" --state-dir "$state" --workdir "$work"
-      --standin "$work/standin" --floor "$work/floor" --lib "$libbench" --bpfredir "$work/bpfredir" --reps "$reps" --pods "$pods")
+      --standin "$work/standin" --floor "$work/floor" --lib "$libbench" --reps "$reps" --pods "$pods")
 if [ "$smoke" = 1 ]; then
     args+=(--smoke --reps 2 --pods 10 --dp-rounds 1 --dp-secs 0.5)
     tcp=0
@@ -165,13 +163,6 @@ part() {
     py=""
 }
 
-# Attach and detach per phase next to floor.c: benches/phases.py,
-# its Markdown on stdout or into FILE.phases.md beside --out's.
-phase_args=(--bin "$bin" --floor "$work/floor" --prefix "$prefix-ph" --state-dir "$state-phases"
-            --workdir "$work" --reps "$reps")
-[ "$smoke" = 1 ] && phase_args+=(--smoke)
-[ -n "$out" ] && phase_args+=(--out "${out%.md}.phases.md")
-part python3 "$here/phases.py" "${phase_args[@]}"
 
 # Routing size: benches/routes.py, its Markdown after bench.py's.
 rargs=(--bin "$bin" --floor "$work/floor" --prefix "$prefix-rt" --state-dir "$state-rt")

@@ -36,7 +36,7 @@ use crate::state::{SandboxId, Stage, StateDir, LOCK_TIMEOUT};
 use crate::teardown::{self, Proof};
 
 pub use crate::model::Wiring;
-pub use crate::plan::{AttachOptions, TapOwner, TcRedirect, MAX_QUEUES};
+pub use crate::plan::{AttachOptions, TapOwner, MAX_QUEUES};
 
 /// Attach `opts` to the netns at `netns` under sandbox `id`, and return the
 /// description. The host's own netns is refused.
@@ -77,13 +77,10 @@ pub(crate) fn attach_in(
     let span = tracing::info_span!("attach", id = id.as_str(), netns = %netns.display());
     let _entered = span.enter();
     let ns = NetNs::open(netns, false)?;
-    crate::phases::mark("netns_open");
     // The netns thread opens its sockets while this one takes the locks.
     let opening = ns.open_netlink()?;
-    crate::phases::mark("netns_thread");
     state.locked(id, || {
         let _netns_lock = ns.lock(id.as_str(), LOCK_TIMEOUT)?;
-        crate::phases::mark("locks");
         attach_locked(&ns, opening, id, opts, state)
     })
 }
@@ -100,11 +97,8 @@ fn attach_locked(
         fresh: true,
     };
     let built = block_on(async {
-        crate::phases::mark("runtime");
         let recorded = state.load(id)?;
-        crate::phases::mark("checkpoint_read");
         let nl = Netlink::connect_opening(ns, opening)?;
-        crate::phases::mark("sockets");
         if let Some(cp) = recorded {
             if (cp.netns.dev, cp.netns.inode) == ns.identity()
                 && !cp.is_netns(ns.identity(), nl.cookie)
@@ -143,6 +137,5 @@ fn attach_locked(
         }
         apply::fresh(ns, &nl, id, opts, state).await.map(fresh)
     });
-    crate::phases::mark("runtime_drop");
     built
 }

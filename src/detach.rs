@@ -162,11 +162,9 @@ pub fn detach_for_teardown(
 }
 
 fn detach_locked(id: &SandboxId, state: &StateDir, netns: Option<&Path>) -> Result<DetachReport> {
-    crate::phases::mark("locks");
     let Some(cp) = state.load_for_teardown(id)? else {
         return Ok(DetachReport::default());
     };
-    crate::phases::mark("checkpoint_read");
     let mut report = DetachReport {
         found: true,
         warnings: Vec::new(),
@@ -174,14 +172,10 @@ fn detach_locked(id: &SandboxId, state: &StateDir, netns: Option<&Path>) -> Resu
     let hints: Vec<&Path> = netns.into_iter().collect();
     match teardown::open_recorded(&cp, &state.file(id), &hints)? {
         Ok(ns) => {
-            crate::phases::mark("netns_open");
             // The netns thread opens its sockets while this one starts the runtime.
             let opening = ns.open_netlink_bare()?;
-            crate::phases::mark("netns_thread");
             let warnings = block_on(async {
-                crate::phases::mark("runtime");
                 let nl = Netlink::connect_opening(&ns, opening)?;
-                crate::phases::mark("sockets");
                 if !cp.is_netns(ns.identity(), nl.cookie) {
                     return Ok(vec![format!(
                         "netns {} is now a different namespace (same inode, new netns cookie); left it untouched",
@@ -200,12 +194,10 @@ fn detach_locked(id: &SandboxId, state: &StateDir, netns: Option<&Path>) -> Resu
                     .into_result()
             })?;
             report.warnings.extend(warnings);
-            crate::phases::mark("runtime_drop");
         }
         Err(why) => report.warnings.push(why),
     }
     state.remove_recorded(&cp)?;
-    crate::phases::mark("checkpoint_remove");
     Ok(report)
 }
 

@@ -57,9 +57,7 @@ mod doors;
 mod handover;
 mod id;
 mod kernel;
-mod phases;
 mod plan;
-mod start;
 mod teardown;
 
 pub use kernel::mac::MacAddr;
@@ -67,16 +65,6 @@ pub use kernel::mac::MacAddr;
 /// Run the `podtap` program with the process's arguments and environment
 /// (the CLI, or the CNI plugin when `CNI_COMMAND` is set and there are no
 /// arguments) and return its exit code. The binary is only this call.
-/// It also does what Rust's runtime start-up would (the binary enters at
-/// C's `main`): closed standard fds opened on /dev/null (the commands that
-/// print their product, such as `attach`, `scan`, `render` and `list`,
-/// refuse to print into a stdout that was closed), SIGPIPE ignored, stdout
-/// flushed at the end.
 pub fn main() -> i32 {
-    start::prepare();
-    phases::start();
-    let code = doors::run();
-    phases::finish();
-    start::finish();
-    code
+    doors::run()
 }

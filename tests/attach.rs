@@ -529,14 +529,14 @@ fn open_tap(name: &str, flags: i16) -> std::io::Result<OwnedFd> {
 }
 
 #[test]
-fn the_tc_redirect_setting_picks_the_filter_and_either_kind_detaches_exactly() {
-    if !ready("the_tc_redirect_setting_picks_the_filter_and_either_kind_detaches_exactly") {
+fn the_tc_redirect_setting_takes_u32_and_refuses_the_rest() {
+    if !ready("the_tc_redirect_setting_takes_u32_and_refuses_the_rest") {
         return;
     }
     let pod = pod();
     let state = StateDir::new();
     let before = snapshot(&pod.pod);
-    for (setting, want) in [("u32", "u32"), ("", "u32"), ("bpf", "bpf"), ("auto", "bpf")] {
+    for (setting, want) in [("u32", "u32"), ("", "u32")] {
         let id = podtap_testkit::unique("redir");
         let out = podtap_testkit::podtap_cmd(BIN, &state.0)
             .env("PODTAP_TC_REDIRECT", setting)
@@ -568,18 +568,21 @@ fn the_tc_redirect_setting_picks_the_filter_and_either_kind_detaches_exactly() {
             "{setting}: detach restored the pod"
         );
     }
-    let out = podtap_testkit::podtap_cmd(BIN, &state.0)
-        .env("PODTAP_TC_REDIRECT", "ebpf")
-        .args(["attach", "--netns", &pod.pod.path_str(), "--id", "badredir"])
-        .output()
-        .expect("run podtap");
-    assert_eq!(
-        code(&out),
-        2,
-        "a bad value is a usage error: {}",
-        stderr(&out)
-    );
-    assert_eq!(snapshot(&pod.pod), before, "nothing built");
+    // An earlier release also took bpf and auto: refused as any other value.
+    for setting in ["ebpf", "bpf", "auto"] {
+        let out = podtap_testkit::podtap_cmd(BIN, &state.0)
+            .env("PODTAP_TC_REDIRECT", setting)
+            .args(["attach", "--netns", &pod.pod.path_str(), "--id", "badredir"])
+            .output()
+            .expect("run podtap");
+        assert_eq!(
+            code(&out),
+            2,
+            "a bad value is a usage error: {}",
+            stderr(&out)
+        );
+        assert_eq!(snapshot(&pod.pod), before, "nothing built");
+    }
 }
 
 #[test]
@@ -592,7 +595,7 @@ fn a_classic_bpf_filter_dressed_as_the_redirect_is_not_taken_for_it() {
     let before = snapshot(&pod.pod);
     let id = podtap_testkit::unique("dressed");
     let n = &pod.pod.name;
-    let desc = json_ok(&attach(BIN, &state.0, &pod, &id, &["--tc-redirect", "bpf"]));
+    let desc = json_ok(&attach(BIN, &state.0, &pod, &id, &[]));
     let tap = verify_tap(&pod, &desc, "eth0");
     let ifindex = link(&pod.pod, &tap)["ifindex"].as_u64().expect("ifindex");
     let f = filters(&pod.pod, "eth0");

@@ -289,13 +289,10 @@ fn check_of_unknown_id_and_list_of_empty_dir() {
     assert_eq!(code(&l), 0, "{}", stderr(&l));
 }
 
-/// podtap enters at C's `main` (src/main.rs) and opens closed standard fds
-/// on /dev/null itself. Started with stdin, stdout and stderr closed, an
-/// attach refuses (exit 13) and builds nothing: its description would reach
-/// nobody. With `--output FILE` it attaches, prints into none of its own
-/// files (a lock or checkpoint that took fd 1), leaves a valid checkpoint,
-/// and detaches exactly. Scan, render, list, show, completions and man
-/// refuse alike; check runs.
+/// Rust's start-up opens closed standard fds on /dev/null. Started with
+/// stdin, stdout and stderr closed, an attach with `--output FILE` prints
+/// into none of its own files (a lock or checkpoint that took fd 1), leaves
+/// a valid checkpoint, and detaches exactly; check runs.
 #[test]
 fn closed_standard_fds_do_not_receive_a_checkpoint() {
     if !ready("closed_standard_fds_do_not_receive_a_checkpoint") {
@@ -305,26 +302,6 @@ fn closed_standard_fds_do_not_receive_a_checkpoint() {
     let state = StateDir::new();
     let before = snapshot(&pod.pod);
     let id = podtap_testkit::unique("closedfds");
-    let status =
-        with_standard_fds_closed(podtap_testkit::attach_cmd(BIN, &state.0, &pod, &id, &[]));
-    assert_eq!(status.code(), Some(13), "attach, stdout closed: {status:?}");
-    assert!(
-        !state.0.join(format!("{id}.json")).exists(),
-        "a refused attach records nothing"
-    );
-    assert_eq!(
-        snapshot(&pod.pod),
-        before,
-        "a refused attach builds nothing"
-    );
-    let mut scan = std::process::Command::new(BIN);
-    scan.args(["scan", "--netns", &pod.pod.path_str()]);
-    assert_eq!(
-        with_standard_fds_closed(scan).code(),
-        Some(13),
-        "scan, stdout closed"
-    );
-
     let dir = podtap_testkit::TempDir::new();
     let out = dir.path().join("description.json");
     let extra = ["--output", out.to_str().expect("UTF-8 path")];
@@ -351,29 +328,6 @@ fn closed_standard_fds_do_not_receive_a_checkpoint() {
             !text.contains("\"schema\": "),
             "the description was printed into {}",
             path.display()
-        );
-    }
-    let mut render = podtap_testkit::podtap_cmd(BIN, &state.0);
-    render.args(["render", "qemu", "--id", &id]);
-    assert_eq!(
-        with_standard_fds_closed(render).code(),
-        Some(13),
-        "render, stdout closed"
-    );
-    // The other commands whose product is printed refuse alike; check's
-    // verdict is its exit code, so it still runs.
-    for args in [
-        &["list"][..],
-        &["show", "--id", &id],
-        &["completions", "bash"],
-        &["man"],
-    ] {
-        let mut cmd = podtap_testkit::podtap_cmd(BIN, &state.0);
-        cmd.args(args);
-        assert_eq!(
-            with_standard_fds_closed(cmd).code(),
-            Some(13),
-            "{args:?}, stdout closed"
         );
     }
     let mut checked = podtap_testkit::podtap_cmd(BIN, &state.0);

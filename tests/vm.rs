@@ -117,10 +117,9 @@ fn cni_pod_boots_in_tc_and_bridge_mode() {
 
     // The guest pings out, then stays up while the node reaches in.
     let append = format!("podtap.ping={v4_gw},{v6_gw},{mv_peer} podtap.hold=12");
-    // The first boot keeps the optional BPF redirect proven in a guest; the
-    // others ask for u32 + mirred, the default (which every other test uses).
+    // Each boot asks for u32 + mirred, tc mode's one redirect, by name.
     for (mode, launcher, redirect) in [
-        ("tc", "qemu-by-name.sh", "bpf"),
+        ("tc", "qemu-by-name.sh", "u32"),
         ("bridge", "qemu-by-name.sh", "u32"),
         ("tc", "qemu-fds.sh", "u32"),
     ] {
@@ -144,10 +143,9 @@ fn cni_pod_boots_in_tc_and_bridge_mode() {
         .expect("attach prints JSON");
         assert_eq!(iface(&desc, "eth0")["wiring"], mode);
         let net1_tap = iface(&desc, "net1")["tap"]["name"].as_str().expect("a TAP");
-        let kind = if redirect == "u32" { "u32" } else { "bpf" };
         assert_eq!(
             podtap_testkit::wiring::redirect_kind(&pod, "net1", net1_tap),
-            Some(kind),
+            Some(redirect),
             "{mode} ({launcher}): net1's redirect"
         );
         assert_eq!(

@@ -164,7 +164,7 @@ _podtap() {
                     return 0
                     ;;
                 --tc-redirect)
-                    COMPREPLY=($(compgen -W "u32 bpf auto" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "u32" -- "${cur}"))
                     return 0
                     ;;
                 --tap-owner)

@@ -58,9 +58,7 @@ complete -c podtap -n "__fish_podtap_using_subcommand attach" -l mode -d 'Wiring
 bridge\t''
 macvtap\t''"
 complete -c podtap -n "__fish_podtap_using_subcommand attach" -l queues -d 'Queues per TAP (1-256); more than 1 makes a multi-queue TAP' -r
-complete -c podtap -n "__fish_podtap_using_subcommand attach" -l tc-redirect -d 'tc mode\'s redirect filter: u32 + mirred, a BPF program (cls_bpf), or auto (BPF where the kernel loads and JIT-compiles it, else u32 + mirred)' -r -f -a "u32\t''
-bpf\t''
-auto\t''"
+complete -c podtap -n "__fish_podtap_using_subcommand attach" -l tc-redirect -d 'tc mode\'s redirect filter: u32 + mirred (the only one)' -r -f -a "u32\t''"
 complete -c podtap -n "__fish_podtap_using_subcommand attach" -l tap-owner -d 'Let UID[:GID] open the TAPs without CAP_NET_ADMIN (for an unprivileged or jailed VMM)' -r
 complete -c podtap -n "__fish_podtap_using_subcommand attach" -l interfaces -d 'Only these pod interfaces (comma-separated); default: every eligible one' -r
 complete -c podtap -n "__fish_podtap_using_subcommand attach" -l dns-from -d 'Record this resolv.conf (nameserver, domain, search, options) as the guest\'s DNS' -r -F

@@ -50,7 +50,7 @@ json\:"One JSON object per line, for log shippers"))' \
 '--id=[Sandbox id\: the checkpoint'\''s key (letters, digits, -_.\:@+=; at most 128 bytes)]:ID:_default' \
 '--mode=[Wiring between each pod interface and its TAP]:MODE:(tc bridge macvtap)' \
 '--queues=[Queues per TAP (1-256); more than 1 makes a multi-queue TAP]:QUEUES:_default' \
-'--tc-redirect=[tc mode'\''s redirect filter\: u32 + mirred, a BPF program (cls_bpf), or auto (BPF where the kernel loads and JIT-compiles it, else u32 + mirred)]:TC_REDIRECT:(u32 bpf auto)' \
+'--tc-redirect=[tc mode'\''s redirect filter\: u32 + mirred (the only one)]:TC_REDIRECT:(u32)' \
 '--tap-owner=[Let UID\[\:GID\] open the TAPs without CAP_NET_ADMIN (for an unprivileged or jailed VMM)]:UID[:GID]:_default' \
 '*--interfaces=[Only these pod interfaces (comma-separated); default\: every eligible one]:INTERFACES:_default' \
 '--dns-from=[Record this resolv.conf (nameserver, domain, search, options) as the guest'\''s DNS]:FILE:_files' \

@@ -5,13 +5,11 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use futures::future::join_all;
-use nix::errno::Errno;
 use rtnetlink::packet_route::link::InfoKind;
 
 use super::{micros, requests, taps};
 use crate::error::{Error, Result};
 use crate::kernel::batch::Request;
-use crate::kernel::bpf::RedirectProgram;
 use crate::kernel::links::LinkState;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
@@ -58,22 +56,14 @@ pub(super) async fn build(
     quiet_bridged_links(nl, plan)?;
 
     timings.tap += micros(t);
-    crate::phases::mark("taps");
     log_phase("taps", plan, timings.tap);
 
     // The NICs without a bridge are wired in one batch (a few system calls
     // for all of them, in order); each bridged NIC then goes step by step,
     // side by side with the others.
     let t = Instant::now();
-    let program = redirect_program(nl, plan)?;
-    let steps = requests::unbridged(
-        &plan.nics,
-        &tap_indexes,
-        plan.group,
-        marker,
-        program.as_ref(),
-    );
-    run_steps(nl, &steps, plan.tc_redirect == plan::TcRedirect::Auto)?;
+    let steps = requests::unbridged(&plan.nics, &tap_indexes, plan.group, marker);
+    run_steps(nl, &steps)?;
     let bridged = join_all(
         plan.nics
             .iter()
@@ -85,42 +75,8 @@ pub(super) async fn build(
     .await;
     bridged.into_iter().collect::<Result<Vec<()>>>()?;
     timings.wiring = micros(t);
-    crate::phases::mark("wiring");
     log_phase("wiring", plan, timings.wiring);
     Ok(())
-}
-
-/// The BPF redirect program for the tc NICs of `plan`, as its
-/// [`TcRedirect`](plan::TcRedirect) asks: none when no
-/// NIC is tc-wired or u32 is asked for; with `auto`, none when the kernel
-/// refuses it or does not JIT-compile it (u32 + mirred then, said once as
-/// a warning).
-fn redirect_program(nl: &Netlink, plan: &Plan) -> Result<Option<RedirectProgram>> {
-    if plan
-        .nics
-        .iter()
-        .all(|n| n.tc.is_none() || n.bridge.is_some())
-    {
-        return Ok(None);
-    }
-    let choice = plan.tc_redirect;
-    if choice == plan::TcRedirect::U32 {
-        return Ok(None);
-    }
-    match RedirectProgram::load() {
-        Ok(p) if p.jited() || choice == plan::TcRedirect::Bpf => Ok(Some(p)),
-        Ok(_) => {
-            tracing::warn!(
-                "tc redirect: the BPF program is interpreted (net.core.bpf_jit_enable=0); using u32 + mirred"
-            );
-            Ok(None)
-        }
-        Err(e) if choice == plan::TcRedirect::Auto => {
-            tracing::warn!("tc redirect: the BPF program did not load ({e}); using u32 + mirred");
-            Ok(None)
-        }
-        Err(e) => Err(nl.err("load the BPF redirect program", "", e)),
-    }
 }
 
 /// One event per NIC (debug) and one for the phase (info), with its time.
@@ -133,11 +89,8 @@ fn log_phase(phase: &'static str, plan: &Plan, us: u64) {
     tracing::info!(phase, nics = plan.nics.len(), us, "phase done");
 }
 
-/// Send `steps` as one batch; the first that failed is the error. With
-/// `fall_back`, a BPF redirect filter the kernel refuses as unknown
-/// (ENOENT: no cls_bpf; EOPNOTSUPP) is made as u32 + mirred instead, in a
-/// second batch: the kernel ran every other request of the first.
-fn run_steps(nl: &Netlink, steps: &[requests::Step], fall_back: bool) -> Result<()> {
+/// Send `steps` as one batch; the first that failed is the error.
+fn run_steps(nl: &Netlink, steps: &[requests::Step]) -> Result<()> {
     if steps.is_empty() {
         return Ok(());
     }
@@ -146,29 +99,10 @@ fn run_steps(nl: &Netlink, steps: &[requests::Step], fall_back: bool) -> Result<
         .batch
         .run(&batch)
         .map_err(|e| nl.err("send request batch", "", e))?;
-    let mut retry: Vec<(&requests::Step, &Request)> = Vec::new();
-    for (step, result) in steps.iter().zip(results) {
-        let Err(errno) = result else { continue };
-        match (&step.fallback, errno) {
-            (Some(u32_mirred), Errno::ENOENT | Errno::EOPNOTSUPP) if fall_back => {
-                retry.push((step, u32_mirred))
-            }
-            _ => return Err(nl.err(step.op, &step.on, errno)),
-        }
-    }
-    if retry.is_empty() {
-        return Ok(());
-    }
-    tracing::warn!("tc redirect: the kernel refused the cls_bpf filter; using u32 + mirred");
-    let batch: Vec<&Request> = retry.iter().map(|(_, r)| *r).collect();
-    let results = nl
-        .batch
-        .run(&batch)
-        .map_err(|e| nl.err("send request batch", "", e))?;
-    match retry
+    match steps
         .iter()
         .zip(results)
-        .find_map(|((s, _), r)| Some((s, r.err()?)))
+        .find_map(|(s, r)| Some((s, r.err()?)))
     {
         Some((step, errno)) => Err(nl.err(step.op, &step.on, errno)),
         None => Ok(()),

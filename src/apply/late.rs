@@ -197,7 +197,7 @@ async fn add_one(
         group: cp.plan.group,
         nics: vec![nic.clone()],
         taps: None,
-        tc_redirect: cp.plan.tc_redirect,
+        tc_redirect: cp.plan.tc_redirect.clone(),
     };
     // Intent first: a crash from here on leaves a NIC detach can undo by name.
     cp.plan.nics.push(nic.clone());
@@ -259,7 +259,7 @@ fn split_off(cp: &mut Checkpoint, pick: impl Fn(&NicPlan) -> bool) -> (Plan, Vec
         group: cp.plan.group,
         nics: taken,
         taps: None,
-        tc_redirect: cp.plan.tc_redirect,
+        tc_redirect: cp.plan.tc_redirect.clone(),
     };
     (sub, created)
 }

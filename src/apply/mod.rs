@@ -40,9 +40,7 @@ pub async fn fresh(
     let Survey {
         desc, inventory, ..
     } = survey(ns, nl).await?;
-    crate::phases::mark("scan");
     let plan = plan::plan(&desc, &inventory, opts, id)?;
-    crate::phases::mark("plan");
     // The netns thread opens what the TAPs are made with while this one
     // records the intent (nothing is made before that record is on disk).
     let prepared_taps = taps::prepare(nl, taps::nics(&plan).count());
@@ -69,7 +67,6 @@ pub async fn fresh(
     };
     state.save(&cp)?;
     timings.checkpoint = micros(t);
-    crate::phases::mark("checkpoint_intent");
     tracing::debug!(
         phase = "checkpoint",
         us = timings.checkpoint,
@@ -89,7 +86,6 @@ pub async fn fresh(
     let routes_digest = digesting.restore(&mut desc);
     let mut described = describe::attached(desc, &plan, &created, timings, opts.dns.clone());
     bridged_flushed(&mut described, &plan);
-    crate::phases::mark("describe");
     let recorded = described.without_tables();
     cp.tables_digest = Some(routes_digest.finish(&described.neighbours));
     cp.stage = Stage::Complete(Some(recorded));
@@ -98,7 +94,6 @@ pub async fn fresh(
         // The intent record (phase "applying") is still on disk if the rollback cannot finish.
         return Err(rollback(nl, state, &plan, &cp.created, e).await);
     }
-    crate::phases::mark("checkpoint_complete");
     tracing::info!(phase = "checkpoint", "attachment recorded (complete)");
     Ok(described)
 }

@@ -3,9 +3,8 @@
 //! order the kernel sees is unit-tested.
 //!
 //! Per NIC: the TAP's (or macvtap's) MTU, group and marker; then, for tc,
-//! the ingress qdiscs, the redirect filters both ways (cls_bpf with the
-//! loaded redirect program when there is one and both ifindexes fit its
-//! 16-bit target, else u32 + mirred), and only then the
+//! the ingress qdiscs, the redirect filters both ways (u32 + mirred), and
+//! only then the
 //! TAP up (adding an ingress qdisc to a link that is up costs the kernel an
 //! extra RCU grace period in `dev_deactivate`). The kernel runs a batch's
 //! requests in order, so each NIC's steps follow one another, and the NICs
@@ -24,7 +23,6 @@
 use rtnetlink::packet_route::RouteNetlinkMessage;
 
 use crate::kernel::batch::Request;
-use crate::kernel::bpf::{RedirectProgram, MAX_TARGET};
 use crate::kernel::{links, tc};
 use crate::plan::NicPlan;
 
@@ -34,28 +32,17 @@ pub struct Step {
     pub(crate) request: Request,
     pub(crate) op: &'static str,
     pub(crate) on: String,
-    /// For a BPF redirect filter (`auto`): the u32 + mirred one that does
-    /// the same, for when the kernel refuses cls_bpf.
-    pub(crate) fallback: Option<Request>,
 }
 
 /// The steps for every NIC of `nics` without a bridge, NIC after NIC; `taps`
-/// holds each NIC's TAP (or macvtap) ifindex, in the same order; `bpf` is
-/// the redirect program, when tc NICs redirect with it.
-pub fn unbridged(
-    nics: &[NicPlan],
-    taps: &[u32],
-    group: u32,
-    marker: &str,
-    bpf: Option<&RedirectProgram>,
-) -> Vec<Step> {
+/// holds each NIC's TAP (or macvtap) ifindex, in the same order.
+pub fn unbridged(nics: &[NicPlan], taps: &[u32], group: u32, marker: &str) -> Vec<Step> {
     let mut steps = Vec::new();
     for (n, &tap) in nics.iter().zip(taps).filter(|(n, _)| n.bridge.is_none()) {
         let step = |msg: RouteNetlinkMessage, op: &'static str, on: String| Step {
             request: Request::create(msg),
             op,
             on,
-            fallback: None,
         };
         let settings = links::tap_settings(tap, n.tap.mtu, group, marker, None, n.tc.is_none());
         steps.push(step(
@@ -79,20 +66,11 @@ pub fn unbridged(
         }
         let pod = n.pod.ifindex;
         let redirect = |from: u32, to: u32, on: String| {
-            let u32_mirred = Request::create(tc::new_redirect(from, to, tcp.prio));
-            let (request, fallback) = match bpf.filter(|_| pod.max(tap) <= MAX_TARGET) {
-                Some(prog) => (
-                    Request::create(tc::new_bpf_redirect(from, to, tcp.prio, prog)),
-                    Some(u32_mirred),
-                ),
-                None => (u32_mirred, None),
-            };
-            Step {
-                request,
-                op: "add tc redirect filter",
+            step(
+                tc::new_redirect(from, to, tcp.prio),
+                "add tc redirect filter",
                 on,
-                fallback,
-            }
+            )
         };
         steps.push(redirect(
             pod,
@@ -155,7 +133,7 @@ mod tests {
     #[test]
     fn a_tc_nic_gets_the_taps_qdisc_first_goes_up_last_and_nics_follow_each_other() {
         let nics = [nic(2, Wiring::Tc), nic(3, Wiring::Tc)];
-        let steps = unbridged(&nics, &[10, 11], 7, "podtap:x", None);
+        let steps = unbridged(&nics, &[10, 11], 7, "podtap:x");
         assert_eq!(
             ops(&steps),
             [
@@ -178,7 +156,7 @@ mod tests {
     #[test]
     fn a_macvtap_is_configured_up_in_one_step_and_bridged_nics_are_left_out() {
         let nics = [nic(2, Wiring::Macvtap), nic(3, Wiring::Bridge)];
-        let steps = unbridged(&nics, &[10, 11], 7, "podtap:x", None);
+        let steps = unbridged(&nics, &[10, 11], 7, "podtap:x");
         assert_eq!(ops(&steps), ["configure TAP tap_eth2"]);
         let RouteNetlinkMessage::SetLink(m) = &steps[0].request.message() else {
             panic!("a SetLink")

@@ -13,7 +13,6 @@ pub mod hook_state;
 pub mod oci_hook;
 pub mod output;
 pub mod pod_policy;
-mod pretty;
 pub mod state_args;
 pub mod stdin;
 pub mod table_limit;

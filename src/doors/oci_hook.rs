@@ -107,9 +107,9 @@ fn detach(state: &State, dir: &StateDir) -> Result<i32> {
 /// Attach options from the `io.podtap.*` annotations, which must pass the
 /// node's pod policy (against the defaults: tc, 1 queue, no TAP owner).
 pub fn options(ann: &BTreeMap<String, String>, policy: &PodPolicy) -> Result<AttachOptions> {
-    let mut opts = annotated_options(ann)?;
+    let opts = annotated_options(ann)?;
     // The hook's environment is the node admin's (the hook config's `env`).
-    opts.tc_redirect = crate::plan::TcRedirect::from_env()?;
+    crate::plan::check_tc_redirect_env()?;
     let node = AttachOptions::default();
     let node = NodeSettings {
         mode: node.mode,

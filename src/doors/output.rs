@@ -27,35 +27,6 @@ pub fn check_output(path: &Path) -> Result<()> {
     }
 }
 
-/// Refuse, before anything is done, a command whose product (`what`) would
-/// be printed nowhere: `output` cannot be written ([`check_output`]), or it
-/// is stdout and the process started with stdout closed. Its standard fds
-/// are then /dev/null (`src/start.rs`), and an attach would build a pod's
-/// wiring and lose the only copy of its description.
-pub fn check_destination(output: Option<&Path>, what: &str) -> Result<()> {
-    match output {
-        Some(path) => check_output(path),
-        None => open_stdout(what, "give --output FILE or redirect stdout"),
-    }
-}
-
-/// [`check_destination`] for a command that prints its product (`what`)
-/// on stdout only (`list`, `show`, `completions`, `man`).
-pub fn check_stdout(what: &str) -> Result<()> {
-    open_stdout(what, "redirect stdout")
-}
-
-/// An error saying what to do (`remedy`) if the process started with
-/// stdout closed.
-fn open_stdout(what: &str, remedy: &str) -> Result<()> {
-    if crate::start::stdout_was_closed() {
-        return Err(Error::Invalid(format!(
-            "stdout is closed: nowhere to print {what}; {remedy}"
-        )));
-    }
-    Ok(())
-}
-
 /// Print what attach returned. If that fails and this call built the
 /// attachment, undo it: an attach whose description never reached the
 /// caller leaves nothing behind.
@@ -119,7 +90,7 @@ fn print_pretty(desc: &Description) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(STREAM_BUFFER, stdout.lock());
     let failed = |e: std::io::Error| Error::io("write", "stdout", e);
-    super::pretty::to_writer(&mut out, desc).map_err(|e| {
+    serde_json::to_writer_pretty(&mut out, desc).map_err(|e| {
         if e.is_io() {
             failed(e.into())
         } else {
@@ -136,19 +107,10 @@ const STREAM_BUFFER: usize = 1 << 16;
 
 /// The description as pretty JSON with a final newline.
 fn pretty(desc: &Description) -> Result<String> {
-    // Sized up front (a route takes about 250 bytes): a description of
-    // 100 000 routes is tens of MB, and a buffer grown by doubling copies it
-    // over and over.
-    let guess = 4096
-        + 2048 * desc.interfaces.len()
-        + 320 * desc.routes.len()
-        + 192 * (desc.neighbours.len() + desc.rules.len());
-    let mut text = Vec::with_capacity(guess);
-    super::pretty::to_writer(&mut text, desc)
+    let mut text = serde_json::to_string_pretty(desc)
         .map_err(|e| Error::Invalid(format!("serialize: {e}")))?;
-    text.push(b'\n');
-    // serde_json writes UTF-8 only.
-    String::from_utf8(text).map_err(|e| Error::Invalid(format!("serialize: {e}")))
+    text.push('\n');
+    Ok(text)
 }
 
 pub fn emit_text(text: &str, output: Option<&Path>) -> Result<()> {

@@ -21,11 +21,10 @@
 //! | nsfs: `fstatfs`, `NS_GET_NSTYPE`, `/proc/PID/ns/net`, `/proc/PID/fd` | [`netns`], [`netns_search`] | prove a path is a netns and not the host's; find one whose path died |
 //! | `SO_NETNS_COOKIE` | [`netns_id`] | a netns identity the kernel never reuses |
 //! | `flock(2)` | [`netns_lock`], [`unlist`] (drain lock) | one attach per netns; one bridge drain per node |
-//! | `bpf(2)` (`BPF_PROG_LOAD`, `BPF_OBJ_GET_INFO_BY_FD`) | [`bpf`] | load tc mode's redirect program and prove its tag |
 //!
 //! Outside this module: `doors::exec` opens `/dev/vhost-net` and enters the
 //! netns before it execs a VMM; `watch` hands fds to a VMM over its socket
-//! (`SCM_RIGHTS`); `podtap doctor` probes cls_bpf, the redirect program and tcx.
+//! (`SCM_RIGHTS`).
 //!
 //! # The line
 //!
@@ -35,18 +34,17 @@
 //!
 //! | row | modules | import |
 //! |---|---|---|
-//! | 6 requests | [`links`], [`tc`], [`bridge`], [`replay`]; [`unlist`] above its child | batch, session, wire, errno, bpf |
+//! | 6 requests | [`links`], [`tc`], [`bridge`], [`replay`]; [`unlist`] above its child | batch, session, wire, errno |
 //! | 5 session | [`netlink`]: the rtnetlink connection, the batch sockets, the netns thread | batch, netns, errno |
 //! | 4 many requests on one socket | [`batch`], then [`dump`] (consistent dumps) | wire, nlrecv, errno |
 //! | 3 netns users | [`netns_lock`], [`netns_search`], [`subscribe`], [`sysctl`] | netns |
 //! | 2 netns entry, devices | [`netns`]; [`macvtap`] | netns_worker, netns_id; tap |
 //! | 1 threads, ioctls | [`netns_worker`], [`tap`], [`runtime`] | errno, mac |
-//! | 0 leaves | [`wire`] (the one netlink parser, above [`mac`]), [`errno`], [`nlrecv`], [`netns_id`], [`bpf`] | nothing of the kernel layer |
+//! | 0 leaves | [`wire`] (the one netlink parser, above [`mac`]), [`errno`], [`nlrecv`], [`netns_id`] | nothing of the kernel layer |
 //!
 //! Check: `grep -n "use super::\|use crate::kernel" src/kernel/*.rs src/kernel/*/*.rs`.
 
 pub mod batch;
-pub mod bpf;
 pub mod bridge;
 pub mod dump;
 pub mod errno;

@@ -1,7 +1,7 @@
 //! tc requests: ingress qdiscs, and the redirect filters: u32 match-all with
-//! a mirred egress redirect (the default), or, on request, cls_bpf running
-//! podtap's redirect program ([`super::bpf`]) with the target as classid. A
-//! dump reads both kinds back as the same [`FilterInfo`].
+//! a mirred egress redirect. A dump reads those back as [`FilterInfo`], and
+//! so the cls_bpf redirects an earlier podtap made, which its checkpoints
+//! still record: `check`, `show` and teardown take them for podtap's own.
 //!
 //! Filters are added at parent `ffff:fff2`, which both the `ingress` and the
 //! `clsact` qdisc accept, so podtap can sit beside a CNI plugin's own clsact.
@@ -10,15 +10,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rtnetlink::packet_route::tc::{
     TcAction, TcActionAttribute, TcActionGeneric, TcActionMirror, TcActionMirrorOption,
-    TcActionOption, TcActionType, TcAttribute, TcBpfFlags, TcFilterBpf, TcFilterBpfOption,
-    TcFilterU32, TcFilterU32Option, TcHandle, TcMessage, TcMirror, TcMirrorActionType, TcOption,
-    TcU32Key, TcU32Selector, TcU32SelectorFlags,
+    TcActionOption, TcActionType, TcAttribute, TcBpfFlags, TcFilterBpfOption, TcFilterU32,
+    TcFilterU32Option, TcHandle, TcMessage, TcMirror, TcMirrorActionType, TcOption, TcU32Key,
+    TcU32Selector, TcU32SelectorFlags,
 };
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::Handle;
 
 use super::batch::Batch;
-use super::bpf::{RedirectProgram, FILTER_NAME, MAX_TARGET, REDIRECT_TAGS};
 use super::errno::{is_gone, kernel_error};
 use super::netlink::create;
 use crate::error::KernelError;
@@ -34,23 +33,25 @@ pub struct FilterInfo {
     /// The filter's priority (the upper half of `tcm_info`).
     pub prio: u16,
     /// Target ifindex when the filter is a redirect: a mirred action's, or
-    /// the classid of a cls_bpf filter running podtap's redirect program.
+    /// the classid of a cls_bpf filter running an earlier podtap's program.
     pub redirect_to: Option<u32>,
     /// Which kind of redirect that is.
     pub via: Option<Via>,
 }
 
-/// The two redirect filters podtap makes.
+/// The redirect filters podtap recognises as its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Via {
-    /// u32 match-all with a mirred egress redirect.
+    /// u32 match-all with a mirred egress redirect: what attach makes.
     Mirred,
-    /// cls_bpf running podtap's redirect program.
+    /// cls_bpf running the redirect program of an earlier podtap, which
+    /// attach no longer makes; its attachments are still checked, shown
+    /// and torn down.
     Bpf,
 }
 
 impl Via {
-    /// `u32` or `bpf`, as `PODTAP_TC_REDIRECT` names them.
+    /// `u32` or `bpf`, as `show` names them.
     pub fn as_str(self) -> &'static str {
         match self {
             Via::Mirred => "u32",
@@ -192,8 +193,17 @@ fn mirred_target(f: &TcMessage) -> Option<u32> {
     })
 }
 
-/// The target of a cls_bpf filter that runs podtap's redirect program in
-/// direct-action mode: its classid, cut to the 16 bits the program sees.
+/// The tags of the redirect program an earlier podtap attached with cls_bpf:
+/// the first 8 bytes of the SHA-256 (Linux 6.18 and later) or SHA-1
+/// (earlier) of its four instructions, `r1 = skb->tc_classid; r2 = 0; call
+/// bpf_redirect; exit`. The filter's classid named the target.
+const OLD_REDIRECT_TAGS: [[u8; 8]; 2] = [
+    [0x35, 0x1a, 0x16, 0x12, 0xfd, 0x39, 0xee, 0x2f],
+    [0xfd, 0x42, 0xed, 0xd0, 0x2e, 0x5d, 0xe6, 0x48],
+];
+
+/// The target of a cls_bpf filter that runs that program in direct-action
+/// mode: its classid, cut to the 16 bits the program sees (`tc_classid`).
 /// A filter with another program (another tag) or a classic BPF one (no
 /// tag) is not a redirect podtap knows.
 fn bpf_target(f: &TcMessage) -> Option<u32> {
@@ -208,12 +218,14 @@ fn bpf_target(f: &TcMessage) -> Option<u32> {
             TcOption::Bpf(TcFilterBpfOption::Flags(fl)) => {
                 direct = fl.contains(TcBpfFlags::DirectAction)
             }
-            TcOption::Bpf(TcFilterBpfOption::ProgTag(tag)) => ours = REDIRECT_TAGS.contains(tag),
+            TcOption::Bpf(TcFilterBpfOption::ProgTag(tag)) => {
+                ours = OLD_REDIRECT_TAGS.contains(tag)
+            }
             _ => {}
         }
     }
     classid
-        .map(|c| c & MAX_TARGET)
+        .map(|c| c & 0xFFFF)
         .filter(|c| direct && ours && *c != 0)
 }
 
@@ -288,29 +300,6 @@ pub fn match_all() -> TcU32Selector {
     selector
 }
 
-/// `tc filter add dev FROM ingress prio PRIO protocol all bpf direct-action
-/// fd PROG classid TO` (a cls_bpf filter running podtap's redirect program
-/// to `to`), to send with `NLM_F_CREATE | NLM_F_EXCL`. `to` must be at most
-/// [`MAX_TARGET`].
-pub fn new_bpf_redirect(
-    from: u32,
-    to: u32,
-    prio: u16,
-    prog: &RedirectProgram,
-) -> RouteNetlinkMessage {
-    new_filter(
-        from,
-        prio,
-        TcFilterBpf::KIND,
-        vec![
-            TcOption::Bpf(TcFilterBpfOption::ProgFd(prog.raw_fd())),
-            TcOption::Bpf(TcFilterBpfOption::ProgName(FILTER_NAME.to_string())),
-            TcOption::Bpf(TcFilterBpfOption::Flags(TcBpfFlags::DirectAction)),
-            TcOption::Bpf(TcFilterBpfOption::ClassId(TcHandle::from(to))),
-        ],
-    )
-}
-
 /// A new filter of `kind` with `options` at `prio`, protocol all, on
 /// `ifindex`'s ingress hook (`ffff:fff2`).
 pub fn new_filter(
@@ -342,4 +331,62 @@ fn filter_at(ifindex: u32, prio: u16) -> TcMessage {
 /// tc messages carry the ifindex as a signed int; kernel ifindexes are always below 2^31.
 fn index(ifindex: u32) -> i32 {
     i32::try_from(ifindex).unwrap_or(i32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A filter as a dump shows it, from the request that made it.
+    fn dumped(msg: RouteNetlinkMessage) -> TcMessage {
+        match msg {
+            RouteNetlinkMessage::NewTrafficFilter(m) => m,
+            other => panic!("not a filter: {other:?}"),
+        }
+    }
+
+    /// The cls_bpf redirect an earlier podtap made: `tag`, direct action
+    /// when `direct`, the target as classid.
+    fn old_bpf_redirect(from: u32, to: u32, prio: u16, tag: [u8; 8], direct: bool) -> TcMessage {
+        let mut options = vec![
+            TcOption::Bpf(TcFilterBpfOption::ProgTag(tag)),
+            TcOption::Bpf(TcFilterBpfOption::ClassId(TcHandle::from(to))),
+        ];
+        if direct {
+            options.push(TcOption::Bpf(TcFilterBpfOption::Flags(
+                TcBpfFlags::DirectAction,
+            )));
+        }
+        dumped(new_filter(from, prio, "bpf", options))
+    }
+
+    #[test]
+    fn an_earlier_releases_bpf_redirect_reads_as_podtaps() {
+        for tag in OLD_REDIRECT_TAGS {
+            let f = old_bpf_redirect(2, 7, 49374, tag, true);
+            let info = filter_info([&f].into_iter());
+            assert_eq!(
+                info,
+                [FilterInfo {
+                    prio: 49374,
+                    redirect_to: Some(7),
+                    via: Some(Via::Bpf),
+                }]
+            );
+        }
+        let u32_mirred = dumped(new_redirect(2, 7, 49375));
+        let info = filter_info([&u32_mirred].into_iter());
+        assert_eq!(info[0].redirect_to, Some(7));
+        assert_eq!(info[0].via, Some(Via::Mirred));
+    }
+
+    #[test]
+    fn another_program_or_no_direct_action_is_not_a_redirect() {
+        let other = old_bpf_redirect(2, 7, 1, [1; 8], true);
+        let not_direct = old_bpf_redirect(2, 7, 2, OLD_REDIRECT_TAGS[0], false);
+        let info = filter_info([&other, &not_direct].into_iter());
+        assert!(info
+            .iter()
+            .all(|f| f.redirect_to.is_none() && f.via.is_none()));
+    }
 }

@@ -155,9 +155,6 @@ impl Drop for Stack {
 /// on, under [`DRAIN_LOCK`] (unlocked when the file cannot be opened:
 /// read-only /run). Our copies of the fds close on return: the child has
 /// its own.
-// Never inlined: `benches/symbol-order.sh` has callgrind stop at its name
-// (valgrind cannot run the CLONE_VM child).
-#[inline(never)]
 pub(super) fn start(
     requests: &[Vec<u8>],
     drain_from: usize,

@@ -22,7 +22,8 @@ pub use naming::{
 };
 use nic::plan_nic;
 pub use options::{
-    check_queues, parse_queues, AttachOptions, TapOwner, TcRedirect, MAX_QUEUES, TC_REDIRECT_ENV,
+    check_queues, check_tc_redirect, check_tc_redirect_env, parse_queues, AttachOptions, TapOwner,
+    MAX_QUEUES, TC_REDIRECT, TC_REDIRECT_ENV,
 };
 pub use types::{
     BridgePlan, IngressState, Inventory, MacvtapPlan, NicPlan, PinnedNeighbour, Plan, PodRestore,
@@ -60,7 +61,7 @@ pub fn plan(
             owner: opts.owner,
             group: opts.group,
         }),
-        tc_redirect: opts.tc_redirect,
+        tc_redirect: Some(TC_REDIRECT.to_string()),
     })
 }
 

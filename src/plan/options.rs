@@ -2,8 +2,6 @@
 
 use std::str::FromStr;
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::Error;
 use crate::model::{Dns, Wiring};
 
@@ -27,8 +25,6 @@ pub struct AttachOptions {
     pub interfaces: Option<Vec<String>>,
     /// The guest's resolver configuration, recorded as the description's `dns`.
     pub dns: Option<Dns>,
-    /// Which filter tc mode redirects with.
-    pub tc_redirect: TcRedirect,
 }
 
 impl Default for AttachOptions {
@@ -41,7 +37,6 @@ impl Default for AttachOptions {
             group: None,
             interfaces: None,
             dns: None,
-            tc_redirect: TcRedirect::U32,
         }
     }
 }
@@ -55,91 +50,39 @@ impl AttachOptions {
     }
 }
 
-/// The environment variable that chooses tc mode's redirect filter for
-/// every attach of this process ([`TcRedirect`]); a node setting, read
-/// from the environment the node admin gives the CLI, the CNI plugin and
-/// the OCI hook. `watch` uses what the attachment's checkpoint records.
+/// The environment variable that names tc mode's redirect filter for every
+/// attach of this process; a node setting, read from the environment the
+/// node admin gives the CLI, the CNI plugin and the OCI hook.
 pub const TC_REDIRECT_ENV: &str = "PODTAP_TC_REDIRECT";
 
-/// Which filter tc mode redirects with.
-///
-/// The default is [`TcRedirect::U32`]: the BPF redirect measured no more
-/// packets per second than u32 + mirred (`docs/benchmarks.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TcRedirect {
-    /// The BPF redirect where the kernel takes it, else u32 + mirred.
-    Auto,
-    /// The BPF redirect; attach fails when the kernel refuses it.
-    Bpf,
-    /// u32 match-all with a mirred egress redirect (the default).
-    U32,
+/// tc mode's one redirect filter, u32 match-all with a mirred egress
+/// redirect, as `--tc-redirect`, `PODTAP_TC_REDIRECT` and the CNI key
+/// `tcRedirect` name it. An earlier release also took `bpf` and `auto`;
+/// they are refused now, as any other value is.
+pub const TC_REDIRECT: &str = "u32";
+
+/// Check a tc redirect setting: [`TC_REDIRECT`], or empty for the default
+/// (the same filter).
+pub fn check_tc_redirect(value: &str) -> Result<(), Error> {
+    if value.is_empty() || value == TC_REDIRECT {
+        return Ok(());
+    }
+    Err(Error::Invalid(format!(
+        "{:?}: the tc redirect must be {TC_REDIRECT}",
+        value.chars().take(32).collect::<String>()
+    )))
 }
 
-impl TcRedirect {
-    /// Every kind, the default ([`TcRedirect::U32`]) first.
-    pub const ALL: [TcRedirect; 3] = [TcRedirect::U32, TcRedirect::Bpf, TcRedirect::Auto];
-    /// Their names, in the order of [`TcRedirect::ALL`]: `--tc-redirect`'s
-    /// values (an empty value also means the default).
-    pub const NAMES: [&'static str; 3] = [
-        TcRedirect::ALL[0].as_str(),
-        TcRedirect::ALL[1].as_str(),
-        TcRedirect::ALL[2].as_str(),
-    ];
-
-    /// The name used on command lines, in CNI configurations, annotations
-    /// and checkpoints (serde's lowercase names, spelled here once).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            TcRedirect::Auto => "auto",
-            TcRedirect::Bpf => "bpf",
-            TcRedirect::U32 => "u32",
+/// Check `PODTAP_TC_REDIRECT` ([`check_tc_redirect`]); unset is the default.
+pub fn check_tc_redirect_env() -> Result<(), Error> {
+    match std::env::var(TC_REDIRECT_ENV) {
+        Err(std::env::VarError::NotPresent) => Ok(()),
+        Err(std::env::VarError::NotUnicode(_)) => Err(Error::Invalid(format!(
+            "{TC_REDIRECT_ENV}: not UTF-8: the tc redirect must be {TC_REDIRECT}"
+        ))),
+        Ok(v) => {
+            check_tc_redirect(&v).map_err(|e| Error::Invalid(format!("{TC_REDIRECT_ENV}: {e}")))
         }
-    }
-
-    /// What a version-3 checkpoint without the field means: `auto`, which
-    /// the podtap that first wrote the field left out as its default.
-    pub fn absent() -> Self {
-        TcRedirect::Auto
-    }
-
-    /// Whether a checkpoint leaves it out ([`TcRedirect::absent`]).
-    pub fn is_absent(&self) -> bool {
-        *self == TcRedirect::absent()
-    }
-
-    /// From `PODTAP_TC_REDIRECT`: unset or empty is [`TcRedirect::U32`].
-    pub fn from_env() -> Result<Self, Error> {
-        match std::env::var(TC_REDIRECT_ENV) {
-            Err(std::env::VarError::NotPresent) => Ok(TcRedirect::U32),
-            Err(std::env::VarError::NotUnicode(_)) => Err(Error::Invalid(format!(
-                "{TC_REDIRECT_ENV}: not UTF-8: the tc redirect must be {}",
-                one_of(&Self::NAMES)
-            ))),
-            Ok(v) => v
-                .parse()
-                .map_err(|e| Error::Invalid(format!("{TC_REDIRECT_ENV}: {e}"))),
-        }
-    }
-}
-
-impl FromStr for TcRedirect {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self, Error> {
-        if s.is_empty() {
-            return Ok(TcRedirect::ALL[0]);
-        }
-        Self::ALL
-            .into_iter()
-            .find(|kind| kind.as_str() == s)
-            .ok_or_else(|| {
-                Error::Invalid(format!(
-                    "{:?}: the tc redirect must be {}",
-                    s.chars().take(32).collect::<String>(),
-                    one_of(&Self::NAMES)
-                ))
-            })
     }
 }
 
@@ -229,24 +172,19 @@ mod tests {
             assert_eq!(serde_json::to_value(mode).unwrap(), mode.as_str());
             assert_eq!(mode.as_str().parse::<Wiring>().unwrap(), mode);
         }
-        for kind in TcRedirect::ALL {
-            assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
-            assert_eq!(kind.as_str().parse::<TcRedirect>().unwrap(), kind);
-        }
         assert_eq!(Wiring::NAMES, ["tc", "bridge", "macvtap"]);
-        assert_eq!(TcRedirect::NAMES, ["u32", "bpf", "auto"]);
         let e = "vlan".parse::<Wiring>().unwrap_err().to_string();
         assert!(e.contains(r#"expected "tc", "bridge" or "macvtap""#), "{e}");
     }
 
     #[test]
     fn tc_redirect_names() {
-        assert_eq!("".parse::<TcRedirect>().ok(), Some(TcRedirect::U32));
-        assert_eq!("auto".parse::<TcRedirect>().ok(), Some(TcRedirect::Auto));
-        assert_eq!("bpf".parse::<TcRedirect>().ok(), Some(TcRedirect::Bpf));
-        assert_eq!("u32".parse::<TcRedirect>().ok(), Some(TcRedirect::U32));
-        let e = "BPF\n".parse::<TcRedirect>().err().map(|e| e.to_string());
-        assert!(e.is_some_and(|e| e.contains("must be u32, bpf or auto") && !e.contains('\n')));
+        assert!(check_tc_redirect("").is_ok());
+        assert!(check_tc_redirect("u32").is_ok());
+        for gone in ["bpf", "auto", "BPF\n"] {
+            let e = check_tc_redirect(gone).unwrap_err().to_string();
+            assert!(e.contains("must be u32") && !e.contains('\n'), "{e}");
+        }
     }
 
     #[test]

@@ -10,7 +10,6 @@ use crate::kernel::mac::MacAddr;
 use crate::kernel::replay::Recorded;
 use crate::kernel::tc::IngressHook;
 use crate::model::{LinkKind, Wiring};
-use crate::plan::TcRedirect;
 
 /// The ingress side of one existing link, as found before attach.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -65,13 +64,13 @@ pub struct Plan {
     /// NIC's are used).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) taps: Option<TapOptions>,
-    /// The redirect filter attach was asked for (tc NICs added later use
-    /// it too); absent means auto ([`TcRedirect::absent`]).
-    #[serde(
-        default = "TcRedirect::absent",
-        skip_serializing_if = "TcRedirect::is_absent"
-    )]
-    pub(crate) tc_redirect: TcRedirect,
+    /// The redirect filter of the tc NICs, as the checkpoint records it
+    /// for an earlier release that reads it (its watch adds late NICs'
+    /// filters of this kind): podtap writes `u32`; an earlier release also
+    /// wrote `bpf`, or nothing for `auto`, and that is kept as it was read.
+    /// Teardown goes by the filters a dump shows, whatever this says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) tc_redirect: Option<String>,
 }
 
 /// The TAP options of an attachment.

@@ -8,10 +8,12 @@ use crate::kernel::netns_id::NetnsId;
 use crate::model::{Description, NetnsRef};
 use crate::plan::Plan;
 
-/// Checkpoint format version: 3 since a tc redirect may be a cls_bpf
+/// Checkpoint format version: 3 since a tc redirect could be a cls_bpf
 /// filter (`plan.tc_redirect`), which a podtap that writes version 2 does
 /// not recognise as its own: it must refuse these files rather than leave
-/// such a filter behind at teardown.
+/// such a filter behind at teardown. podtap makes u32 + mirred only now,
+/// and still reads, checks and tears down the cls_bpf redirects an
+/// earlier release recorded.
 pub const VERSION: u32 = 3;
 
 /// Version 2: the description recorded without its routes and rules (see
@@ -199,7 +201,7 @@ pub(crate) mod tests {
             group: 1,
             nics: vec![],
             taps: None,
-            tc_redirect: crate::plan::TcRedirect::U32,
+            tc_redirect: Some(crate::plan::TC_REDIRECT.to_string()),
         };
         Checkpoint {
             version: VERSION,

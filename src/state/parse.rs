@@ -16,7 +16,7 @@ use crate::id::SandboxId;
 /// versions 1 and 2 made u32 + mirred only, so that is what they record.
 pub(super) fn current(mut cp: Checkpoint) -> Checkpoint {
     if cp.version < VERSION {
-        cp.plan.tc_redirect = crate::plan::TcRedirect::U32;
+        cp.plan.tc_redirect = Some(crate::plan::TC_REDIRECT.to_string());
     }
     if let Stage::Complete(Some(desc)) = &mut cp.stage {
         if cp.tables_digest.is_none() {

@@ -59,7 +59,7 @@ fn a_version_2_file_reads_as_version_3_with_u32_redirect() {
     fs::write(sd.file(&pod), v2.to_string()).unwrap();
     let cp = sd.load(&pod).unwrap().unwrap();
     assert_eq!(cp.version, VERSION);
-    assert_eq!(cp.plan.tc_redirect, crate::plan::TcRedirect::U32);
+    assert_eq!(cp.plan.tc_redirect.as_deref(), Some("u32"));
     // An unknown later version is refused, never guessed at.
     v2["version"] = (VERSION + 1).into();
     fs::write(sd.file(&pod), v2.to_string()).unwrap();
@@ -70,21 +70,46 @@ fn a_version_2_file_reads_as_version_3_with_u32_redirect() {
 
 #[test]
 fn a_version_3_file_records_the_redirect_unless_auto() {
-    use crate::plan::TcRedirect;
+    // An earlier release wrote `bpf`, or nothing for `auto`: kept as read.
     let (dir, sd) = scratch_state("cp8");
     let pod = id("s");
     for (redirect, written) in [
-        (TcRedirect::U32, Some("u32")),
-        (TcRedirect::Bpf, Some("bpf")),
-        (TcRedirect::Auto, None),
+        (Some("u32"), Some("u32")),
+        (Some("bpf"), Some("bpf")),
+        (None, None),
     ] {
         let mut cp = checkpoint::tests::sample("s");
-        cp.plan.tc_redirect = redirect;
+        cp.plan.tc_redirect = redirect.map(String::from);
         sd.save(&cp).unwrap();
         let text: serde_json::Value =
             serde_json::from_slice(&fs::read(sd.file(&pod)).unwrap()).unwrap();
         assert_eq!(text["plan"]["tc_redirect"].as_str(), written);
-        assert_eq!(sd.load(&pod).unwrap().unwrap().plan.tc_redirect, redirect);
+        let read = sd.load(&pod).unwrap().unwrap().plan.tc_redirect;
+        assert_eq!(read.as_deref(), redirect);
     }
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A version-3 checkpoint of an earlier release whose tc NICs redirect
+/// with its BPF program: read for teardown and as the current version,
+/// and written back as it was (a rollback to that release reads it too).
+/// (`tests/bpf_redirect_upgrade.rs` tears such an attachment down.)
+#[test]
+fn an_earlier_releases_bpf_redirect_checkpoint_reads() {
+    let (dir, sd) = scratch_state("cp9");
+    let pod = id("pod-v1");
+    let mut v3: serde_json::Value = serde_json::from_str(V1_SAMPLE).unwrap();
+    v3["version"] = 3.into();
+    v3["plan"]["tc_redirect"] = "bpf".into();
+    fs::write(sd.file(&pod), v3.to_string()).unwrap();
+    let cp = sd.load_for_teardown(&pod).unwrap().unwrap();
+    assert_eq!((cp.plan.nics.len(), cp.created.len()), (1, 1));
+    assert!(cp.plan.nics[0].tc.is_some());
+    let cp = sd.load(&pod).unwrap().unwrap();
+    assert_eq!(cp.plan.tc_redirect.as_deref(), Some("bpf"));
+    sd.save(&cp).unwrap();
+    let text: serde_json::Value =
+        serde_json::from_slice(&fs::read(sd.file(&pod)).unwrap()).unwrap();
+    assert_eq!(text["plan"]["tc_redirect"], "bpf");
     fs::remove_dir_all(&dir).unwrap();
 }

@@ -88,7 +88,7 @@ pub(super) fn the_plan(nics: Vec<NicPlan>) -> Plan {
         group: GROUP,
         nics,
         taps: None,
-        tc_redirect: crate::plan::TcRedirect::U32,
+        tc_redirect: Some(crate::plan::TC_REDIRECT.to_string()),
     }
 }
 

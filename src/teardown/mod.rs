@@ -70,11 +70,8 @@ async fn undo_in(
     let prepared = unlist::Prepared::start(&nl.worker);
     match execute::observe(nl, |l| tc_pods.contains(&l.ifindex)).await {
         Ok(now) => {
-            crate::phases::mark("observe");
             let undo = decide::undo_in(plan, created, &now, proof, scope);
-            let report = execute::execute(nl, undo, false, prepared).await;
-            crate::phases::mark("undo");
-            report
+            execute::execute(nl, undo, false, prepared).await
         }
         Err(e) => UndoReport {
             warnings: Vec::new(),

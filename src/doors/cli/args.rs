@@ -120,8 +120,7 @@ pub struct AttachArgs {
     /// Create TAPs without IFF_VNET_HDR.
     #[arg(long)]
     pub no_vnet_hdr: bool,
-    /// tc mode's redirect filter: u32 + mirred, a BPF program (cls_bpf), or
-    /// auto (BPF where the kernel loads and JIT-compiles it, else u32 + mirred).
+    /// tc mode's redirect filter: u32 + mirred (the only one).
     #[arg(long, env = crate::plan::TC_REDIRECT_ENV, default_value = TC_REDIRECTS[0], value_parser = tc_redirect_values())]
     pub tc_redirect: String,
     /// Let UID[:GID] open the TAPs without CAP_NET_ADMIN (for an unprivileged or jailed VMM).
@@ -263,11 +262,11 @@ pub struct CniInstallArgs {
 }
 
 /// `--mode`'s values; the first is the default.
-pub(super) const MODES: [&str; 3] = crate::model::Wiring::NAMES;
+const MODES: [&str; 3] = crate::model::Wiring::NAMES;
 /// `--tc-redirect`'s listed values; the first is the default.
-pub(super) const TC_REDIRECTS: [&str; 3] = crate::plan::TcRedirect::NAMES;
+const TC_REDIRECTS: [&str; 1] = [crate::plan::TC_REDIRECT];
 /// `--queues`' default.
-pub(super) const DEFAULT_QUEUES: u32 = 1;
+const DEFAULT_QUEUES: u32 = 1;
 
 /// `--tc-redirect`'s values; an empty `PODTAP_TC_REDIRECT` is accepted
 /// (not listed) and means the default, as it does for the CNI plugin and

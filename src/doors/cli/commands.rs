@@ -11,7 +11,7 @@ use crate::state::{SandboxId, StateDir};
 use super::args::{AttachArgs, CniInstallArgs, DetachArgs, ExecArgs, RenderArgs, WatchArgs};
 use super::Command;
 use crate::doors::cni::registry::Registry;
-use crate::doors::output::{check_destination, check_stdout, emit, emit_attached, emit_text};
+use crate::doors::output::{check_output, emit, emit_attached, emit_text};
 use crate::doors::state_args::StateArgs;
 
 /// Run the parsed command line: each subcommand is one function below.
@@ -43,7 +43,9 @@ pub fn dispatch(cli: super::Cli) -> Result<i32> {
 }
 
 fn scan(netns: &Path, allow_host_netns: bool, output: Option<&Path>) -> Result<i32> {
-    check_destination(output, "the description")?;
+    if let Some(path) = output {
+        check_output(path)?;
+    }
     let desc = crate::scan::scan(netns, allow_host_netns)?;
     emit(&desc, output)?;
     exiting(desc);
@@ -62,7 +64,6 @@ fn attach(args: AttachArgs) -> Result<i32> {
         mode: args.mode.parse::<Wiring>()?,
         queues: args.queues,
         vnet_hdr: !args.no_vnet_hdr,
-        tc_redirect: args.tc_redirect.parse()?,
         interfaces: args.interfaces,
         dns: args.dns_from.as_deref().map(read_resolv_conf).transpose()?,
         ..AttachOptions::default()
@@ -73,12 +74,13 @@ fn attach(args: AttachArgs) -> Result<i32> {
             .map_err(|e| Error::Invalid(format!("--tap-owner {e}")))?;
         opts = opts.with_tap_owner(owner);
     }
-    check_destination(args.output.as_deref(), "the description")?;
+    crate::plan::check_tc_redirect(&args.tc_redirect)?;
+    if let Some(path) = args.output.as_deref() {
+        check_output(path)?;
+    }
     let state = args.state.dir();
     let attached = crate::attach::attach_in(&args.netns, &id, &opts, &state)?;
-    crate::phases::mark("release");
     emit_attached(&attached, args.output.as_deref(), &id, &state)?;
-    crate::phases::mark("print");
     exiting(attached);
     Ok(exit::OK)
 }
@@ -92,10 +94,8 @@ fn detach(args: DetachArgs) -> Result<i32> {
     } else {
         crate::detach::detach(&id, &state, netns)?
     };
-    crate::phases::mark("release");
     // An attachment made through CNI is recorded there too: detached is detached.
     Registry::new(state.path()).forget(&id)?;
-    crate::phases::mark("registry");
     if !report.found {
         eprintln!("podtap: sandbox {id}: nothing to detach");
     }
@@ -112,13 +112,11 @@ fn check(id: &str, state: &StateArgs) -> Result<i32> {
 }
 
 fn list(state: &StateArgs, json: bool) -> Result<i32> {
-    check_stdout("the list")?;
     super::list::list(&state.dir(), json)?;
     Ok(exit::OK)
 }
 
 fn render(args: RenderArgs) -> Result<i32> {
-    check_destination(None, "the rendered text")?;
     let desc = match (args.id, args.description) {
         (Some(id), _) => recorded(&args.state.dir(), &id.parse()?, args.format)?,
         (None, Some(path)) => read_description(&path)?,

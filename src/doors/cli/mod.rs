@@ -10,7 +10,6 @@ mod generated;
 mod list;
 pub(crate) mod logging;
 mod ops;
-mod quick;
 pub(crate) mod resolv_conf;
 mod show;
 
@@ -23,9 +22,7 @@ use crate::error::{exit, Error};
 /// Parse the command line, run it, and return the exit code. (Whether this
 /// process is the CLI at all is decided in one place: [`crate::doors::run`].)
 pub fn run() -> i32 {
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let quick = quick::parse(&args, |name| std::env::var_os(name));
-    let cli = match quick.map_or_else(|| Cli::try_parse_from(&args), Ok) {
+    let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
@@ -36,9 +33,7 @@ pub fn run() -> i32 {
             };
         }
     };
-    crate::phases::mark("args");
     logging::init(cli.log_format);
-    crate::phases::mark("logging");
     match commands::dispatch(cli) {
         Ok(code) => code,
         Err(e) => report(&e),

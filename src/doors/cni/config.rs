@@ -17,7 +17,9 @@ use super::version::CniVersion;
 use super::{code, CniError};
 use crate::doors::pod_policy::{NodeSettings, PodAsk, PodPolicy, Refused};
 use crate::model::Wiring;
-use crate::plan::{check_queues, parse_queues, AttachOptions, TapOwner, TcRedirect};
+use crate::plan::{
+    check_queues, check_tc_redirect, check_tc_redirect_env, parse_queues, AttachOptions, TapOwner,
+};
 use crate::state::DEFAULT_STATE_DIR;
 
 /// The parts of the network configuration podtap reads. Everything else is ignored.
@@ -36,7 +38,7 @@ pub struct NetConf {
     pub args: Option<Value>,
     #[serde(flatten)]
     pub options: Overrides,
-    /// tc mode's redirect filter (`u32`, `bpf`, `auto`); a node setting the
+    /// tc mode's redirect filter (`u32`, the only one); a node setting the
     /// pod cannot change. When absent, `PODTAP_TC_REDIRECT` or `u32`.
     #[serde(default)]
     pub tc_redirect: Option<String>,
@@ -263,9 +265,9 @@ impl NetConf {
         }
         let queues = check_queues(o.queues.unwrap_or(1))
             .map_err(|why| CniError::new(code::INVALID_CONFIG, format!("queues: {why}")))?;
-        let tc_redirect = match &self.tc_redirect {
-            Some(text) => text.parse(),
-            None => TcRedirect::from_env(),
+        match &self.tc_redirect {
+            Some(text) => check_tc_redirect(text),
+            None => check_tc_redirect_env(),
         }
         .map_err(|e| CniError::new(code::INVALID_CONFIG, format!("tcRedirect: {e}")))?;
         Ok(AttachOptions {
@@ -276,7 +278,6 @@ impl NetConf {
             group: o.tap_group,
             interfaces: Some(vec![ifname.to_string()]),
             dns: None,
-            tc_redirect,
         })
     }
 

@@ -202,21 +202,22 @@ fn rejects() {
 
 #[test]
 fn the_tc_redirect_is_the_node_config_and_no_pod_source_sets_it() {
-    let o = conf(r#","tcRedirect":"u32""#)
+    conf(r#","tcRedirect":"u32""#)
         .attach_options("eth0", "")
         .unwrap();
-    assert_eq!(o.tc_redirect, crate::plan::TcRedirect::U32);
+    // The pod's sources are not read: their value, one podtap refuses, is not refused.
     let c = conf(
-        r#","tcRedirect":"bpf",
-           "args":{"cni":{"podtap":{"tcRedirect":"u32"}}},
-           "runtimeConfig":{"podtap":{"tcRedirect":"u32"},
-           "io.kubernetes.cri.pod-annotations":{"io.podtap.tc-redirect":"u32"}}"#,
+        r#","tcRedirect":"u32",
+           "args":{"cni":{"podtap":{"tcRedirect":"bpf"}}},
+           "runtimeConfig":{"podtap":{"tcRedirect":"bpf"},
+           "io.kubernetes.cri.pod-annotations":{"io.podtap.tc-redirect":"bpf"}}"#,
     );
-    let o = c.attach_options("eth0", "PODTAP_TC_REDIRECT=u32").unwrap();
-    assert_eq!(o.tc_redirect, crate::plan::TcRedirect::Bpf);
-    let e = conf(r#","tcRedirect":"ebpf""#)
-        .attach_options("eth0", "")
-        .unwrap_err();
-    assert_eq!(e.code, code::INVALID_CONFIG);
-    assert!(e.msg.contains("tcRedirect"), "{}", e.msg);
+    c.attach_options("eth0", "PODTAP_TC_REDIRECT=bpf").unwrap();
+    for gone in ["ebpf", "bpf", "auto"] {
+        let e = conf(&format!(r#","tcRedirect":"{gone}""#))
+            .attach_options("eth0", "")
+            .unwrap_err();
+        assert_eq!(e.code, code::INVALID_CONFIG);
+        assert!(e.msg.contains("tcRedirect"), "{}", e.msg);
+    }
 }

@@ -81,11 +81,12 @@ pub fn verify_tap(pod: &Pod, desc: &Value, pod_if: &str) -> String {
     name.to_string()
 }
 
-/// The tags of podtap's BPF redirect program (SHA-256 on Linux 6.18+, SHA-1 before).
+/// The tags of the BPF redirect program an earlier podtap attached (SHA-256
+/// on Linux 6.18+, SHA-1 before).
 const REDIRECT_TAGS: [&str; 2] = ["351a1612fd39ee2f", "fd42edd02e5de648"];
 
 /// Which redirect `from`'s ingress carries to `to`, read with tc: `"bpf"`
-/// (a direct-action cls_bpf filter running podtap's program, with `to`'s
+/// (a direct-action cls_bpf filter running that program, with `to`'s
 /// ifindex as classid), `"u32"` (u32 with a mirred redirect to `to`), or
 /// `None`.
 pub fn redirect_kind(ns: &Netns, from: &str, to: &str) -> Option<&'static str> {
@@ -104,13 +105,9 @@ pub fn redirect_kind(ns: &Netns, from: &str, to: &str) -> Option<&'static str> {
     bpf.then_some("bpf")
 }
 
-/// The redirect kind attach makes by default: u32 + mirred, unless the
-/// test run asks for the BPF redirect with `PODTAP_TC_REDIRECT`.
+/// The redirect kind attach makes: u32 + mirred.
 pub fn default_redirect() -> &'static str {
-    match std::env::var("PODTAP_TC_REDIRECT").as_deref() {
-        Ok("bpf" | "auto") => "bpf",
-        _ => "u32",
-    }
+    "u32"
 }
 
 /// tc: ingress qdiscs on both sides, redirects both ways, of the default kind.

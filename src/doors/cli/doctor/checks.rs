@@ -64,14 +64,11 @@ pub enum Feature {
     Clsact,
     U32,
     Mirred,
-    ClsBpf,
-    BpfRedirect,
-    Tcx,
 }
 
 impl Feature {
     /// Every feature, in the order the probe reports them.
-    pub const ALL: [Feature; 11] = [
+    pub const ALL: [Feature; 8] = [
         Feature::Veth,
         Feature::Bridge,
         Feature::Tap,
@@ -80,9 +77,6 @@ impl Feature {
         Feature::Clsact,
         Feature::U32,
         Feature::Mirred,
-        Feature::ClsBpf,
-        Feature::BpfRedirect,
-        Feature::Tcx,
     ];
 
     /// The check's name.
@@ -96,18 +90,12 @@ impl Feature {
             Feature::Clsact => "clsact qdisc",
             Feature::U32 => "u32 filter",
             Feature::Mirred => "mirred action",
-            Feature::ClsBpf => "cls_bpf filter",
-            Feature::BpfRedirect => "bpf redirect",
-            Feature::Tcx => "tcx",
         }
     }
 
     /// Whether attach in `mode` needs it. veth is what the CNI plugins
-    /// podtap chains after give a pod. tc mode's BPF redirect is not
-    /// required: only `PODTAP_TC_REDIRECT=bpf` or `auto` asks for it; u32 +
-    /// mirred are tc mode's default and stay required. tcx and
-    /// clsact are what other plugins (Cilium, Calico eBPF) put beside
-    /// podtap's filters.
+    /// podtap chains after give a pod. clsact is what other plugins
+    /// (Cilium, Calico eBPF) put beside podtap's filters.
     pub fn required(self, mode: Wiring) -> bool {
         match self {
             Feature::Veth => true,
@@ -115,7 +103,7 @@ impl Feature {
             Feature::Tap => mode != Wiring::Macvtap,
             Feature::Macvtap => mode == Wiring::Macvtap,
             Feature::Ingress | Feature::U32 | Feature::Mirred => mode == Wiring::Tc,
-            Feature::Clsact | Feature::ClsBpf | Feature::BpfRedirect | Feature::Tcx => false,
+            Feature::Clsact => false,
         }
     }
 
@@ -130,9 +118,6 @@ impl Feature {
             Feature::Clsact => "only other plugins use clsact: load sch_ingress (CONFIG_NET_SCH_INGRESS) if one needs it",
             Feature::U32 => "load cls_u32 (CONFIG_NET_CLS_U32), or use --mode bridge",
             Feature::Mirred => "load act_mirred (CONFIG_NET_ACT_MIRRED), or use --mode bridge",
-            Feature::ClsBpf => "only the optional BPF redirect (PODTAP_TC_REDIRECT=bpf or auto) needs it; load cls_bpf (CONFIG_NET_CLS_BPF)",
-            Feature::BpfRedirect => "only PODTAP_TC_REDIRECT=bpf or auto uses it (the default is u32 + mirred); it needs bpf(2) as root (CONFIG_BPF_SYSCALL, CONFIG_BPF_JIT) and cls_bpf (CONFIG_NET_CLS_BPF)",
-            Feature::Tcx => "podtap does not need it (tcx needs Linux 6.6+); eBPF CNI plugins fall back to cls_bpf",
         }
     }
 }
@@ -155,45 +140,6 @@ pub fn privileges(euid: u32, cap_eff: Option<&str>) -> Probe {
         (true, false) => Err(format!(
             "euid {euid}; CAP_NET_ADMIN but no CAP_SYS_ADMIN: podtap cannot enter a pod netns (setns)"
         )),
-    }
-}
-
-/// The hardening flags of an executable, as read from its ELF headers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Hardening {
-    /// `e_type` is `ET_DYN`: position-independent.
-    pub pie: bool,
-    /// A `PT_GNU_RELRO` segment.
-    pub relro: bool,
-    /// `DF_BIND_NOW` / `DF_1_NOW` (full RELRO with relro).
-    pub bind_now: bool,
-    /// `PT_GNU_STACK` without the execute flag.
-    pub nx_stack: bool,
-    /// No `PT_INTERP`, no `PT_DYNAMIC`: a static executable.
-    pub is_static: bool,
-}
-
-/// The hardening check: ok when all of it is there, the missing parts otherwise.
-pub fn hardening(h: Hardening) -> Probe {
-    let mut missing = Vec::new();
-    if !h.pie {
-        missing.push("not PIE (the image itself is not randomised)");
-    }
-    if !h.relro {
-        missing.push("no RELRO");
-    } else if !h.bind_now && !h.is_static {
-        missing.push("partial RELRO (no BIND_NOW)");
-    }
-    if !h.nx_stack {
-        missing.push("executable stack");
-    }
-    let kind = if h.is_static { "static" } else { "dynamic" };
-    if missing.is_empty() {
-        Ok(format!(
-            "{kind}; PIE, RELRO, BIND_NOW, non-executable stack"
-        ))
-    } else {
-        Err(format!("{kind}; {}", missing.join(", ")))
     }
 }
 
@@ -253,35 +199,6 @@ mod tests {
         assert!(only.contains("no CAP_SYS_ADMIN"), "{only}");
         assert!(privileges(0, None).is_err());
         assert!(privileges(0, Some("zz")).is_err());
-    }
-
-    #[test]
-    fn hardening_names_what_is_missing() {
-        let full = Hardening {
-            pie: true,
-            relro: true,
-            bind_now: true,
-            nx_stack: true,
-            is_static: false,
-        };
-        assert!(hardening(full).is_ok());
-        let static_nopie = Hardening {
-            pie: false,
-            is_static: true,
-            bind_now: false,
-            ..full
-        };
-        let why = hardening(static_nopie).unwrap_err();
-        assert!(why.starts_with("static; not PIE"), "{why}");
-        assert!(
-            !why.contains("BIND_NOW"),
-            "a static binary binds nothing late: {why}"
-        );
-        let lazy = Hardening {
-            bind_now: false,
-            ..full
-        };
-        assert!(hardening(lazy).unwrap_err().contains("partial RELRO"));
     }
 
     #[test]

@@ -3,14 +3,13 @@
 //! A fresh thread calls `unshare(CLONE_NEWNET)`: it alone moves to a new,
 //! empty netns (the root netns and every other thread stay where they
 //! were), opens its own rtnetlink socket there and creates a veth pair, a
-//! bridge, a macvtap, qdiscs, filters and a tcx link. When the thread ends,
+//! bridge, a macvtap, qdiscs and filters. When the thread ends,
 //! its socket closes and the netns (the thread and the socket were its only
 //! users) goes with everything in it. A module list says what could be
 //! loaded; creating the object says what works, and loads the module on
 //! demand as attach would.
 
 use futures::TryStreamExt;
-use rtnetlink::packet_core::DefaultNla;
 use rtnetlink::packet_route::link::MacVtapMode;
 use rtnetlink::packet_route::tc::{
     TcAttribute, TcFilterU32, TcFilterU32Option, TcHandle, TcMessage, TcOption,
@@ -20,9 +19,8 @@ use rtnetlink::{Handle, LinkBridge, LinkMacVtap, LinkVeth};
 
 use super::checks::{Feature, Probe};
 use crate::error::KernelError;
-use crate::kernel::bpf::RedirectProgram;
 use crate::kernel::netlink::create;
-use crate::kernel::tc::{match_all, new_bpf_redirect, new_filter, new_ingress_qdisc, new_redirect};
+use crate::kernel::tc::{match_all, new_filter, new_ingress_qdisc, new_redirect};
 
 /// The result of each kernel feature probe, in [`Feature::ALL`] order.
 pub fn probe() -> Vec<(Feature, Probe)> {
@@ -112,39 +110,7 @@ async fn probe_all(handle: &Handle) -> Vec<(Feature, Probe)> {
             out.push((f, Err("not probed: needs an ingress qdisc".into())));
         }
     }
-    out.push((
-        Feature::ClsBpf,
-        outcome(
-            create(handle, cls_bpf(b)).await,
-            "a cls_bpf filter (classic BPF)",
-        ),
-    ));
-    out.push((Feature::BpfRedirect, bpf_redirect(handle, a, b).await));
-    out.push((
-        Feature::Tcx,
-        super::bpf::tcx_probe(a)
-            .map(|()| made("a tcx ingress link"))
-            .map_err(|e| show(&e)),
-    ));
     out
-}
-
-/// tc mode's BPF redirect as attach makes it: the program loaded (its tag
-/// proven) and a direct-action cls_bpf filter at `ffff:fff2` of `from` with
-/// `to` as classid, on the ingress qdisc the u32 probe added (or a clsact).
-async fn bpf_redirect(handle: &Handle, from: u32, to: u32) -> Probe {
-    let program =
-        RedirectProgram::load().map_err(|e| format!("loading the program: {}", show(&e)))?;
-    if !program.jited() {
-        return Err(
-            "the program is interpreted, not JIT-compiled (net.core.bpf_jit_enable=0)".into(),
-        );
-    }
-    let _ = create(handle, new_ingress_qdisc(from)).await;
-    outcome(
-        create(handle, new_bpf_redirect(from, to, 3, &program)).await,
-        "the BPF redirect program (tag proven) in a cls_bpf filter",
-    )
 }
 
 /// A TAP with vnet_hdr, as attach makes them; it goes when its fd closes
@@ -210,24 +176,4 @@ fn filter(ifindex: u32, kind: &str, options: Vec<TcOption>) -> RouteNetlinkMessa
 fn u32_filter(ifindex: u32) -> RouteNetlinkMessage {
     let options = vec![TcOption::U32(TcFilterU32Option::Selector(match_all()))];
     filter(ifindex, TcFilterU32::KIND, options)
-}
-
-/// A cls_bpf filter with a one-instruction classic BPF program (`ret #0`),
-/// which needs no bpf(2) program load.
-fn cls_bpf(ifindex: u32) -> RouteNetlinkMessage {
-    const TCA_BPF_OPS_LEN: u16 = 4;
-    const TCA_BPF_OPS: u16 = 5;
-    // struct sock_filter { u16 code; u8 jt; u8 jf; u32 k; }: BPF_RET | BPF_K, k = 0.
-    let mut ret = Vec::with_capacity(8);
-    ret.extend_from_slice(&0x0006u16.to_ne_bytes());
-    ret.extend_from_slice(&[0, 0]);
-    ret.extend_from_slice(&0u32.to_ne_bytes());
-    let options = vec![
-        TcOption::Other(DefaultNla::new(
-            TCA_BPF_OPS_LEN,
-            1u16.to_ne_bytes().to_vec(),
-        )),
-        TcOption::Other(DefaultNla::new(TCA_BPF_OPS, ret)),
-    ];
-    filter(ifindex, "bpf", options)
 }

@@ -1,12 +1,10 @@
 //! `podtap doctor`: can this node run podtap, in the wiring mode asked about?
 //!
-//! Probes ([`host`], [`kernel_probe`], [`vmm`], [`elf`]) gather what is
+//! Probes ([`host`], [`kernel_probe`], [`vmm`]) gather what is
 //! there; [`checks`] judges it (pure); this module orders and prints the
 //! findings. Exit 0 only when every required check is ok, 17 otherwise.
 
-mod bpf;
 mod checks;
-mod elf;
 mod host;
 mod kernel_probe;
 mod vmm;
@@ -126,13 +124,6 @@ fn findings(args: &DoctorArgs, mode: Wiring) -> Vec<Finding> {
         "keep the state dir on tmpfs (/run), where it goes away with the netns at reboot",
     ));
     out.extend(cni_and_vmms(args));
-    out.push(judge(
-        "binary hardening",
-        false,
-        elf::hardening_of(std::path::Path::new("/proc/self/exe")).and_then(checks::hardening),
-        "podtap's release build is static and non-PIE by choice (.cargo/config.toml: start-up time); \
-build with relocation-model=pie for ASLR of the image",
-    ));
     out
 }
 
