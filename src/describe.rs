@@ -127,12 +127,12 @@ pub fn revised(
 mod tests {
     use super::*;
     use crate::plan::AttachOptions;
-    use crate::render::fixture;
+    use crate::render::samples;
 
     /// A scan before attach, the plan for eth0, its TAP (ifindex 90) and what
     /// attach recorded (the description without its tables, and their digest).
     fn attached_pod() -> (Description, Plan, Vec<Created>, (Description, u64)) {
-        let mut scanned = fixture::pod();
+        let mut scanned = samples::pod();
         for i in &mut scanned.interfaces {
             i.tap = None;
             i.wiring = None;
@@ -199,7 +199,7 @@ mod tests {
         let (scanned, plan, created, (prev, digest)) = attached_pod();
         let mut fresh = rescanned(&scanned, &created[0].name);
         // What bridge mode makes the kernel show, plus a new address.
-        let eth0 = fixture::interface_mut(&mut fresh, "eth0");
+        let eth0 = samples::interface_mut(&mut fresh, "eth0");
         eth0.mac = Some("0a:00:00:00:00:99".into());
         eth0.controller = Some("br_eth0".into());
         eth0.eligible = false;
@@ -216,7 +216,7 @@ mod tests {
         assert_eq!(next.attachment.as_ref().unwrap().revision, 1);
         // Revised again with nothing new: the revision stays.
         let mut again = rescanned(&scanned, &created[0].name);
-        fixture::interface_mut(&mut again, "eth0")
+        samples::interface_mut(&mut again, "eth0")
             .addresses
             .push("10.244.1.6/24".into());
         assert_eq!(

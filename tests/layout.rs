@@ -1,13 +1,15 @@
 //! The layout's size rules, kept true (docs/architecture.md): no file in
-//! `src/` over 450 lines, no function there over 80, no test file over 700.
+//! `src/` or `tests/` over 800 lines, no function in `src/` over 80. Files
+//! are sized by what belongs together; the file limit only catches a file
+//! that has grown two concerns.
 //! Functions are found the way rustfmt lays them out: a `fn` line, and the
 //! `}` at the same indentation that closes it.
 
 use std::path::{Path, PathBuf};
 
-const SRC_FILE_LINES: usize = 450;
+const SRC_FILE_LINES: usize = 800;
 const FN_LINES: usize = 80;
-const TEST_FILE_LINES: usize = 700;
+const TEST_FILE_LINES: usize = 800;
 
 fn rust_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -68,7 +70,7 @@ fn fn_name(trimmed: &str) -> Option<String> {
 }
 
 #[test]
-fn no_source_file_over_450_lines_and_no_function_over_80() {
+fn no_source_file_over_800_lines_and_no_function_over_80() {
     let mut over = Vec::new();
     for file in rust_files(&repo("src")) {
         let text = std::fs::read_to_string(&file).expect("read source");
@@ -93,7 +95,7 @@ fn no_source_file_over_450_lines_and_no_function_over_80() {
 }
 
 #[test]
-fn no_test_file_over_700_lines() {
+fn no_test_file_over_800_lines() {
     let over: Vec<String> = rust_files(&repo("tests"))
         .into_iter()
         .filter_map(|file| {

@@ -296,7 +296,7 @@ fn differing(prev: &Description, next: &Description) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::fixture;
+    use crate::render::samples;
 
     fn checkpoint(desc: &Description) -> Checkpoint {
         let id: crate::id::SandboxId = "pod-1".parse().unwrap();
@@ -328,7 +328,7 @@ mod tests {
 
     #[test]
     fn a_new_eligible_interface_arrives_once_and_a_refused_one_stays_out() {
-        let desc = fixture::pod();
+        let desc = samples::pod();
         let mut cp = checkpoint(&desc);
         let names = |v: Vec<&Interface>| v.iter().map(|i| i.name.clone()).collect::<Vec<_>>();
         let eligible_others: Vec<String> = desc
@@ -352,7 +352,7 @@ mod tests {
 
         // Renamed: tried again.
         let mut renamed = desc.clone();
-        fixture::interface_mut(&mut renamed, &first.name.clone()).name = "net7".into();
+        samples::interface_mut(&mut renamed, &first.name.clone()).name = "net7".into();
         assert!(names(arrived(&cp, &renamed, &refused)).contains(&"net7".to_string()));
 
         // An attach limited to some interfaces: watch wires only those.
@@ -362,7 +362,7 @@ mod tests {
 
     #[test]
     fn a_nic_whose_pod_interface_left_is_gone() {
-        let desc = fixture::pod();
+        let desc = samples::pod();
         let cp = checkpoint(&desc);
         assert!(gone(&cp.plan, &desc).is_empty());
         let mut without = desc.clone();
@@ -374,7 +374,7 @@ mod tests {
 
     #[test]
     fn split_off_takes_the_nic_its_links_and_its_late_entry() {
-        let desc = fixture::pod();
+        let desc = samples::pod();
         let mut cp = checkpoint(&desc);
         let tap = cp.plan.nics[0].tap.name.clone();
         cp.created = vec![

@@ -6,7 +6,6 @@
 mod build;
 pub(crate) mod late;
 mod requests;
-mod restore;
 mod taps;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -203,7 +202,7 @@ pub(crate) async fn survey(ns: &NetNs, nl: &Netlink) -> Result<Survey> {
     // neighbours: record the permanent ones to put back.
     let restore = eligible
         .iter()
-        .map(|i| (*i, restore::from_dump(&dump, *i)))
+        .map(|i| (*i, permanent_neighbours(&dump, *i)))
         .collect();
     let inventory = Inventory {
         restore,
@@ -254,6 +253,21 @@ async fn rollback(
         );
     }
     failure
+}
+
+/// What bridge mode must put back on pod interface `ifindex`, read from the
+/// scan's dump: its permanent neighbours (a new MAC flushes them).
+fn permanent_neighbours(dump: &scan::Dump, ifindex: u32) -> plan::PodRestore {
+    use crate::kernel::replay::Recorded;
+    use rtnetlink::packet_route::neighbour::NeighbourState;
+    use rtnetlink::packet_route::RouteNetlinkMessage;
+    let neighbours = dump
+        .neighbours
+        .iter()
+        .filter(|n| n.header.ifindex == ifindex && n.header.state == NeighbourState::Permanent)
+        .map(|n| Recorded::of(&RouteNetlinkMessage::NewNeighbour(n.clone())))
+        .collect();
+    plan::PodRestore { neighbours }
 }
 
 fn micros(since: Instant) -> u64 {

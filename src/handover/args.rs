@@ -42,13 +42,13 @@ pub(crate) fn handover_args(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::render::fixture;
+    use crate::render::samples;
 
     /// eth0: 1 queue, net1: 2 queues (MTU 9000, so Cloud Hypervisor accepts both).
     pub(crate) fn desc_with_taps() -> Description {
-        let mut desc = fixture::pod();
-        fixture::set_queues(&mut desc, "net1", 2);
-        fixture::interface_mut(&mut desc, "eth0").mtu = 1500;
+        let mut desc = samples::pod();
+        samples::set_queues(&mut desc, "net1", 2);
+        samples::interface_mut(&mut desc, "eth0").mtu = 1500;
         desc
     }
 

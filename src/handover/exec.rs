@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use super::confine::{confine, RunAs};
 use super::open::Handover;
-use super::proof::enter;
+use super::recorded_netns::enter;
 use crate::error::Error;
 use crate::kernel::netns::NetNs;
 

@@ -10,7 +10,7 @@
 //! | step | file |
 //! |---|---|
 //! | open and prepare all of a sandbox's fds, with their arguments | `open.rs` |
-//! | prove the netns is the recorded one (dev, inode, cookie) | `proof.rs` |
+//! | prove the netns is the recorded one (dev, inode, cookie) | `recorded_netns.rs` |
 //! | open every queue of every TAP/macvtap, vhost-net fds | `queues.rs` |
 //! | the VMM's fd arguments (`-netdev tap,fds=…`, `--net fd=[…]`) | `args.rs` |
 //! | keep exactly those fds across exec, close_range the rest, drop root | `confine.rs` |
@@ -25,14 +25,14 @@ mod confine;
 mod exec;
 mod open;
 mod peer;
-mod proof;
 mod queues;
+mod recorded_netns;
 mod scm;
 
 pub(crate) use args::Layout;
 pub(crate) use confine::RunAs;
 pub(crate) use exec::{exec_in_netns, exec_vmm};
 pub(crate) use open::{open, Handover};
-pub(crate) use proof::{open_recorded_netns, prove};
 pub(crate) use queues::open_tap_fds;
+pub(crate) use recorded_netns::{open_recorded_netns, prove};
 pub(crate) use scm::send_with_fds;

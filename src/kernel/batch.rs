@@ -2,7 +2,7 @@
 //!
 //! The kernel handles every message of a `sendmsg(2)` buffer in order, inside
 //! that call, and answers a message without `NLM_F_ACK` only when it fails.
-//! So a batch goes out as buffers of up to [`WINDOW`] messages, only the last
+//! So a batch goes out as buffers of up to [`MESSAGES_PER_SEND`] messages, only the last
 //! of each asking for an ack: one `sendmsg` and (when nothing fails) one
 //! `recvmsg` per window, where one request at a time through the rtnetlink
 //! connection costs a message build, a channel hop, a wake-up and a
@@ -38,7 +38,7 @@ use super::wire::{code, frames, push, NLMSG_ERROR};
 
 /// Requests per `sendmsg`: at most this many error replies wait in the
 /// socket (an unbounded burst overran the receive queue with ENOBUFS).
-pub const WINDOW: usize = 64;
+pub const MESSAGES_PER_SEND: usize = 64;
 
 /// How long a reply may take: the kernel queues them inside `sendmsg`, so
 /// this only bounds a kernel that misbehaves.
@@ -109,8 +109,8 @@ impl Batch {
         let mut reply = Vec::with_capacity(nlrecv::DATAGRAM);
         let count = u32::try_from(requests.len()).unwrap_or(u32::MAX);
         let base = self.sent.fetch_add(count, Ordering::Relaxed);
-        for (w, window) in requests.chunks(WINDOW).enumerate() {
-            let first = base.wrapping_add(u32::try_from(w * WINDOW).unwrap_or(u32::MAX));
+        for (w, window) in requests.chunks(MESSAGES_PER_SEND).enumerate() {
+            let first = base.wrapping_add(u32::try_from(w * MESSAGES_PER_SEND).unwrap_or(u32::MAX));
             encode(window, first, &mut buf);
             self.socket.send(&buf, 0)?;
             let len = u32::try_from(window.len()).unwrap_or(u32::MAX);

@@ -87,9 +87,9 @@ impl Netlink {
 /// many requests back to back while at most this many acks wait in the
 /// socket's receive queue: pipelining with a bounded window (an unbounded
 /// burst of 64-NIC attaches overran the queue with ENOBUFS).
-pub const WINDOW: usize = 32;
+pub const POLLS_PER_WAKE: usize = 32;
 
-/// The rtnetlink connection, polled [`WINDOW`] times per wake-up.
+/// The rtnetlink connection, polled [`POLLS_PER_WAKE`] times per wake-up.
 struct Pipelined<C> {
     connection: std::pin::Pin<Box<C>>,
 }
@@ -101,7 +101,7 @@ impl<C: std::future::Future<Output = ()>> std::future::Future for Pipelined<C> {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<()> {
-        for _ in 0..WINDOW {
+        for _ in 0..POLLS_PER_WAKE {
             if self.connection.as_mut().poll(cx).is_ready() {
                 return std::task::Poll::Ready(());
             }

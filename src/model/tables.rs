@@ -164,7 +164,7 @@ mod tests {
     use super::*;
 
     fn desc() -> Description {
-        let mut d = crate::render::fixture::pod();
+        let mut d = crate::render::samples::pod();
         let tap = d.attached().next().map(|(_, t)| t.name.clone()).unwrap();
         let mut own = d.routes[0].clone();
         own.interface = Some(tap);
@@ -220,10 +220,10 @@ mod tests {
     }
 
     /// Checkpoints keep the digest across podtap versions: its value for
-    /// the fixture is fixed, and made in two parts it is the same.
+    /// the sample pod is fixed, and made in two parts it is the same.
     #[test]
     fn the_digest_is_the_one_checkpoints_recorded() {
-        let t = crate::render::fixture::pod().take_tables();
+        let t = crate::render::samples::pod().take_tables();
         let parts = RoutesDigest::of(&t.routes, &t.rules).finish(&t.neighbours);
         assert_eq!(parts, t.digest());
         assert_eq!(t.digest(), 3_218_816_531_964_781_620);

@@ -94,11 +94,11 @@ fn net_arg_with_fds(nic: &Nic<'_>, fds: &[i32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::fixture;
+    use crate::render::samples;
 
     #[test]
     fn by_name_gives_tap_mac_mtu_and_rx_tx_queue_count() {
-        let args = cloud_hypervisor_net_args(&fixture::pod(), None).unwrap();
+        let args = cloud_hypervisor_net_args(&samples::pod(), None).unwrap();
         assert_eq!(
             args,
             [
@@ -111,7 +111,7 @@ mod tests {
     #[test]
     fn with_fds_num_queues_is_twice_the_fd_count() {
         let fds = vec![vec![3], vec![4, 5, 6, 7]];
-        let args = cloud_hypervisor_net_args(&fixture::pod(), Some(&fds)).unwrap();
+        let args = cloud_hypervisor_net_args(&samples::pod(), Some(&fds)).unwrap();
         assert_eq!(
             args,
             [
@@ -129,7 +129,7 @@ mod tests {
         for fd in [-1, 0, 1, 2] {
             let fds = vec![vec![fd]];
             assert_eq!(
-                cloud_hypervisor_net_args(&fixture::single_ipv4(), Some(&fds)).unwrap_err(),
+                cloud_hypervisor_net_args(&samples::single_ipv4(), Some(&fds)).unwrap_err(),
                 RenderError::ReservedFd { fd }
             );
         }
@@ -139,7 +139,7 @@ mod tests {
     fn fd_count_must_match_the_tap_queues() {
         let fds = vec![vec![3], vec![4, 5]];
         assert!(matches!(
-            cloud_hypervisor_net_args(&fixture::pod(), Some(&fds)),
+            cloud_hypervisor_net_args(&samples::pod(), Some(&fds)),
             Err(RenderError::QueueFdCount {
                 queues: 4,
                 fds: 2,
@@ -150,8 +150,8 @@ mod tests {
 
     #[test]
     fn mtu_below_1280_is_refused_with_a_clear_message() {
-        let mut desc = fixture::pod();
-        fixture::interface_mut(&mut desc, "eth0").mtu = 1200;
+        let mut desc = samples::pod();
+        samples::interface_mut(&mut desc, "eth0").mtu = 1200;
         let error = cloud_hypervisor_net_args(&desc, None).unwrap_err();
         assert_eq!(
             error.to_string(),
@@ -163,8 +163,8 @@ mod tests {
 
     #[test]
     fn multiqueue_flag_must_agree_with_queue_count() {
-        let mut desc = fixture::pod();
-        fixture::tap_mut(&mut desc, "eth0").multi_queue = true;
+        let mut desc = samples::pod();
+        samples::tap_mut(&mut desc, "eth0").multi_queue = true;
         assert!(matches!(
             cloud_hypervisor_net_args(&desc, None),
             Err(RenderError::MultiQueueMismatch {

@@ -62,7 +62,7 @@ pub(crate) fn render_cloud_hypervisor_api(desc: &Description) -> Result<String, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::fixture;
+    use crate::render::samples;
 
     /// Fields of NetConfig in Cloud Hypervisor's OpenAPI description.
     const NET_CONFIG_FIELDS: &[&str] = &[
@@ -88,7 +88,7 @@ mod tests {
 
     #[test]
     fn one_json_body_per_line() {
-        let text = render_cloud_hypervisor_api(&fixture::pod()).unwrap();
+        let text = render_cloud_hypervisor_api(&samples::pod()).unwrap();
         assert_eq!(
             text,
             "{\"tap\":\"tap0\",\"mac\":\"0a:58:0a:f4:01:05\",\"mtu\":1400,\"num_queues\":2,\"id\":\"net0\"}\n\
@@ -98,7 +98,7 @@ mod tests {
 
     #[test]
     fn only_net_config_fields_are_used() {
-        let text = render_cloud_hypervisor_api(&fixture::pod()).unwrap();
+        let text = render_cloud_hypervisor_api(&samples::pod()).unwrap();
         for line in text.lines() {
             let body: serde_json::Value = serde_json::from_str(line).unwrap();
             for key in body.as_object().unwrap().keys() {
@@ -109,8 +109,8 @@ mod tests {
 
     #[test]
     fn cloud_hypervisor_rules_apply() {
-        let mut desc = fixture::pod();
-        fixture::interface_mut(&mut desc, "net1").mtu = 1000;
+        let mut desc = samples::pod();
+        samples::interface_mut(&mut desc, "net1").mtu = 1000;
         assert!(matches!(
             cloud_hypervisor_net_configs(&desc),
             Err(RenderError::MtuBelowCloudHypervisorMinimum { mtu: 1000, .. })

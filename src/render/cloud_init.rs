@@ -183,11 +183,11 @@ fn quote(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::fixture;
+    use crate::render::samples;
 
     #[test]
     fn full_pod_network_config() {
-        let yaml = render_cloud_init(&fixture::pod()).unwrap();
+        let yaml = render_cloud_init(&samples::pod()).unwrap();
         let expected = r#"version: 2
 ethernets:
   net0:
@@ -236,7 +236,7 @@ ethernets:
 
     #[test]
     fn on_link_metric_and_route_mtu_are_kept() {
-        let yaml = render_cloud_init(&fixture::pod()).unwrap();
+        let yaml = render_cloud_init(&samples::pod()).unwrap();
         assert!(yaml.contains("on-link: true"));
         assert!(yaml.contains("metric: 100"));
         assert!(yaml.contains("        mtu: 1300\n"));
@@ -244,7 +244,7 @@ ethernets:
 
     #[test]
     fn kernel_link_local_and_multicast_entries_are_left_out() {
-        let yaml = render_cloud_init(&fixture::pod()).unwrap();
+        let yaml = render_cloud_init(&samples::pod()).unwrap();
         for absent in [
             "fe80",
             "ff00",
@@ -259,7 +259,7 @@ ethernets:
     #[test]
     fn nameservers_go_under_the_nic_towards_the_first_server() {
         use crate::model::Dns;
-        let mut desc = fixture::pod();
+        let mut desc = samples::pod();
         desc.dns = Some(Dns {
             nameservers: vec!["192.168.50.53".into(), "FD00::53".into()],
             domain: Some("pod.example".into()),
@@ -279,7 +279,7 @@ ethernets:
         assert!(yaml.ends_with(block), "{yaml}");
         assert_eq!(yaml.matches("nameservers:").count(), 1);
         assert!(!yaml.contains("ndots") && !yaml.contains("pod.example"));
-        let without = render_cloud_init(&fixture::pod()).unwrap();
+        let without = render_cloud_init(&samples::pod()).unwrap();
         assert_eq!(yaml, without + block);
 
         // Search only, via `domain`; the NIC falls to net0 (no server to route).

@@ -92,13 +92,13 @@ pub(crate) fn nic_towards(
 mod tests {
     use super::*;
     use crate::model::Dns;
-    use crate::render::fixture;
     use crate::render::nic::attached_nics;
+    use crate::render::samples;
 
     fn with_dns(dns: Dns) -> Description {
         Description {
             dns: Some(dns),
-            ..fixture::pod()
+            ..samples::pod()
         }
     }
 
@@ -126,7 +126,7 @@ mod tests {
             ..Dns::default()
         });
         assert_eq!(guest_dns(&d).unwrap(), None);
-        assert_eq!(guest_dns(&fixture::pod()).unwrap(), None);
+        assert_eq!(guest_dns(&samples::pod()).unwrap(), None);
     }
 
     #[test]
@@ -161,7 +161,7 @@ mod tests {
 
     #[test]
     fn the_nic_with_the_longest_matching_prefix_wins() {
-        let desc = fixture::pod();
+        let desc = samples::pod();
         let nics = attached_nics(&desc).unwrap();
         let ip = |s: &str| Some(s.parse().unwrap());
         // eth0 (net0) has the default route; net1 owns 192.168.50.0/24.
@@ -176,9 +176,9 @@ mod tests {
         );
         assert_eq!(nic_towards(&desc, &nics, None).unwrap(), 0);
         // No route at all: the first NIC with an address.
-        let mut bare = fixture::pod();
+        let mut bare = samples::pod();
         bare.routes.clear();
-        fixture::interface_mut(&mut bare, "eth0").addresses.clear();
+        samples::interface_mut(&mut bare, "eth0").addresses.clear();
         let nics = attached_nics(&bare).unwrap();
         assert_eq!(nic_towards(&bare, &nics, ip("8.8.8.8")).unwrap(), 1);
     }

@@ -83,7 +83,7 @@ fn check_single_queue(nic: &Nic<'_>) -> Result<(), RenderError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::fixture;
+    use crate::render::samples;
 
     /// Fields Firecracker accepts in a network interface (swagger).
     const ALLOWED: &[&str] = &[
@@ -96,8 +96,8 @@ mod tests {
     ];
 
     fn single_queue_pod() -> Description {
-        let mut desc = fixture::pod();
-        fixture::set_queues(&mut desc, "net1", 1);
+        let mut desc = samples::pod();
+        samples::set_queues(&mut desc, "net1", 1);
         desc
     }
 
@@ -154,7 +154,7 @@ mod tests {
 
     #[test]
     fn multiqueue_taps_are_refused() {
-        let error = firecracker_interfaces(&fixture::pod(), false).unwrap_err();
+        let error = firecracker_interfaces(&samples::pod(), false).unwrap_err();
         assert!(matches!(
             error,
             RenderError::FirecrackerMultiQueue { queues: 4, .. }

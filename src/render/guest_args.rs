@@ -141,11 +141,11 @@ fn neighbour_entry(neighbour: &Neighbour, nic: &Nic<'_>) -> Result<Option<String
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::fixture;
+    use crate::render::samples;
 
     #[test]
     fn exact_entries_for_the_pod() {
-        let text = render_guest_args(&fixture::pod()).unwrap();
+        let text = render_guest_args(&samples::pod()).unwrap();
         let expected = [
             "podtap.nic=0a:58:0a:f4:01:05,1400,10.244.1.5/24,fd00:10:244:1::5/64",
             "podtap.nic=52:54:00:12:34:04,9000,192.168.50.10/24",
@@ -166,7 +166,7 @@ mod tests {
     #[test]
     fn single_nic_without_neighbours() {
         assert_eq!(
-            render_guest_args(&fixture::single_ipv4()).unwrap(),
+            render_guest_args(&samples::single_ipv4()).unwrap(),
             "podtap.nic=52:54:00:12:34:01,1500,10.0.2.15/24 \
              podtap.route=0.0.0.0/0,10.0.2.2,52:54:00:12:34:01,0,0,0\n"
         );
@@ -174,8 +174,8 @@ mod tests {
 
     #[test]
     fn neighbours_without_lladdr_are_skipped() {
-        let mut desc = fixture::single_ipv4();
-        let mut pending = fixture::pod().neighbours[0].clone();
+        let mut desc = samples::single_ipv4();
+        let mut pending = samples::pod().neighbours[0].clone();
         pending.interface = "eth0".into();
         pending.state = "incomplete".into();
         desc.neighbours.push(pending);
@@ -185,7 +185,7 @@ mod tests {
     #[test]
     fn dns_and_search_come_last() {
         use crate::model::Dns;
-        let mut desc = fixture::single_ipv4();
+        let mut desc = samples::single_ipv4();
         desc.dns = Some(Dns {
             nameservers: vec!["10.0.2.3".into(), "FD00::53".into()],
             domain: Some("ignored.example".into()),
@@ -221,7 +221,7 @@ mod tests {
     #[test]
     fn dns_counts_towards_the_2000_bytes() {
         use crate::model::Dns;
-        let mut desc = fixture::single_ipv4();
+        let mut desc = samples::single_ipv4();
         let base = render_guest_args(&desc).unwrap().len() - 1;
         let search = |len: usize| vec!["a".repeat(len)];
         // " podtap.search=" is 15 bytes: exactly at the limit, then one over.
@@ -246,8 +246,8 @@ mod tests {
 
     #[test]
     fn over_2000_bytes_is_an_error() {
-        let mut desc = fixture::single_ipv4();
-        let addresses = &mut fixture::interface_mut(&mut desc, "eth0").addresses;
+        let mut desc = samples::single_ipv4();
+        let addresses = &mut samples::interface_mut(&mut desc, "eth0").addresses;
         for n in 0..150 {
             addresses.push(format!("10.1.{n}.1/24"));
         }

@@ -2,12 +2,12 @@
 use serde_json::{json, Value};
 
 use super::*;
-use crate::render::fixture;
+use crate::render::samples;
 
-/// The fixture pod without its multipath route, which Kata cannot carry.
+/// The sample pod without its multipath route, which Kata cannot carry.
 fn pod() -> Description {
-    let mut desc = fixture::pod();
-    fixture::drop_multipath_routes(&mut desc);
+    let mut desc = samples::pod();
+    samples::drop_multipath_routes(&mut desc);
     desc
 }
 
@@ -77,7 +77,7 @@ fn field_names_are_the_proto_names() {
 
 #[test]
 fn fields_are_written_in_proto_field_number_order() {
-    let text = render_kata_agent(&fixture::single_ipv4()).unwrap();
+    let text = render_kata_agent(&samples::single_ipv4()).unwrap();
     let order = [
         "\"updateInterfaces\"",
         "\"interface\"",
@@ -198,7 +198,7 @@ fn permanent_neighbours_only() {
 
 #[test]
 fn no_neighbours_gives_an_empty_list() {
-    let out = rendered(&fixture::single_ipv4());
+    let out = rendered(&samples::single_ipv4());
     assert_eq!(
         out["addARPNeighbors"],
         json!({"neighbors": {"ARPNeighbors": []}})
@@ -207,7 +207,7 @@ fn no_neighbours_gives_an_empty_list() {
 
 #[test]
 fn a_source_becomes_a_preferred_source_with_prefix_zero() {
-    let mut desc = fixture::single_ipv4();
+    let mut desc = samples::single_ipv4();
     desc.routes[0].source = Some("10.0.2.15".into());
     let out = rendered(&desc);
     assert_eq!(
@@ -218,7 +218,7 @@ fn a_source_becomes_a_preferred_source_with_prefix_zero() {
 
 #[test]
 fn a_source_the_guest_does_not_get_is_refused() {
-    let mut desc = fixture::single_ipv4();
+    let mut desc = samples::single_ipv4();
     desc.routes[0].source = Some("10.0.2.99".into());
     let message = refusal(&desc);
     assert!(
@@ -229,7 +229,7 @@ fn a_source_the_guest_does_not_get_is_refused() {
 
 #[test]
 fn multipath_routes_are_refused() {
-    let message = refusal(&fixture::pod());
+    let message = refusal(&samples::pod());
     assert!(
         message.starts_with("the Kata agent protocol cannot carry this network"),
         "{message}"
@@ -259,14 +259,14 @@ fn two_routes_to_one_destination_are_refused() {
 #[test]
 fn a_shared_guest_mac_is_refused() {
     let mut desc = pod();
-    fixture::interface_mut(&mut desc, "net1").guest_mac = Some("0a:58:0a:f4:01:05".into());
+    samples::interface_mut(&mut desc, "net1").guest_mac = Some("0a:58:0a:f4:01:05".into());
     let message = refusal(&desc);
     assert!(message.contains("the same guest MAC"), "{message}");
 }
 
 #[test]
 fn an_unknown_scope_is_an_error() {
-    let mut desc = fixture::single_ipv4();
+    let mut desc = samples::single_ipv4();
     desc.routes[0].scope = "galaxy".into();
     assert!(matches!(
         render_kata_agent(&desc),

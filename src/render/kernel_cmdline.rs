@@ -111,7 +111,7 @@ fn unsupported(reason: String) -> RenderError {
 mod tests {
     use super::*;
     use crate::model::Route;
-    use crate::render::fixture;
+    use crate::render::samples;
 
     fn refusal(desc: &Description) -> String {
         render_kernel_cmdline(desc).unwrap_err().to_string()
@@ -120,14 +120,14 @@ mod tests {
     #[test]
     fn one_ipv4_nic_with_a_default_gateway() {
         assert_eq!(
-            render_kernel_cmdline(&fixture::single_ipv4()).unwrap(),
+            render_kernel_cmdline(&samples::single_ipv4()).unwrap(),
             "ip=10.0.2.15::10.0.2.2:255.255.255.0::eth0:off\n"
         );
     }
 
     #[test]
     fn no_default_route_leaves_the_gateway_empty() {
-        let mut desc = fixture::single_ipv4();
+        let mut desc = samples::single_ipv4();
         desc.routes.retain(|r| r.destination != "0.0.0.0/0");
         assert_eq!(
             render_kernel_cmdline(&desc).unwrap(),
@@ -137,7 +137,7 @@ mod tests {
 
     #[test]
     fn refusals_say_why_and_what_to_use_instead() {
-        let message = refusal(&fixture::pod());
+        let message = refusal(&samples::pod());
         assert_eq!(
             message,
             "the kernel ip= parameter cannot describe this network: it configures exactly one \
@@ -147,8 +147,8 @@ mod tests {
 
     #[test]
     fn ipv6_addresses_are_refused() {
-        let mut desc = fixture::single_ipv4();
-        fixture::interface_mut(&mut desc, "eth0")
+        let mut desc = samples::single_ipv4();
+        samples::interface_mut(&mut desc, "eth0")
             .addresses
             .push("fd00::15/64".into());
         assert!(
@@ -158,8 +158,8 @@ mod tests {
 
     #[test]
     fn two_ipv4_addresses_are_refused() {
-        let mut desc = fixture::single_ipv4();
-        fixture::interface_mut(&mut desc, "eth0")
+        let mut desc = samples::single_ipv4();
+        samples::interface_mut(&mut desc, "eth0")
             .addresses
             .push("10.0.3.15/24".into());
         assert!(refusal(&desc).contains("exactly one IPv4 address, but interface eth0 has 2"));
@@ -167,29 +167,29 @@ mod tests {
 
     #[test]
     fn onlink_default_route_is_refused() {
-        let mut desc = fixture::single_ipv4();
+        let mut desc = samples::single_ipv4();
         desc.routes[0].onlink = true;
         assert!(refusal(&desc).contains("onlink"));
     }
 
     #[test]
     fn gateway_outside_the_subnet_is_refused() {
-        let mut desc = fixture::single_ipv4();
+        let mut desc = samples::single_ipv4();
         desc.routes[0].gateway = Some("169.254.1.1".into());
         assert!(refusal(&desc).contains("169.254.1.1 is outside 10.0.2.15/24"));
     }
 
     #[test]
     fn extra_and_multipath_routes_are_refused() {
-        let mut desc = fixture::single_ipv4();
+        let mut desc = samples::single_ipv4();
         desc.routes.push(Route {
             destination: "10.96.0.0/12".into(),
             ..desc.routes[0].clone()
         });
         assert!(refusal(&desc).contains("not the route to 10.96.0.0/12"));
 
-        let mut desc = fixture::single_ipv4();
-        let legs = fixture::pod().routes[8].nexthops.clone();
+        let mut desc = samples::single_ipv4();
+        let legs = samples::pod().routes[8].nexthops.clone();
         desc.routes[0].nexthops = legs
             .into_iter()
             .map(|mut hop| {
@@ -203,8 +203,8 @@ mod tests {
 
     #[test]
     fn ipv6_routes_are_refused() {
-        let mut desc = fixture::single_ipv4();
-        desc.routes.push(fixture::pod().routes[4].clone());
+        let mut desc = samples::single_ipv4();
+        desc.routes.push(samples::pod().routes[4].clone());
         desc.routes[3].interface = Some("eth0".into());
         assert!(refusal(&desc).contains("IPv6 route to ::/0"));
     }

@@ -81,11 +81,11 @@ fn escape_xml(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::fixture;
+    use crate::render::samples;
 
     #[test]
     fn one_interface_element_per_nic() {
-        let text = render_libvirt(&fixture::pod()).unwrap();
+        let text = render_libvirt(&samples::pod()).unwrap();
         assert_eq!(
             text,
             "<interface type='ethernet'><mac address='0a:58:0a:f4:01:05'/>\
@@ -99,13 +99,13 @@ mod tests {
 
     #[test]
     fn driver_queues_only_for_multiqueue() {
-        let text = render_libvirt(&fixture::single_ipv4()).unwrap();
+        let text = render_libvirt(&samples::single_ipv4()).unwrap();
         assert!(!text.contains("<driver"));
     }
 
     #[test]
     fn a_tap_without_vnet_hdr_is_refused() {
-        let mut desc = fixture::single_ipv4();
+        let mut desc = samples::single_ipv4();
         for interface in &mut desc.interfaces {
             if let Some(tap) = interface.tap.as_mut() {
                 tap.vnet_hdr = false;

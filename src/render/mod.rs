@@ -21,9 +21,9 @@ mod qemu;
 mod route;
 
 #[cfg(test)]
-pub(crate) mod fixture;
-#[cfg(test)]
 mod policy_tests;
+#[cfg(test)]
+pub(crate) mod samples;
 
 pub use cloud_hypervisor::cloud_hypervisor_net_args;
 pub use cloud_hypervisor_api::{cloud_hypervisor_net_configs, CloudHypervisorNetConfig};
@@ -54,8 +54,8 @@ mod tests {
     use super::*;
 
     fn single_queue_pod() -> Description {
-        let mut desc = fixture::pod();
-        fixture::set_queues(&mut desc, "net1", 1);
+        let mut desc = samples::pod();
+        samples::set_queues(&mut desc, "net1", 1);
         desc
     }
 
@@ -64,7 +64,7 @@ mod tests {
     fn pod_for(format: Format) -> Description {
         let mut desc = single_queue_pod();
         if format == Format::KataAgent {
-            fixture::drop_multipath_routes(&mut desc);
+            samples::drop_multipath_routes(&mut desc);
         }
         desc
     }
@@ -80,7 +80,7 @@ mod tests {
             assert_eq!(first, render(format, &desc.clone()).unwrap(), "{format}");
             assert!(first.ends_with('\n'), "{format}");
         }
-        let single = fixture::single_ipv4();
+        let single = samples::single_ipv4();
         assert!(render(Format::KernelCmdline, &single)
             .unwrap()
             .ends_with('\n'));
@@ -88,7 +88,7 @@ mod tests {
 
     #[test]
     fn every_format_refuses_a_description_without_taps() {
-        let mut desc = fixture::pod();
+        let mut desc = samples::pod();
         desc.interfaces.iter_mut().for_each(|i| i.tap = None);
         for format in Format::ALL {
             assert_eq!(

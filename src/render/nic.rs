@@ -174,11 +174,11 @@ fn normalize_unicast_mac(mac: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::fixture;
+    use crate::render::samples;
 
     #[test]
     fn only_interfaces_with_a_tap_become_nics_in_order() {
-        let desc = fixture::pod();
+        let desc = samples::pod();
         let nics = attached_nics(&desc).unwrap();
         let summary: Vec<(&str, &str)> = nics
             .iter()
@@ -189,7 +189,7 @@ mod tests {
 
     #[test]
     fn guest_mac_wins_and_is_lowercased_else_mac_is_used() {
-        let desc = fixture::pod();
+        let desc = samples::pod();
         let nics = attached_nics(&desc).unwrap();
         assert_eq!(nics[0].mac, "0a:58:0a:f4:01:05");
         assert_eq!(nics[1].mac, "52:54:00:12:34:04");
@@ -197,7 +197,7 @@ mod tests {
 
     #[test]
     fn no_attached_interface_is_an_error() {
-        let mut desc = fixture::pod();
+        let mut desc = samples::pod();
         desc.interfaces.iter_mut().for_each(|i| i.tap = None);
         assert_eq!(
             attached_nics(&desc).unwrap_err(),
@@ -207,13 +207,13 @@ mod tests {
 
     #[test]
     fn missing_and_bad_macs_are_errors() {
-        let mut desc = fixture::pod();
-        fixture::interface_mut(&mut desc, "net1").guest_mac = Some("01:00:5e:00:00:01".into());
+        let mut desc = samples::pod();
+        samples::interface_mut(&mut desc, "net1").guest_mac = Some("01:00:5e:00:00:01".into());
         assert!(matches!(
             attached_nics(&desc),
             Err(RenderError::InvalidMac { .. })
         ));
-        let net1 = fixture::interface_mut(&mut desc, "net1");
+        let net1 = samples::interface_mut(&mut desc, "net1");
         net1.guest_mac = None;
         net1.mac = None;
         assert!(matches!(
@@ -232,8 +232,8 @@ mod tests {
             "a-very-long-tap-name",
             "tap'0",
         ] {
-            let mut desc = fixture::pod();
-            fixture::tap_mut(&mut desc, "net1").name = bad.to_string();
+            let mut desc = samples::pod();
+            samples::tap_mut(&mut desc, "net1").name = bad.to_string();
             assert!(
                 matches!(
                     attached_nics(&desc),
@@ -246,7 +246,7 @@ mod tests {
 
     #[test]
     fn link_local_addresses_are_left_to_the_guest() {
-        let desc = fixture::pod();
+        let desc = samples::pod();
         let nics = attached_nics(&desc).unwrap();
         let addresses: Vec<String> = nics[0]
             .guest_addresses()

@@ -1,12 +1,12 @@
 //! Policy routing across the renderers: those that can carry rules and
 //! tables do, the others refuse rather than drop them.
 
-use super::fixture;
+use super::samples;
 use super::{render, Format};
 use crate::model::{Description, Family, Rule};
 
 fn with_policy() -> Description {
-    let mut desc = fixture::single_ipv4();
+    let mut desc = samples::single_ipv4();
     let mut extra = desc.routes[0].clone();
     extra.table = 100;
     desc.routes.push(extra);
@@ -66,7 +66,7 @@ fn formats_without_words_for_it_refuse() {
         );
     }
     // Without rules or tables they render as before.
-    assert!(render(Format::KernelCmdline, &fixture::single_ipv4()).is_ok());
+    assert!(render(Format::KernelCmdline, &samples::single_ipv4()).is_ok());
 }
 
 #[test]

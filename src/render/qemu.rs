@@ -142,7 +142,7 @@ fn device(nic: &Nic<'_>, queues: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::fixture;
+    use crate::render::samples;
 
     fn by_name(vhost: bool) -> QemuTapSource {
         QemuTapSource::ByName { vhost }
@@ -150,7 +150,7 @@ mod tests {
 
     #[test]
     fn by_name_opens_each_tap_with_scripts_off() {
-        let args = qemu_args(&fixture::pod(), &by_name(false)).unwrap();
+        let args = qemu_args(&samples::pod(), &by_name(false)).unwrap();
         assert_eq!(
             args,
             [
@@ -168,14 +168,14 @@ mod tests {
 
     #[test]
     fn vhost_is_only_added_when_asked() {
-        let args = qemu_args(&fixture::pod(), &by_name(true)).unwrap();
+        let args = qemu_args(&samples::pod(), &by_name(true)).unwrap();
         assert!(args[1].ends_with(",vhost=on"));
         assert!(args[5].ends_with(",queues=4,vhost=on"));
     }
 
     #[test]
     fn single_queue_has_no_mq_and_mtu_1500_no_host_mtu() {
-        let args = qemu_args(&fixture::single_ipv4(), &by_name(false)).unwrap();
+        let args = qemu_args(&samples::single_ipv4(), &by_name(false)).unwrap();
         assert_eq!(
             args[3],
             "virtio-net-pci,netdev=net0,mac=52:54:00:12:34:01,romfile="
@@ -189,7 +189,7 @@ mod tests {
             taps: vec![vec![3], vec![4, 5, 6, 7]],
             vhost: vec![vec![], vec![8, 9, 10, 11]],
         };
-        let args = qemu_args(&fixture::pod(), &source).unwrap();
+        let args = qemu_args(&samples::pod(), &source).unwrap();
         assert_eq!(args[1], "tap,id=net0,fd=3");
         assert_eq!(args[5], "tap,id=net1,fds=4:5:6:7,vhostfds=8:9:10:11");
         assert!(args[7].contains(",mq=on,vectors=10,"));
@@ -206,7 +206,7 @@ mod tests {
             taps: vec![vec![3]],
             vhost: vec![vec![4]],
         };
-        let args = qemu_args(&fixture::single_ipv4(), &source).unwrap();
+        let args = qemu_args(&samples::single_ipv4(), &source).unwrap();
         assert_eq!(args[1], "tap,id=net0,fd=3,vhostfd=4");
     }
 
@@ -217,7 +217,7 @@ mod tests {
             vhost: vec![vec![], vec![8, 9]],
         };
         assert_eq!(
-            qemu_args(&fixture::pod(), &source).unwrap_err(),
+            qemu_args(&samples::pod(), &source).unwrap_err(),
             RenderError::VhostFdCount {
                 nic: "net1".into(),
                 taps: 4,
@@ -233,7 +233,7 @@ mod tests {
             vhost: vec![],
         };
         assert!(matches!(
-            qemu_args(&fixture::pod(), &one_list),
+            qemu_args(&samples::pod(), &one_list),
             Err(RenderError::FdListCount {
                 given: 1,
                 attached: 2
@@ -244,7 +244,7 @@ mod tests {
             vhost: vec![],
         };
         assert!(matches!(
-            qemu_args(&fixture::pod(), &too_few),
+            qemu_args(&samples::pod(), &too_few),
             Err(RenderError::QueueFdCount {
                 queues: 4,
                 fds: 2,
@@ -259,7 +259,7 @@ mod tests {
             taps: vec![vec![2]],
             vhost: vec![],
         };
-        let desc = fixture::single_ipv4();
+        let desc = samples::single_ipv4();
         assert_eq!(
             qemu_args(&desc, &stdio).unwrap_err(),
             RenderError::ReservedFd { fd: 2 }
@@ -276,8 +276,8 @@ mod tests {
 
     #[test]
     fn by_name_needs_multiqueue_agreement() {
-        let mut desc = fixture::pod();
-        fixture::tap_mut(&mut desc, "net1").multi_queue = false;
+        let mut desc = samples::pod();
+        samples::tap_mut(&mut desc, "net1").multi_queue = false;
         assert!(matches!(
             qemu_args(&desc, &by_name(false)),
             Err(RenderError::MultiQueueMismatch { .. })
@@ -286,7 +286,7 @@ mod tests {
 
     #[test]
     fn text_form_is_one_element_per_line() {
-        let text = render_qemu(&fixture::single_ipv4()).unwrap();
+        let text = render_qemu(&samples::single_ipv4()).unwrap();
         assert_eq!(
             text,
             "-netdev\ntap,id=net0,ifname=tap0,script=no,downscript=no\n\

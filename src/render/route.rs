@@ -152,7 +152,7 @@ pub(crate) fn refuse_policy_routing(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::fixture;
+    use crate::render::samples;
 
     fn summary(routes: &[GuestRoute]) -> Vec<String> {
         routes
@@ -166,7 +166,7 @@ mod tests {
 
     #[test]
     fn kernel_link_local_and_multicast_routes_are_skipped() {
-        let desc = fixture::pod();
+        let desc = samples::pod();
         let routes = guest_routes(&desc, "eth0").unwrap();
         assert_eq!(
             summary(&routes),
@@ -182,7 +182,7 @@ mod tests {
 
     #[test]
     fn multipath_gives_one_route_per_leg_on_each_nic() {
-        let desc = fixture::pod();
+        let desc = samples::pod();
         let routes = guest_routes(&desc, "net1").unwrap();
         assert_eq!(
             summary(&routes),
@@ -194,7 +194,7 @@ mod tests {
 
     #[test]
     fn a_gateway_of_the_other_family_is_refused() {
-        let mut desc = fixture::pod();
+        let mut desc = samples::pod();
         desc.routes[0].gateway = Some("fe80::1".into());
         let error = guest_routes(&desc, "eth0").unwrap_err();
         assert!(

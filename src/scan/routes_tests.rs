@@ -4,7 +4,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 #[test]
 fn routes_sort_stably_by_family_destination_metric_interface_gateway() {
-    let mut routes = crate::render::fixture::pod().routes;
+    let mut routes = crate::render::samples::pod().routes;
     let mut tied = routes.clone();
     for r in &mut tied {
         r.protocol = "boot".into(); // not part of the order: ties keep their input order
@@ -23,7 +23,7 @@ fn assert_sorted_as_sort_by_sorts(mut routes: Vec<crate::model::Route>) {
 
 #[test]
 fn routes_sort_as_their_full_destinations_do_past_sixteen_bytes() {
-    let mut routes = crate::render::fixture::pod().routes;
+    let mut routes = crate::render::samples::pod().routes;
     let base = routes[0].clone();
     for dest in [
         "255.255.255.254/32",

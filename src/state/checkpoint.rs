@@ -56,7 +56,7 @@ pub(crate) enum Stage<D> {
 /// through [`crate::state::StateDir::load_for_teardown`]: checked as JSON,
 /// never built; it is nine tenths of a 64-interface checkpoint).
 ///
-/// On disk it is one JSON object (see `wire.rs`): `phase` says whether it
+/// On disk it is one JSON object (see `json.rs`): `phase` says whether it
 /// is an intent or complete, and only a complete one has a `description`.
 #[derive(Debug, Clone)]
 pub struct Checkpoint<D = Description> {

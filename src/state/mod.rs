@@ -11,11 +11,11 @@
 
 mod checkpoint;
 mod entry;
+mod json;
 mod lock;
 mod netns_proof;
 mod news;
 mod parse;
-mod wire;
 mod write;
 
 use std::fs;

@@ -179,7 +179,8 @@ pub fn our_links_in<'a>(
             c.ifindex == l.ifindex
                 && match c.kind {
                     CreatedKind::Tap => {
-                        l.is_kind(InfoKind::Tun) && super::proof::tap_flags(plan, l, &c.name)
+                        l.is_kind(InfoKind::Tun)
+                            && super::link_identity::tap_flags(plan, l, &c.name)
                     }
                     CreatedKind::Bridge => l.is_kind(InfoKind::Bridge),
                     CreatedKind::Macvtap => l.is_kind(InfoKind::MacVtap),
@@ -194,13 +195,15 @@ pub fn our_links_in<'a>(
         })
         .collect();
     let pods: BTreeSet<u32> = plan.nics.iter().map(|n| n.pod.ifindex).collect();
-    live.filter(|l| l.is_podtap_kind() && !pods.contains(&l.ifindex) && super::proof::tap_like(l))
-        .filter(|l| {
-            (recorded_kind(l) && (proof == Proof::MadeNow || marked(l)))
-                || (!part && l.group == plan.group && marked(l))
-                || (match_names && planned.contains(l.name.as_str()) && unclaimed(l))
-        })
-        .collect()
+    live.filter(|l| {
+        l.is_podtap_kind() && !pods.contains(&l.ifindex) && super::link_identity::tap_like(l)
+    })
+    .filter(|l| {
+        (recorded_kind(l) && (proof == Proof::MadeNow || marked(l)))
+            || (!part && l.group == plan.group && marked(l))
+            || (match_names && planned.contains(l.name.as_str()) && unclaimed(l))
+    })
+    .collect()
 }
 
 /// Delete `ours`: one group deletion when the group holds exactly them (and

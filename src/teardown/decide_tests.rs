@@ -1,7 +1,7 @@
 //! Unit tests of teardown's decisions, on hand-made kernel states.
 
 use super::decide::{our_links, undo_recorded, Action, Proof};
-use super::fixture::*;
+use super::test_states::*;
 use crate::kernel::links::LinkState;
 use crate::kernel::mac::MacAddr;
 use crate::kernel::tc::FilterInfo;

@@ -1,9 +1,9 @@
 //! Unit tests of the marker-only teardown and of what check reports.
 
 use super::actions::Action;
-use super::fixture::*;
 use super::markers::undo_by_markers;
 use super::missing::missing;
+use super::test_states::*;
 use crate::kernel::links::LinkState;
 use crate::model::Wiring;
 use crate::plan;

@@ -11,16 +11,16 @@ pub mod decide;
 #[cfg(test)]
 mod decide_tests;
 pub mod execute;
-#[cfg(test)]
-mod fixture;
+mod link_identity;
 pub mod markers;
 #[cfg(test)]
 mod markers_tests;
 pub mod missing;
-mod proof;
 mod restore;
 #[cfg(test)]
 mod restore_tests;
+#[cfg(test)]
+mod test_states;
 
 pub use decide::{Proof, Scope};
 pub use execute::UndoReport;

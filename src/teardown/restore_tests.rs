@@ -1,7 +1,7 @@
 //! The pod side of teardown: bridge release, strangers at recorded ifindexes.
 
 use super::decide::{undo_recorded, Action, Proof};
-use super::fixture::*;
+use super::test_states::*;
 use crate::kernel::links::LinkState;
 use crate::kernel::mac::MacAddr;
 use crate::model::Wiring;

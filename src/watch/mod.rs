@@ -38,9 +38,8 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | `mod.rs` | the entry point |
+//! | `mod.rs` | the entry point, the options, and which VMM client they name |
 //! | `watcher.rs` | the watcher's state, its loop and one round |
-//! | `choose.rs` | which VMM client, from the options |
 //! | `report.rs` | the events a round announces |
 //! | `hotplug.rs` | putting the VMM in step with the checkpoint |
 //! | `wanted.rs` | the NICs the VMM should have; plugging one |
@@ -53,10 +52,10 @@
 //! | `qmp_session.rs` | one QMP connection, its replies bounded |
 //! | `vmm.rs` | the one interface the clients implement (`VmmClient`), and the NIC they get |
 //! | `bounded.rs` | VMM replies capped in size and time |
-//! | `event.rs`, `options.rs` | the events, the options |
+//! | `event.rs` | the events |
 //!
 //! A new VMM client is a file beside `qmp.rs` that implements `vmm.rs`'s
-//! trait, and one line in `choose.rs`.
+//! trait, and one line in `choose` (`mod.rs`).
 //!
 //! TAP fds are opened and sent (to a peer proven by SO_PEERCRED) by the
 //! `handover` floor, which `podtap exec` uses too.
@@ -64,11 +63,9 @@
 mod backoff;
 mod bounded;
 mod ch_api;
-mod choose;
 mod event;
 mod gone;
 mod hotplug;
-mod options;
 mod qmp;
 mod qmp_session;
 mod report;
@@ -80,11 +77,15 @@ mod wanted;
 mod watcher;
 
 pub use event::Event;
-pub use options::WatchOptions;
 pub use wakeup::SETTLE;
 
-use crate::error::Result;
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
 use crate::state::{SandboxId, StateDir};
+use ch_api::CloudHypervisorApi;
+use qmp::QmpVmm;
+use vmm::VmmClient;
 use wakeup::Signals;
 use watcher::Watcher;
 
@@ -101,7 +102,7 @@ pub fn watch(
     opts: &WatchOptions,
     emit: &mut dyn FnMut(&Event),
 ) -> Result<()> {
-    let vmm = choose::choose(opts)?;
+    let vmm = choose(opts)?;
     let signals = Signals::block()?;
     let result = Watcher::start(id, state, vmm).and_then(|mut w| {
         let result = w.run(&signals, emit);
@@ -110,4 +111,29 @@ pub fn watch(
     });
     signals.restore();
     result
+}
+
+/// Which VMM to hotplug into (neither: wire only, and report).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WatchOptions {
+    /// QEMU's QMP socket (`-qmp unix:PATH,server=on,wait=off`).
+    pub qmp: Option<PathBuf>,
+    /// Cloud Hypervisor's `--api-socket`.
+    pub cloud_hypervisor_api: Option<PathBuf>,
+    /// Besides root, the uid a VMM socket's peer may run as to be sent TAP
+    /// fds (SO_PEERCRED).
+    pub vmm_uid: Option<u32>,
+}
+
+/// The VMM client `opts` names, if one (naming both is an error). Above
+/// the clients: it imports them, they never import it.
+fn choose(opts: &WatchOptions) -> Result<Option<Box<dyn VmmClient>>> {
+    match (&opts.qmp, &opts.cloud_hypervisor_api) {
+        (Some(_), Some(_)) => Err(Error::Invalid(
+            "watch: give --qmp or --cloud-hypervisor-api, not both".into(),
+        )),
+        (Some(q), None) => Ok(Some(Box::new(QmpVmm::new(q, opts.vmm_uid)))),
+        (None, Some(c)) => Ok(Some(Box::new(CloudHypervisorApi::new(c, opts.vmm_uid)))),
+        (None, None) => Ok(None),
+    }
 }

@@ -2,7 +2,7 @@
 //! interface ([`VmmClient`]) each client (QEMU's QMP in `qmp.rs`, Cloud
 //! Hypervisor's REST API in `ch_api.rs`) implements, and the NIC it is
 //! given. A leaf: the clients import it, it imports neither them nor the
-//! watcher (`choose.rs` picks the client).
+//! watcher (`choose`, in `mod.rs`, picks the client).
 
 use std::collections::BTreeSet;
 use std::io;

@@ -1,6 +1,6 @@
 //! `podtap demo`: the main job on a throwaway pod, end to end.
 
-mod fixture;
+mod pod;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use crate::doors::demo::fixture::DemoPod;
+use crate::doors::demo::pod::DemoPod;
 use crate::error::{Error, Result};
 use crate::kernel::netns::NetNs;
 use crate::model::Description;
@@ -26,8 +26,8 @@ pub fn run(keep: bool, boot: bool) -> Result<()> {
     eprintln!(
         "podtap demo: pod netns {} (eth0 {} / {}), peer netns {}",
         demo.pod.path().display(),
-        crate::doors::demo::fixture::DEMO_POD_V4,
-        crate::doors::demo::fixture::DEMO_POD_V6,
+        crate::doors::demo::pod::DEMO_POD_V4,
+        crate::doors::demo::pod::DEMO_POD_V6,
         demo.peer.path().display()
     );
 
@@ -250,8 +250,8 @@ fn run_guest(
     let append = format!(
         "console=ttyS0 quiet panic=-1 podtap.timeout=90 {} podtap.ping={},{}",
         guest_args.trim(),
-        crate::doors::demo::fixture::DEMO_PEER_V4,
-        crate::doors::demo::fixture::DEMO_PEER_V6
+        crate::doors::demo::pod::DEMO_PEER_V4,
+        crate::doors::demo::pod::DEMO_PEER_V6
     );
     let handover =
         crate::doors::exec::open_handover(id, desc, crate::doors::exec::Vmm::Qemu, false)?;

@@ -121,7 +121,7 @@ mod tests {
 
     fn complete() -> Checkpoint {
         let mut cp = sample("s");
-        cp.stage = Stage::Complete(Some(crate::render::fixture::pod()));
+        cp.stage = Stage::Complete(Some(crate::render::samples::pod()));
         cp
     }
 

@@ -24,7 +24,7 @@ pub fn tap_like(l: &LinkState) -> bool {
 #[cfg(test)]
 mod tests {
     use super::super::decide::{our_links, Proof};
-    use super::super::fixture::*;
+    use super::super::test_states::*;
     use crate::kernel::wire::TunInfo;
     use crate::model::Wiring;
 
