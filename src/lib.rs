@@ -39,7 +39,16 @@
 //! starts its own current-thread tokio runtime and enters netns only on
 //! dedicated threads), so call it from a plain thread or `spawn_blocking`,
 //! never from inside an async task.
+//!
+//! The library has no process-wide effects: the program around it (the
+//! `cli` feature, on by default) parses arguments, sets up logging and
+//! chooses exit codes. Depend on podtap with `default-features = false`
+//! to leave that out.
 #![deny(missing_docs)]
+// Without the `cli` feature the doors are not built, and the crate-private
+// helpers only they call (the VMM exec of `podtap exec`, `show`'s live
+// inspection, the option parsers, the installer's atomic write) go unused.
+#![cfg_attr(not(feature = "cli"), allow(dead_code, unused_imports))]
 
 pub mod attach;
 pub mod check;
@@ -53,6 +62,7 @@ pub mod watch;
 
 mod apply;
 mod describe;
+#[cfg(feature = "cli")]
 mod doors;
 mod handover;
 mod id;
@@ -64,7 +74,11 @@ pub use kernel::mac::MacAddr;
 
 /// Run the `podtap` program with the process's arguments and environment
 /// (the CLI, or the CNI plugin when `CNI_COMMAND` is set and there are no
-/// arguments) and return its exit code. The binary is only this call.
+/// arguments) and return its exit code. The binary is only this call; it
+/// exists with the `cli` feature (the default), which a library user turns
+/// off.
+#[cfg(feature = "cli")]
+#[doc(hidden)]
 pub fn main() -> i32 {
     doors::run()
 }
