@@ -44,15 +44,17 @@ pub use crate::plan::{AttachOptions, TapOwner, MAX_QUEUES};
 /// Idempotent: a second attach of the same id and netns returns the recorded
 /// description, with the pod's routes, neighbours and rules as they are
 /// then (the checkpoint records no routes or rules; a neighbour it recorded
-/// keeps its recorded state): the same bytes while they have not changed. An attach that crashed half-way is undone first. Blocks the
-/// calling thread; it must not be called from inside a tokio runtime.
+/// keeps its recorded state): the same bytes while they have not changed.
+/// An attach that crashed half-way is undone first. Blocks the calling
+/// thread (from inside an async runtime, on a thread of its own: call it
+/// through `spawn_blocking` to keep the runtime's workers free).
 pub fn attach(
     netns: &Path,
     id: &SandboxId,
     opts: &AttachOptions,
     state: &StateDir,
 ) -> Result<Description> {
-    attach_in(netns, id, opts, state).map(|a| a.description)
+    crate::kernel::runtime::off_async(|| attach_in(netns, id, opts, state).map(|a| a.description))
 }
 
 /// What [`attach_in`] did.

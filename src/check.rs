@@ -13,7 +13,7 @@ use crate::teardown::missing::NicProblems;
 /// wired as recorded; [`Error::CheckFailed`] lists every problem found, and
 /// [`Error::NotFound`] says there is no checkpoint.
 pub fn check(id: &SandboxId, state: &StateDir) -> Result<()> {
-    state.locked(id, || check_locked(id, state))
+    crate::kernel::runtime::off_async(|| state.locked(id, || check_locked(id, state)))
 }
 
 fn check_locked(id: &SandboxId, state: &StateDir) -> Result<()> {

@@ -45,17 +45,22 @@ pub fn detach(id: &SandboxId, state: &StateDir, netns: Option<&Path>) -> Result<
 
 /// Run `work` under the id's lock. A state dir where the lock cannot even be
 /// made (read-only, full) blocks nothing when there is nothing recorded.
+///
+/// Every public detach comes through here, so it may be called from inside
+/// an async runtime ([`crate::kernel::runtime::off_async`]).
 fn locked(
     id: &SandboxId,
     state: &StateDir,
-    work: impl FnOnce() -> Result<DetachReport>,
+    work: impl FnOnce() -> Result<DetachReport> + Send,
 ) -> Result<DetachReport> {
-    match state.locked(id, || work().map(|r| without_nodes(id, r))) {
-        Err(e) if cannot_write(&e) && matches!(state.load(id), Ok(None)) => {
-            Ok(DetachReport::default())
+    crate::kernel::runtime::off_async(|| {
+        match state.locked(id, || work().map(|r| without_nodes(id, r))) {
+            Err(e) if cannot_write(&e) && matches!(state.load(id), Ok(None)) => {
+                Ok(DetachReport::default())
+            }
+            other => other,
         }
-        other => other,
-    }
+    })
 }
 
 /// Remove the id's macvtap device nodes once its links are undone (they

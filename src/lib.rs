@@ -37,8 +37,9 @@
 //!
 //! Every function that touches the kernel blocks the calling thread (it
 //! starts its own current-thread tokio runtime and enters netns only on
-//! dedicated threads), so call it from a plain thread or `spawn_blocking`,
-//! never from inside an async task.
+//! dedicated threads). Called from inside an async runtime, it does that
+//! work on a thread of its own, so it works there too; call it through
+//! `spawn_blocking` to keep the runtime's workers free meanwhile.
 //!
 //! The library has no process-wide effects: the program around it (the
 //! `cli` feature, on by default) parses arguments, sets up logging and

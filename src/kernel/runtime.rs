@@ -13,6 +13,26 @@ use crate::error::{Error, Result};
 /// safety").
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// Run `work`, which blocks its thread, from whatever thread the library's
+/// caller is on. A thread inside a tokio runtime (a task of a runtime that
+/// embeds podtap) cannot start podtap's own runtime ([`block_on`] would
+/// panic there), so the work runs on a thread of its own and the caller's
+/// thread waits for it; any other thread runs it itself.
+pub fn off_async<T: Send>(work: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return work();
+    }
+    std::thread::scope(|s| {
+        let worker = std::thread::Builder::new()
+            .name("podtap-blocking".into())
+            .spawn_scoped(s, work)
+            .map_err(|e| Error::io("spawn a thread", "podtap-blocking", e))?;
+        worker
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
 /// Run `fut` to completion on a current-thread runtime, within [`COMMAND_TIMEOUT`].
 ///
 /// podtap's work is a handful of netlink round trips; one thread is enough

@@ -50,11 +50,13 @@ pub(crate) use parse::Dump;
 /// `/proc/PID/ns/net`) into a description, without changing anything.
 ///
 /// The host's own netns is refused unless `allow_host_netns` is set.
-/// Blocks the calling thread for the few netlink round trips it takes; it
-/// must not be called from inside a tokio runtime (it starts its own).
+/// Blocks the calling thread for the few netlink round trips it takes
+/// (from inside an async runtime, on a thread of its own).
 pub fn scan(netns: &Path, allow_host_netns: bool) -> Result<Description> {
-    let ns = NetNs::open(netns, allow_host_netns)?;
-    scan_ns(&ns)
+    crate::kernel::runtime::off_async(|| {
+        let ns = NetNs::open(netns, allow_host_netns)?;
+        scan_ns(&ns)
+    })
 }
 
 /// Scan an already opened netns.
