@@ -92,9 +92,7 @@ pub enum Error {
         why: &'static str,
     },
     /// The checkpoint cannot be read as one (exit 8).
-    #[error(
-        "checkpoint {path}: corrupt ({why}); inspect it, or run `podtap detach --force --id {id}`"
-    )]
+    #[error("checkpoint {path}: corrupt ({why})")]
     CorruptState {
         /// The checkpoint file.
         path: PathBuf,

@@ -246,10 +246,12 @@ async fn rollback(
     }
     let id = &plan.id;
     if report.errors.is_empty() && state.remove(id).is_ok() {
-        tracing::warn!("sandbox {id}: attach failed; everything it built was removed");
+        // The caller's error says the attach failed; that nothing is left
+        // is detail.
+        tracing::info!("sandbox {id}: attach failed; everything it built was removed");
     } else {
         tracing::warn!(
-            "sandbox {id}: rollback incomplete; checkpoint kept for `podtap detach --id {id}`"
+            "sandbox {id}: rollback incomplete; its checkpoint is kept, and a detach removes the rest"
         );
     }
     failure

@@ -29,7 +29,7 @@ pub fn cloud_hypervisor_net_args(
             .map(|nic| {
                 nic.opened_by_name(
                     "Cloud Hypervisor's --net tap=",
-                    "run `podtap exec --vmm cloud-hypervisor`, which opens its queues and passes fd=",
+                    "open its queues and pass them as fd=",
                 )?;
                 Ok(net_arg_by_name(nic))
             })

@@ -59,10 +59,7 @@ struct Netdev {
 fn netdevs_by_name(nics: &[Nic<'_>], vhost: bool) -> Result<Vec<Netdev>, RenderError> {
     nics.iter()
         .map(|nic| {
-            nic.opened_by_name(
-                "QEMU's ifname=",
-                "run `podtap exec --vmm qemu`, which opens its queues and passes fds=",
-            )?;
+            nic.opened_by_name("QEMU's ifname=", "open its queues and pass them as fds=")?;
             nic.check_multi_queue_agreement()?;
             let mut value = format!(
                 "tap,id={},ifname={},script=no,downscript=no",

@@ -18,6 +18,7 @@ use clap::Parser;
 pub use args::{Cli, Command};
 
 use crate::error::{exit, Error};
+use crate::render::RenderError;
 
 /// Parse the command line, run it, and return the exit code. (Whether this
 /// process is the CLI at all is decided in one place: [`crate::doors::run`].)
@@ -40,9 +41,32 @@ pub fn run() -> i32 {
     }
 }
 
-/// Print `e` as one line and return its exit code.
+/// Print `e` as one line, with what to do about it where the CLI knows,
+/// and return its exit code.
 pub fn report(e: &Error) -> i32 {
-    let line = crate::doors::terminal::one_line(&e.to_string());
+    let mut line = crate::doors::terminal::one_line(&e.to_string());
+    if let Some(advice) = advice(e) {
+        line = format!("{line}; {advice}");
+    }
     eprintln!("podtap: error: {line}");
     e.exit_code()
+}
+
+/// The CLI's advice for an error, which the library's own message leaves
+/// out (a library caller has no `podtap` command to run).
+fn advice(e: &Error) -> Option<String> {
+    match e {
+        Error::CorruptState { id, .. } => Some(format!(
+            "inspect it, or run `podtap detach --force --id {id}`"
+        )),
+        Error::Render(RenderError::MacvtapByName { format, .. }) => {
+            let vmm = if format.starts_with("QEMU") {
+                "qemu"
+            } else {
+                "cloud-hypervisor"
+            };
+            Some(format!("`podtap exec --vmm {vmm}` does that"))
+        }
+        _ => None,
+    }
 }
