@@ -408,3 +408,64 @@ fn the_documented_cni_args_pass_a_real_chain() {
     );
     chain.del(&cid, &netns, "eth0", prev.as_ref());
 }
+
+/// Multus: the cluster network's chain for `eth0` (0.3.1), then a
+/// NetworkAttachmentDefinition's own chain for `net1` at 0.3.0, the version
+/// of Multus's examples (docs/quickstart.md): macvlan, then podtap. Each
+/// interface is its own attachment; deleting `net1` leaves `eth0` wired.
+#[test]
+fn multus_calls_podtap_for_net1() {
+    if !ready("multus_calls_podtap_for_net1")
+        || !podtap_testkit::tool_or_skip(
+            "multus_calls_podtap_for_net1",
+            &format!("{PLUGINS}/macvlan"),
+        )
+    {
+        return;
+    }
+    let node = Netns::new("cmn");
+    let pod = Netns::new("cmp");
+    node.ip("link add uplink0 type veth peer name uplink0p");
+    node.ip("link set uplink0 up");
+    node.ip("link set uplink0p up");
+    let before = settled_snapshot(&pod);
+    let (state, data) = (TempDir::new(), TempDir::new());
+    let net = 10 + std::process::id() % 40;
+    let mut cluster = conflist("bridge-podtap.conflist", state.path(), data.path(), net);
+    cluster["cniVersion"] = json!("0.3.1");
+    let mut nad = conflist(
+        "macvlan-podtap.conflist",
+        state.path(),
+        data.path(),
+        net + 50,
+    );
+    nad["cniVersion"] = json!("0.3.0");
+    nad["name"] = json!("macvlan-conf");
+    nad["plugins"][0]["master"] = json!("uplink0");
+    nad["plugins"][0]["ipam"]
+        .as_object_mut()
+        .expect("ipam")
+        .remove("routes");
+    let (eth0, net1) = (
+        Chain::new(BIN, cluster, Some(&node)),
+        Chain::new(BIN, nad, Some(&node)),
+    );
+    let cid = container_id(65);
+    let netns = pod.path_str();
+    let r0 = eth0.add(&cid, &netns, "eth0");
+    let r1 = net1.add(&cid, &netns, "net1");
+    assert_ips_in_version(r1.last().expect("result"), "0.3.0");
+    assert_eq!(taps(&pod).len(), 2, "one TAP per network");
+    for ifname in ["eth0", "net1"] {
+        assert!(checkpoint_path(state.path(), &format!("{cid}-{ifname}")).exists());
+    }
+    net1.del(&cid, &netns, "net1", r1.last());
+    assert_eq!(taps(&pod).len(), 1, "net1's TAP gone, eth0's kept");
+    podtap_testkit::podtap_ok(
+        BIN,
+        state.path(),
+        &["check", "--id", &format!("{cid}-eth0")],
+    );
+    eth0.del(&cid, &netns, "eth0", r0.last());
+    assert_eq!(settled_snapshot(&pod), before, "the pod netns as it was");
+}
