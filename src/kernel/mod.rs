@@ -12,7 +12,7 @@
 //! | rtnetlink connection (rtnetlink crate, async) | [`netlink::Netlink::handle`] | single requests: create a bridge or macvtap, configure a TAP, enslave, replay recorded addresses/routes/neighbours |
 //! | batch socket (blocking `NETLINK_ROUTE`) | [`batch`], [`dump`] | many requests per `sendmsg`; consistent dumps (links, addresses, routes, rules, neighbours, qdiscs, filters) read raw, or handed over a datagram at a time (`Batch::dump_streamed`) |
 //! | side socket (a second batch socket) | [`netlink::Netlink::side`] | the scan's rule and route dumps on the netns thread, beside the caller's (which translates the routes as they come) |
-//! | link deleter: a child process (`clone(CLONE_VM)`) + its socket, `RTNLGRP_LINK` listener (both sockets opened ahead by the netns thread) | [`unlist`] | delete links and return once the kernel announced them gone, not after its `rcu_barrier()` |
+//! | link deleter: a forked child process + its socket, `RTNLGRP_LINK` listener (both sockets opened ahead by the netns thread) | [`unlist`] | delete links and return once the kernel announced them gone, not after its `rcu_barrier()` |
 //! | `NETLINK_ROUTE` subscription (links, addresses, routes) | [`subscribe`] | `podtap watch` wakes on changes in the pod netns |
 //! | `/dev/net/tun` ioctls (`TUNSETIFF`, `TUNSETPERSIST`, `TUNSETOWNER`/`GROUP`, `TUNGETIFF`) and `SIOCGIFHWADDR`/`SIOCGIFNAME` | [`tap`] | create TAPs, prove their ifindex, open queues for a VMM |
 //! | macvtap character devices (sysfs `dev` in a private mount namespace, `mknod`) | [`macvtap`] | the macvtap's queues under `/dev/podtap/<id>/` |

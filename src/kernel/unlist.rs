@@ -7,13 +7,13 @@
 //! (10-15 ms, whatever the number of links). By then the name, the ifindex
 //! and the link's tc objects are gone from the netns, and RTNL is free.
 //!
-//! So a child process sends the requests, one at a time, and waits out their
+//! So a forked child process sends the requests, one at a time, and waits out their
 //! acks, while the caller returns once it has seen an `RTM_DELLINK` for every
 //! link it expects (or the child has finished). [`Delete::Drained`] links
 //! (bridges) are not expected at all: the child deletes them after the
 //! others, one at a time on the node ([`unlist_child::DRAIN_LOCK`]). The child does nothing but
-//! raw system calls (no allocation, no locks: the parent may have other
-//! threads), points its stdin/stdout/stderr at /dev/null so a runtime reading
+//! async-signal-safe system calls (no allocation, no locks: the parent may
+//! have other threads), points its stdin/stdout/stderr at /dev/null so a runtime reading
 //! our output sees EOF when we exit, closes every other fd it inherited
 //! (`close_range`), and is reaped by a detached thread (or, once this
 //! process has exited, by whoever inherits it).
@@ -168,8 +168,8 @@ fn run(
         nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
     )?;
     // Our copies of the child's socket and pipe end close as it starts.
-    let (child, memory) = unlist_child::start(requests, drain_from, sender, report_w)?;
-    let reaped = reap_in_background(child, memory);
+    let child = unlist_child::start(requests, drain_from, sender, report_w)?;
+    let reaped = reap_in_background(child);
     let reap = |answers: Answers| {
         if !reaped {
             // Reap it if it is done; else whoever inherits it will.
@@ -218,24 +218,15 @@ fn run(
 }
 
 /// Reap `child` on a thread of its own, started now, while the kernel
-/// works, so nothing is left to start once the links are unlisted; it frees
-/// the child's memory once it has reaped it. False when that thread could
-/// not start: a child still at work when the caller returns is then reaped
-/// by whoever inherits it once this process exits, and its memory is never
-/// freed (a closure that never ran drops it, hence ManuallyDrop).
-fn reap_in_background(child: nix::unistd::Pid, memory: unlist_child::ChildMemory) -> bool {
-    let memory = std::mem::ManuallyDrop::new(memory);
+/// works, so nothing is left to start once the links are unlisted. False
+/// when that thread could not start: a child still at work when the caller
+/// returns is then reaped by whoever inherits it once this process exits.
+fn reap_in_background(child: nix::unistd::Pid) -> bool {
     std::thread::Builder::new()
         .name("podtap-reaper".into())
-        .spawn(move || {
-            let reaped = loop {
-                match waitpid(child, None) {
-                    Err(Errno::EINTR) => continue,
-                    other => break other,
-                }
-            };
-            if reaped.is_ok() {
-                drop(std::mem::ManuallyDrop::into_inner(memory));
+        .spawn(move || loop {
+            if waitpid(child, None) != Err(Errno::EINTR) {
+                break;
             }
         })
         .is_ok()

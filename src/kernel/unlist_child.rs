@@ -1,7 +1,8 @@
-//! The link deleter child of [`super::unlist`]: only raw system calls on
-//! memory allocated before it started (it shares the parent's memory, and
-//! the parent may have other threads, holding the allocator's locks), every
-//! wait bounded, and only the fds it needs.
+//! The link deleter child of [`super::unlist`], a forked process: only
+//! async-signal-safe system calls on memory allocated before the fork (the
+//! parent may have other threads, one of which may have held the
+//! allocator's lock at the fork), every wait bounded, and only the fds it
+//! needs.
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -68,9 +69,9 @@ pub(super) fn close_ranges(keep: &[RawFd; 3]) -> [(u32, u32); 4] {
     out
 }
 
-/// What the child reads. Made before it starts and never written while it
-/// runs: on x86_64 and aarch64 the child shares this process's memory
-/// (`CLONE_VM`), so it must stay allocated until the child is reaped.
+/// What the child reads: made before the fork, so the child (which may not
+/// allocate: another thread of this process may have held the allocator's
+/// lock at the fork) finds it ready in its copy of the memory.
 struct ChildArgs {
     requests: Vec<Vec<u8>>,
     drain_from: usize,
@@ -81,86 +82,16 @@ struct ChildArgs {
     keep: [RawFd; 3],
 }
 
-/// The memory a started child uses (its arguments and its stack): drop it
-/// only after the child has been reaped, or never. The arguments are held
-/// as a raw pointer, never moved or borrowed again while the child may
-/// read them.
-pub(super) struct ChildMemory {
-    args: std::ptr::NonNull<ChildArgs>,
-    stack: Stack,
-}
-
-// SAFETY: the memory is only handed to the reaper thread, which frees it
-// after the child is gone; nothing else touches it.
-unsafe impl Send for ChildMemory {}
-
-impl Drop for ChildMemory {
-    fn drop(&mut self) {
-        // SAFETY: `args` came from Box::leak in `start`, and the child
-        // that read it has been reaped (the contract of ChildMemory).
-        drop(unsafe { Box::from_raw(self.args.as_ptr()) });
-        // `stack` is unmapped next, as the fields drop.
-    }
-}
-
-/// The child's stack: [`child`] needs its 8 KiB receive buffer and a few
-/// frames; only the pages it touches are ever backed.
-const CHILD_STACK: usize = 64 * 1024;
-/// Below it, a page nothing may touch: an overflow faults in the child
-/// instead of writing over this process's memory.
-const GUARD: usize = 4096;
-
-/// An anonymous mapping for the child's stack, guard page first.
-struct Stack {
-    base: *mut libc::c_void,
-}
-
-impl Stack {
-    fn new() -> std::io::Result<Self> {
-        // SAFETY: a fresh anonymous mapping, nothing else refers to it.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                GUARD + CHILD_STACK,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        let stack = Stack { base };
-        // SAFETY: the first page of the mapping just made.
-        errno::check(unsafe { libc::mprotect(base, GUARD, libc::PROT_NONE) })?;
-        Ok(stack)
-    }
-
-    /// Its highest address, where the stack starts (page-aligned).
-    fn top(&self) -> *mut libc::c_void {
-        self.base.wrapping_byte_add(GUARD + CHILD_STACK)
-    }
-}
-
-impl Drop for Stack {
-    fn drop(&mut self) {
-        // SAFETY: the mapping `new` made, whose user is gone (see ChildMemory).
-        unsafe { libc::munmap(self.base, GUARD + CHILD_STACK) };
-    }
-}
-
 /// Start the child that sends `requests` on `sender` and reports on
-/// `report`; its pid, and the memory it uses. From request `drain_from`
-/// on, under [`DRAIN_LOCK`] (unlocked when the file cannot be opened:
-/// read-only /run). Our copies of the fds close on return: the child has
-/// its own.
+/// `report`; its pid. From request `drain_from` on, under [`DRAIN_LOCK`]
+/// (unlocked when the file cannot be opened: read-only /run). Our copies of
+/// the fds close on return: the child has its own.
 pub(super) fn start(
     requests: &[Vec<u8>],
     drain_from: usize,
     sender: Socket,
     report: OwnedFd,
-) -> std::io::Result<(Pid, ChildMemory)> {
+) -> std::io::Result<Pid> {
     let devnull = File::options().read(true).write(true).open("/dev/null")?;
     let drain_lock = (drain_from < requests.len())
         .then(|| {
@@ -175,8 +106,7 @@ pub(super) fn start(
                 .ok()
         })
         .flatten();
-    let stack = Stack::new()?;
-    let args = std::ptr::NonNull::from(Box::leak(Box::new(ChildArgs {
+    let args = ChildArgs {
         requests: requests.to_vec(),
         drain_from,
         drain_lock: drain_lock.as_ref().map(AsRawFd::as_raw_fd),
@@ -188,58 +118,21 @@ pub(super) fn start(
             Some(report.as_raw_fd()),
             drain_lock.as_ref().map(|f| f.as_raw_fd()),
         ]),
-    })));
-    let memory = ChildMemory { args, stack };
-    // On an error no child runs: `memory` frees both.
-    let pid = spawn(memory.args.as_ptr(), memory.stack.top())?;
-    Ok((pid, memory))
-}
-
-/// Start [`child`] as a process that shares this one's memory
-/// (`clone(CLONE_VM)`, as `posix_spawn` does, without waiting for it): no
-/// page tables are copied and no page is copied on write afterwards, where
-/// a `fork` of podtap cost about 0.2 ms and the faults after it. It has
-/// its own fd table, its own stack (an mmap with a guard page below), and
-/// every signal blocked from its first instruction (a handler would run on
-/// this process's memory). It makes only raw
-/// system calls ([`sys`]): a libc wrapper would set errno in the calling
-/// thread's TLS, which the child shares.
-#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-fn spawn(args: *mut ChildArgs, top: *mut libc::c_void) -> std::io::Result<Pid> {
-    extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
-        // SAFETY: `arg` is the ChildArgs `spawn` was given, which its
-        // caller keeps allocated and unchanged until the child is reaped.
-        child(unsafe { &*arg.cast::<ChildArgs>() })
-    }
-    // Every signal blocked, glibc's own two (which its sigfillset leaves
-    // out) included: with the raw system call, as the child inherits it.
-    let all: u64 = !0;
-    let mut old: u64 = 0;
-    let mask = |set: *const u64, old: *mut u64| {
-        // SAFETY: 8-byte kernel sigsets, valid for the call; this thread's mask.
-        unsafe { libc::syscall(libc::SYS_rt_sigprocmask, libc::SIG_SETMASK, set, old, 8) }
     };
-    mask(&all, &mut old);
-    // SAFETY: clone's child runs `entry` on the stack that ends at `top`
-    // (page-aligned, CHILD_STACK bytes above a guard page), with `args`;
-    // the caller keeps both until the child is reaped.
-    let pid = unsafe { libc::clone(entry, top, libc::CLONE_VM | libc::SIGCHLD, args.cast()) };
-    let err = std::io::Error::last_os_error();
-    mask(&old, std::ptr::null_mut());
-    if pid < 0 {
-        return Err(err);
-    }
-    Ok(Pid::from_raw(pid))
+    spawn(&args)
 }
 
-/// Elsewhere, a plain fork.
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-fn spawn(args: *mut ChildArgs, _top: *mut libc::c_void) -> std::io::Result<Pid> {
+/// Start [`child`] as a forked process, with every signal blocked (the
+/// mask it inherits): a handler of this process has no business in it.
+fn spawn(args: &ChildArgs) -> std::io::Result<Pid> {
+    use nix::sys::signal::{SigSet, SigmaskHow};
+    let old = SigSet::all().thread_swap_mask(SigmaskHow::SIG_SETMASK)?;
     // SAFETY: the child runs only async-signal-safe system calls on memory
-    // made before the fork (see `child`), then exits.
-    match unsafe { nix::unistd::fork() }? {
-        // SAFETY: `args` is live in the child's own copy of the memory.
-        nix::unistd::ForkResult::Child => child(unsafe { &*args }),
+    // made before the fork (see `child`), then exits; it never returns here.
+    let forked = unsafe { nix::unistd::fork() };
+    let _ = old.thread_set_mask();
+    match forked? {
+        nix::unistd::ForkResult::Child => child(args),
         nix::unistd::ForkResult::Parent { child } => Ok(child),
     }
 }

@@ -1,57 +1,18 @@
-//! The child's system calls, made without libc's wrappers (which would
-//! write errno into the TLS of the thread that started the child: with
-//! `CLONE_VM` that is the parent's). Each gives the result or the errno.
+//! The child's system calls, each giving its result or the errno. All are
+//! async-signal-safe, as a child forked from a threaded process needs.
 
 use std::os::fd::RawFd;
 
-/// One system call; its raw result (negative: -errno).
-#[cfg(target_arch = "x86_64")]
+/// One system call through libc's `syscall(2)` (async-signal-safe); its
+/// result, or -errno. After the fork the errno it sets is the child's own.
 fn call(nr: libc::c_long, a: [usize; 6]) -> isize {
-    let ret: isize;
-    // SAFETY: the `syscall` instruction with the x86_64 Linux ABI
-    // (number in rax, arguments in rdi, rsi, rdx, r10, r8, r9; rcx and
-    // r11 clobbered). Each caller below passes arguments valid for
-    // its call: fds, and pointers into live buffers of the given sizes.
-    unsafe {
-        core::arch::asm!(
-            "syscall",
-            inlateout("rax") isize::try_from(nr).unwrap_or(-1) => ret,
-            in("rdi") a[0], in("rsi") a[1], in("rdx") a[2],
-            in("r10") a[3], in("r8") a[4], in("r9") a[5],
-            lateout("rcx") _, lateout("r11") _,
-            options(nostack),
-        );
-    }
-    ret
-}
-
-/// One system call; its raw result (negative: -errno).
-#[cfg(target_arch = "aarch64")]
-fn call(nr: libc::c_long, a: [usize; 6]) -> isize {
-    let ret: isize;
-    // SAFETY: `svc 0` with the aarch64 Linux ABI (number in x8,
-    // arguments in x0-x5, result in x0); arguments as for x86_64.
-    unsafe {
-        core::arch::asm!(
-            "svc 0",
-            in("x8") nr,
-            inlateout("x0") a[0] as isize => ret,
-            in("x1") a[1], in("x2") a[2], in("x3") a[3], in("x4") a[4], in("x5") a[5],
-            options(nostack),
-        );
-    }
-    ret
-}
-
-/// One system call through libc (after a fork the memory is the child's own).
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-fn call(nr: libc::c_long, a: [usize; 6]) -> isize {
-    // SAFETY: as for the architectures above.
+    // SAFETY: each caller below passes arguments valid for its call: fds,
+    // and pointers into live buffers of the given sizes.
     let r = unsafe { libc::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]) };
     if r < 0 {
-        -(nix::errno::Errno::last_raw() as isize)
+        -isize::try_from(nix::errno::Errno::last_raw()).unwrap_or(isize::MAX)
     } else {
-        r as isize
+        isize::try_from(r).unwrap_or(isize::MAX)
     }
 }
 
