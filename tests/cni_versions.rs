@@ -229,6 +229,34 @@ fn add_check_del(chain: &Chain, rp: &RoutedPod, prev: &Value, cid: &str) -> Valu
     result
 }
 
+/// ADD with `resultTap: tc-redirect-tap` at 0.3.1, CHECK and DEL, on `rp`
+/// with its CNI's result; podtap's result and its VM interface's index.
+fn through_tc_redirect_tap(rp: &RoutedPod, n: u32) -> (Value, usize) {
+    let state = TempDir::new();
+    let extra = json!({ "resultTap": "tc-redirect-tap" });
+    let chain = podtap_chain(state.path(), &rp.node, "0.3.1", extra);
+    let cid = container_id(n);
+    let result = add_check_del(&chain, rp, &rp.prev_result(), &cid);
+    let vm = result["interfaces"]
+        .as_array()
+        .expect("interfaces")
+        .iter()
+        .position(|i| i["sandbox"] == json!(cid))
+        .expect("VM interface");
+    (result, vm)
+}
+
+/// The `ips` of `result` that name interface `vm`.
+fn vm_ips(result: &Value, vm: usize) -> Vec<Value> {
+    result["ips"]
+        .as_array()
+        .expect("ips")
+        .iter()
+        .filter(|ip| ip["interface"] == json!(vm))
+        .cloned()
+        .collect()
+}
+
 #[test]
 fn calico_shaped_pods_attach_check_and_detach() {
     if !ready("calico_shaped_pods_attach_check_and_detach") {
@@ -236,53 +264,33 @@ fn calico_shaped_pods_attach_check_and_detach() {
     }
     let rp = RoutedPod::new(Shape::Calico, 1);
     let pod_mac = rp.mac(&rp.pod, "eth0");
-    let prev = rp.prev_result();
-    let state = TempDir::new();
-
     // tc-redirect-tap's shape: the VM interface gets the pod's /32 and the
     // default route's gateway from the scan (tc-redirect-tap#7 gave none).
-    let chain = podtap_chain(
-        state.path(),
-        &rp.node,
-        "0.3.1",
-        json!({ "resultTap": "tc-redirect-tap" }),
-    );
-    let cid = container_id(61);
-    let result = add_check_del(&chain, &rp, &prev, &cid);
+    let (result, vm) = through_tc_redirect_tap(&rp, 61);
     assert_eq!(result["cniVersion"], "0.3.1");
-    let list = result["interfaces"].as_array().expect("interfaces");
-    let vm = list
-        .iter()
-        .position(|i| i["sandbox"] == json!(cid))
-        .expect("VM interface");
     assert_eq!(
-        list[vm]["mac"],
+        result["interfaces"][vm]["mac"],
         json!(pod_mac),
         "the guest keeps the pod's MAC"
     );
-    let vm_ips: Vec<&Value> = result["ips"]
-        .as_array()
-        .expect("ips")
-        .iter()
-        .filter(|ip| ip["interface"] == json!(vm))
-        .collect();
     assert_eq!(
-        vm_ips,
+        vm_ips(&result, vm),
         [
-            &json!({ "version": "4", "address": format!("{}/32", rp.address),
-                  "gateway": "169.254.1.1", "interface": vm })
+            json!({ "version": "4", "address": format!("{}/32", rp.address),
+                 "gateway": "169.254.1.1", "interface": vm })
         ]
     );
 
     // Bridge mode gives the pod interface a new MAC: Calico's entry (named
     // after the host veth) says so, and CHECK passes (it returned 112 while
     // it looked for an entry named CNI_IFNAME). At 1.1.0, which has CHECK.
-    let mut prev = prev;
+    let mut prev = rp.prev_result();
     prev["cniVersion"] = json!("1.1.0");
     prev["ips"][0]
         .as_object_mut()
         .expect("ip")
         .remove("version");
+    let state = TempDir::new();
     let chain = podtap_chain(
         state.path(),
         &rp.node,
@@ -321,31 +329,17 @@ fn cilium_shaped_pods_attach_check_and_detach() {
     }
     let rp = RoutedPod::new(Shape::Cilium, 2);
     let gw = rp.gateway.clone();
-    let prev = rp.prev_result();
-    let state = TempDir::new();
-    let chain = podtap_chain(
-        state.path(),
-        &rp.node,
-        "0.3.1",
-        json!({ "resultTap": "tc-redirect-tap" }),
-    );
-    let cid = container_id(63);
-    let result = add_check_del(&chain, &rp, &prev, &cid);
-    let list = result["interfaces"].as_array().expect("interfaces");
-    let vm = list
-        .iter()
-        .position(|i| i["sandbox"] == json!(cid))
-        .expect("VM interface");
-    let vm_ip = result["ips"]
-        .as_array()
-        .expect("ips")
-        .iter()
-        .find(|ip| ip["interface"] == json!(vm))
-        .cloned()
+    let (result, vm) = through_tc_redirect_tap(&rp, 63);
+    let [vm_ip] = vm_ips(&result, vm)
+        .try_into()
         .expect("the VM interface has the pod's address");
     assert_eq!(vm_ip["address"], json!(format!("{}/32", rp.address)));
     assert_eq!(vm_ip["gateway"], json!(gw));
-    assert_eq!(result["routes"], prev["routes"], "routes pass through");
+    assert_eq!(
+        result["routes"],
+        rp.prev_result()["routes"],
+        "routes pass through"
+    );
 
     // The attach's description carries the route MTU for the guest.
     let out = podtap_testkit::sh(&format!("{BIN} scan --netns {}", rp.pod.path_str()));
