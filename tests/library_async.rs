@@ -75,3 +75,45 @@ fn the_library_works_inside_tokio_runtimes() {
         );
     }
 }
+
+/// `watch` as a library call: it touches no signal state, and a
+/// [`podtap::watch::Stopper`] pulled from another thread ends it.
+#[test]
+fn a_watch_stops_when_its_stopper_says_so() {
+    if !podtap_testkit::root_or_skip("a_watch_stops_when_its_stopper_says_so") {
+        return;
+    }
+    use podtap::watch::{Event, Stopper, WatchOptions};
+    let pod = Pod::stable_dual_stack();
+    let before = settled_snapshot(&pod.pod);
+    let dir = TempDir::new();
+    let state = StateDir::new(dir.path());
+    let id: SandboxId = "watch-stopper".parse().expect("id");
+    podtap::attach::attach(&pod.pod.path(), &id, &AttachOptions::default(), &state)
+        .expect("attach");
+    let stopper = Stopper::new().expect("stopper");
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let events = std::thread::scope(|s| {
+        let watcher = s.spawn(|| {
+            let mut events = Vec::new();
+            let opts = WatchOptions::default();
+            let result = podtap::watch::watch(&id, &state, &opts, &stopper, &mut |e| {
+                if matches!(e, Event::Ready { .. }) {
+                    let _ = ready_tx.send(());
+                }
+                events.push(serde_json::to_value(e).expect("event JSON"));
+            });
+            result.map(|()| events)
+        });
+        ready_rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the watch is ready");
+        stopper.stop();
+        watcher.join().expect("watch thread")
+    })
+    .expect("the watch returns Ok when stopped");
+    let last = events.last().expect("events");
+    assert_eq!(last["signal"], "stopped", "{events:?}");
+    podtap::detach::detach(&id, &state, None).expect("detach");
+    assert_eq!(settled_snapshot(&pod.pod), before);
+}

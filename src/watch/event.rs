@@ -97,11 +97,12 @@ pub enum Event {
         /// The sandbox id.
         id: String,
     },
-    /// SIGTERM or SIGINT: watch ends with exit 0, leaving the attachment as it is.
+    /// The caller's [`super::Stop`] fired (the CLI's: SIGTERM or SIGINT):
+    /// watch ends with exit 0, leaving the attachment as it is.
     Stopped {
         /// The sandbox id.
         id: String,
-        /// The signal's name.
+        /// Why: the signal's name (`SIGTERM`), or `stopped` for a [`super::Stopper`].
         signal: String,
     },
     /// The pod netns is gone (nothing but watch held it: the pod was

@@ -10,8 +10,10 @@
 //!
 //! let id: SandboxId = "pod-1234".parse()?;
 //! let opts = WatchOptions { qmp: Some(PathBuf::from("/run/vm/qmp.sock")), ..Default::default() };
-//! // Returns on SIGTERM/SIGINT or once the attachment is detached.
-//! watch(&id, &StateDir::new("/run/podtap"), &opts, &mut |event| {
+//! // Returns once `stopper.stop()` is called (from another thread) or the
+//! // attachment is detached.
+//! let stopper = podtap::watch::Stopper::new()?;
+//! watch(&id, &StateDir::new("/run/podtap"), &opts, &stopper, &mut |event| {
 //!     println!("{}", serde_json::to_string(event).unwrap_or_default());
 //! })?;
 //! # Ok(())
@@ -45,7 +47,7 @@
 //! | `wanted.rs` | the NICs the VMM should have; plugging one |
 //! | `sync.rs` | the checkpoint brought up to date with the netns, under the locks |
 //! | `siblings.rs` | the other attachments in the netns, and adoption |
-//! | `wakeup.rs` | signals, netlink and news wakeups, settling |
+//! | `wakeup.rs` | the caller's stop, netlink and news wakeups, settling |
 //! | `gone.rs` | noticing the pod was deleted |
 //! | `backoff.rs` | what failed and when to try it again |
 //! | `qmp.rs`, `ch_api.rs` | the VMM clients (QEMU QMP, Cloud Hypervisor API) |
@@ -79,6 +81,7 @@ mod watcher;
 pub use event::Event;
 pub use wakeup::SETTLE;
 
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
@@ -86,13 +89,14 @@ use crate::state::{SandboxId, StateDir};
 use ch_api::CloudHypervisorApi;
 use qmp::QmpVmm;
 use vmm::VmmClient;
-use wakeup::Signals;
 use watcher::Watcher;
 
-/// Follow sandbox `id` until SIGTERM/SIGINT, until it is detached, or until
-/// its pod netns is gone (exit 3, see `gone.rs`), calling `emit` for every
-/// [`Event`]. Blocks the calling thread (and blocks SIGTERM/SIGINT on it
-/// while it runs, to read them from a signalfd).
+/// Follow sandbox `id` until `stop` says so, until it is detached, or
+/// until its pod netns is gone (exit 3, see `gone.rs`), calling `emit` for
+/// every [`Event`]. Blocks the calling thread. The watch touches no signal
+/// disposition or mask: its caller decides what stops it (the CLI blocks
+/// SIGTERM and SIGINT and passes a signalfd; a library caller a
+/// [`Stopper`]).
 ///
 /// Fails up front when there is no finished attachment for `id` (exit 14),
 /// its netns is gone (exit 3), or another watch follows it (exit 9).
@@ -100,17 +104,62 @@ pub fn watch(
     id: &SandboxId,
     state: &StateDir,
     opts: &WatchOptions,
+    stop: &dyn Stop,
     emit: &mut dyn FnMut(&Event),
 ) -> Result<()> {
     let vmm = choose(opts)?;
-    let signals = Signals::block()?;
-    let result = Watcher::start(id, state, vmm).and_then(|mut w| {
-        let result = w.run(&signals, emit);
+    Watcher::start(id, state, vmm).and_then(|mut w| {
+        let result = w.run(stop, emit);
         w.release();
         result
-    });
-    signals.restore();
-    result
+    })
+}
+
+/// What ends a watch from outside: a file descriptor that becomes readable
+/// when the watch should end.
+pub trait Stop {
+    /// The descriptor to wait on (readable: stop).
+    fn fd(&self) -> BorrowedFd<'_>;
+    /// Once [`Stop::fd`] is readable: consume what made it so and name the
+    /// reason (the [`Event::Stopped`] `signal`), or `None` if it was nothing.
+    fn take(&self) -> Option<String>;
+}
+
+/// A [`Stop`] another thread (or a task) pulls: [`Stopper::stop`] makes
+/// the watch that waits on it return.
+#[derive(Debug)]
+pub struct Stopper {
+    read: OwnedFd,
+    write: OwnedFd,
+}
+
+impl Stopper {
+    /// A new stopper (a non-blocking pipe).
+    pub fn new() -> Result<Self> {
+        use nix::fcntl::OFlag;
+        let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)
+            .map_err(|e| Error::io("make", "a pipe for the watch's stopper", e.into()))?;
+        Ok(Stopper { read, write })
+    }
+
+    /// Make the watch waiting on this stopper return (a full pipe already does).
+    pub fn stop(&self) {
+        let _ = nix::unistd::write(&self.write, b"s");
+    }
+}
+
+impl Stop for Stopper {
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.read.as_fd()
+    }
+
+    fn take(&self) -> Option<String> {
+        let mut byte = [0u8; 1];
+        match nix::unistd::read(&self.read, &mut byte) {
+            Ok(1) => Some("stopped".into()),
+            _ => None,
+        }
+    }
 }
 
 /// Which VMM to hotplug into (neither: wire only, and report).

@@ -1,4 +1,4 @@
-//! What wakes a watch: SIGTERM/SIGINT (a signalfd), netlink announcements
+//! What wakes a watch: its caller's [`Stop`], netlink announcements
 //! from the pod netns, and news of the checkpoints that record this netns
 //! (a FIFO in its news directory, `state::News`: a checkpoint of another
 //! netns wakes no watch); and letting a burst of announcements settle.
@@ -8,56 +8,18 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::signal::{SigSet, Signal};
-use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 use crate::error::{Error, Result};
 use crate::kernel::netns::NetNs;
 use crate::kernel::subscribe::Subscription;
 use crate::state::{News, SandboxId, StateDir, Told};
 
+use super::Stop;
+
 /// How long a burst of netlink announcements may go quiet before a round.
 pub const SETTLE: Duration = Duration::from_millis(100);
 /// The longest a round waits for a burst to go quiet.
 const SETTLE_MAX: Duration = Duration::from_secs(1);
-
-/// SIGTERM/SIGINT, blocked on this thread and read from a signalfd.
-pub(super) struct Signals {
-    fd: SignalFd,
-    old: SigSet,
-}
-
-impl Signals {
-    pub(super) fn block() -> Result<Self> {
-        let mut mask = SigSet::empty();
-        mask.add(Signal::SIGTERM);
-        mask.add(Signal::SIGINT);
-        let old = mask
-            .thread_swap_mask(nix::sys::signal::SigmaskHow::SIG_BLOCK)
-            .map_err(|e| Error::io("block signals for", PathBuf::from("watch"), e.into()))?;
-        let fd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
-            .map_err(|e| Error::io("signalfd for", PathBuf::from("watch"), e.into()))?;
-        Ok(Signals { fd, old })
-    }
-
-    /// The signal that arrived, if one did.
-    pub(super) fn take(&self) -> Option<String> {
-        match self.fd.read_signal() {
-            Ok(Some(info)) => Some(
-                Signal::try_from(i32::try_from(info.ssi_signo).unwrap_or(0))
-                    .map_or_else(|_| info.ssi_signo.to_string(), |s| s.as_str().to_string()),
-            ),
-            _ => None,
-        }
-    }
-
-    /// Put the caller's mask back. A signal still pending is read first:
-    /// unblocked, it would kill a process that was about to exit 0.
-    pub(super) fn restore(self) {
-        while self.take().is_some() {}
-        let _ = self.old.thread_set_mask();
-    }
-}
 
 /// What a wait saw.
 pub(super) struct Woke {
@@ -99,18 +61,18 @@ impl Wakeups {
         self.news.leave();
     }
 
-    /// Wait for the netns, the news, `alive` (see `gone.rs`) or a signal
+    /// Wait for the netns, the news, `alive` (see `gone.rs`) or `stop`
     /// (up to `timeout`).
     pub(super) fn wait(
         &mut self,
-        signals: &Signals,
+        stop: &dyn Stop,
         alive: Option<PollFd<'_>>,
         timeout: Option<Duration>,
     ) -> Result<Woke> {
         let mut fds = vec![
             PollFd::new(self.subscription.as_fd(), PollFlags::POLLIN),
             PollFd::new(self.news.fd(), PollFlags::POLLIN),
-            PollFd::new(signals.fd.as_fd(), PollFlags::POLLIN),
+            PollFd::new(stop.fd(), PollFlags::POLLIN),
         ];
         fds.extend(alive);
         let poll_timeout = match timeout {
@@ -150,10 +112,10 @@ impl Wakeups {
     }
 
     /// Let a burst of announcements go quiet ([`SETTLE`], at most [`SETTLE_MAX`]).
-    pub(super) fn settle(&mut self, signals: &Signals) -> Result<()> {
+    pub(super) fn settle(&mut self, stop: &dyn Stop) -> Result<()> {
         let until = Instant::now() + SETTLE_MAX;
         while Instant::now() < until {
-            let woke = self.wait(signals, None, Some(SETTLE))?;
+            let woke = self.wait(stop, None, Some(SETTLE))?;
             if !woke.netns && !woke.state {
                 break;
             }

@@ -13,7 +13,8 @@ use super::report::{revision, Outcome};
 use super::siblings::boot_siblings;
 use super::sync::{finished, reconcile};
 use super::vmm::{device_id, VmmClient};
-use super::wakeup::{Signals, Wakeups};
+use super::wakeup::Wakeups;
+use super::Stop;
 use crate::apply::late::Change;
 use crate::error::{Error, Result};
 use crate::kernel::netns::NetNs;
@@ -91,8 +92,8 @@ impl<'a> Watcher<'a> {
         self.own.release();
     }
 
-    /// Follow the sandbox until a signal, detach, or the pod netns is gone.
-    pub(super) fn run(&mut self, signals: &Signals, emit: &mut dyn FnMut(&Event)) -> Result<()> {
+    /// Follow the sandbox until `stop`, detach, or the pod netns is gone.
+    pub(super) fn run(&mut self, stop: &dyn Stop, emit: &mut dyn FnMut(&Event)) -> Result<()> {
         // The first round also undoes what a watch that died mid-add left,
         // and puts the VMM in step with the checkpoint.
         if !self.round(true, emit)? {
@@ -109,8 +110,8 @@ impl<'a> Watcher<'a> {
         });
         loop {
             let timeout = self.alive.timeout(self.next_retry());
-            let woke = self.wake.wait(signals, self.alive.poll_fd(), timeout)?;
-            if let Some(signal) = signals.take() {
+            let woke = self.wake.wait(stop, self.alive.poll_fd(), timeout)?;
+            if let Some(signal) = stop.take() {
                 emit(&Event::Stopped {
                     id: self.id.to_string(),
                     signal,
@@ -134,7 +135,7 @@ impl<'a> Watcher<'a> {
                     retry_due,
                     "watch round"
                 );
-                self.wake.settle(signals)?;
+                self.wake.settle(stop)?;
                 if !self.round(false, emit)? {
                     emit(&self.detached());
                     return Ok(());

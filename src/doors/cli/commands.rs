@@ -158,9 +158,13 @@ fn watch(args: WatchArgs) -> Result<i32> {
         cloud_hypervisor_api: args.cloud_hypervisor_api,
         vmm_uid: args.vmm_uid,
     };
-    crate::watch::watch(&args.id.parse()?, &args.state.dir(), &opts, &mut |event| {
+    let id = args.id.parse()?;
+    let signals = super::stop_signals::StopSignals::block()?;
+    let result = crate::watch::watch(&id, &args.state.dir(), &opts, &signals, &mut |event| {
         print_event(event)
-    })?;
+    });
+    signals.restore();
+    result?;
     Ok(exit::OK)
 }
 

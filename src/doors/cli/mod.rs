@@ -12,6 +12,7 @@ pub(crate) mod logging;
 mod ops;
 pub(crate) mod resolv_conf;
 mod show;
+mod stop_signals;
 
 use clap::Parser;
 
