@@ -463,3 +463,45 @@ fn multus_calls_podtap_for_net1() {
     eth0.del(&cid, &netns, "eth0", r0.last());
     assert_eq!(settled_snapshot(&pod), before, "the pod netns as it was");
 }
+
+/// STATUS probes what the configured mode needs and no more: containerd
+/// turns a STATUS error into a NotReady node. With `/dev/net/tun` hidden
+/// (a private mount namespace with an empty /dev/net), tc and bridge mode
+/// are not available (error 50) while macvtap mode, which opens no TUN
+/// device, still is.
+#[test]
+fn status_asks_for_what_the_mode_needs() {
+    if !ready("status_asks_for_what_the_mode_needs")
+        || !podtap_testkit::tool_or_skip("status_asks_for_what_the_mode_needs", "unshare")
+    {
+        return;
+    }
+    let state = TempDir::new();
+    let status = |mode: &str, hide_tun: bool| {
+        let conf = json!({ "cniVersion": "1.1.0", "name": "n", "type": "podtap",
+                           "mode": mode, "stateDir": state.path() });
+        let hide = if hide_tun {
+            "mount -t tmpfs none /dev/net && "
+        } else {
+            ""
+        };
+        let script = format!("{hide}exec {BIN}");
+        let mut cmd = std::process::Command::new("unshare");
+        cmd.args(["--mount", "--propagation", "private", "sh", "-c", &script])
+            .env("CNI_COMMAND", "STATUS");
+        podtap_testkit::Run {
+            out: podtap_testkit::run_with_stdin(&mut cmd, &conf.to_string()),
+        }
+    };
+    for mode in ["tc", "bridge", "macvtap"] {
+        status(mode, false).expect_ok(&format!("STATUS in {mode} mode"));
+    }
+    for mode in ["tc", "bridge"] {
+        let e = status(mode, true).expect_err(50);
+        assert!(
+            e["msg"].as_str().unwrap_or("").contains("/dev/net/tun"),
+            "{e}"
+        );
+    }
+    status("macvtap", true).expect_ok("STATUS in macvtap mode without /dev/net/tun");
+}
