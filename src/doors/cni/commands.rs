@@ -23,24 +23,18 @@ pub fn run(env: &Env, stdin: &str) -> Result<Option<Value>, CniError> {
         }
         "DEL" => del(env, &config::parse_teardown(stdin)?).map(|()| None),
         "CHECK" => {
-            let conf = since(config::parse(stdin)?, CniVersion::has_check, "0.4.0")?;
+            let conf = since(config::parse(stdin)?, CniVersion::FIRST_WITH_CHECK)?;
             table_limit()?;
             check(env, &conf).map(|()| None)
         }
         "STATUS" => {
-            let conf = since(
-                config::parse(stdin)?,
-                CniVersion::has_status_and_gc,
-                "1.1.0",
-            )?;
+            let conf = since(config::parse(stdin)?, CniVersion::FIRST_WITH_STATUS_AND_GC)?;
             super::status::probe(&conf).map(|()| None)
         }
-        "GC" => gc(&since(
-            config::parse(stdin)?,
-            CniVersion::has_status_and_gc,
-            "1.1.0",
-        )?)
-        .map(|()| None),
+        "GC" => {
+            let conf = since(config::parse(stdin)?, CniVersion::FIRST_WITH_STATUS_AND_GC)?;
+            gc(&conf).map(|()| None)
+        }
         other => Err(CniError::new(
             code::INVALID_ENV,
             format!("unknown CNI_COMMAND {other:?}"),
@@ -48,10 +42,11 @@ pub fn run(env: &Env, stdin: &str) -> Result<Option<Value>, CniError> {
     }
 }
 
-/// `conf`, if its version defines the command (error 1 otherwise: libcni
-/// never sends it then, so another caller asked for the wrong version).
-fn since(conf: NetConf, defines: fn(CniVersion) -> bool, first: &str) -> Result<NetConf, CniError> {
-    if defines(conf.cni_version) {
+/// `conf`, if its version defines the command, which `first` did (error 1
+/// otherwise: libcni never sends it then, so another caller asked for the
+/// wrong version).
+fn since(conf: NetConf, first: CniVersion) -> Result<NetConf, CniError> {
+    if conf.cni_version >= first {
         return Ok(conf);
     }
     Err(CniError::new(

@@ -50,15 +50,11 @@ impl CniVersion {
         CniVersion::ALL.iter().map(|v| v.as_str()).collect()
     }
 
-    /// CHECK is defined from 0.4.0 on.
-    pub fn has_check(self) -> bool {
-        self >= CniVersion::V0_4_0
-    }
+    /// The first version that defines CHECK.
+    pub const FIRST_WITH_CHECK: CniVersion = CniVersion::V0_4_0;
 
-    /// STATUS and GC are defined from 1.1.0 on.
-    pub fn has_status_and_gc(self) -> bool {
-        self >= CniVersion::V1_1_0
-    }
+    /// The first version that defines STATUS and GC.
+    pub const FIRST_WITH_STATUS_AND_GC: CniVersion = CniVersion::V1_1_0;
 
     /// Results before 1.0.0 name each IP's family in `ips[].version`.
     pub fn ips_carry_version(self) -> bool {
@@ -92,10 +88,8 @@ mod tests {
 
     #[test]
     fn what_each_version_allows() {
-        assert!(!CniVersion::V0_3_1.has_check());
-        assert!(CniVersion::V0_4_0.has_check());
-        assert!(!CniVersion::V1_0_0.has_status_and_gc());
-        assert!(CniVersion::V1_1_0.has_status_and_gc());
+        assert!(CniVersion::V0_3_1 < CniVersion::FIRST_WITH_CHECK);
+        assert!(CniVersion::V1_0_0 < CniVersion::FIRST_WITH_STATUS_AND_GC);
         assert!(CniVersion::V0_4_0.ips_carry_version());
         assert!(!CniVersion::V1_0_0.ips_carry_version());
     }
