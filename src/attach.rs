@@ -30,7 +30,6 @@ use crate::apply;
 use crate::error::{Error, Result};
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::{NetNs, OpeningLink};
-use crate::kernel::runtime::block_on;
 use crate::model::Description;
 use crate::state::{SandboxId, Stage, StateDir, LOCK_TIMEOUT};
 use crate::teardown::{self, Proof};
@@ -46,15 +45,14 @@ pub use crate::plan::{AttachOptions, TapOwner, MAX_QUEUES};
 /// then (the checkpoint records no routes or rules; a neighbour it recorded
 /// keeps its recorded state): the same bytes while they have not changed.
 /// An attach that crashed half-way is undone first. Blocks the calling
-/// thread (from inside an async runtime, on a thread of its own: call it
-/// through `spawn_blocking` to keep the runtime's workers free).
+/// thread (from async code, call it through `spawn_blocking`).
 pub fn attach(
     netns: &Path,
     id: &SandboxId,
     opts: &AttachOptions,
     state: &StateDir,
 ) -> Result<Description> {
-    crate::kernel::runtime::off_async(|| attach_in(netns, id, opts, state).map(|a| a.description))
+    attach_in(netns, id, opts, state).map(|a| a.description)
 }
 
 /// What [`attach_in`] did.
@@ -98,46 +96,38 @@ fn attach_locked(
         description,
         fresh: true,
     };
-    let built = block_on(async {
-        let recorded = state.load(id)?;
-        let nl = Netlink::connect_opening(ns, opening)?;
-        if let Some(cp) = recorded {
-            if (cp.netns.dev, cp.netns.inode) == ns.identity()
-                && !cp.is_netns(ns.identity(), nl.cookie)
-            {
-                // Same inode number, other cookie: the recorded netns died and its
-                // inode was reused. Nothing of it is left to undo.
-                tracing::warn!(
-                    "sandbox {id}: dropping a checkpoint of a netns that no longer exists"
-                );
-                state.remove(id)?;
-                return apply::fresh(ns, &nl, id, opts, state).await.map(fresh);
-            }
-            if !cp.is_netns(ns.identity(), nl.cookie) {
-                return Err(Error::Conflict {
-                    id: id.to_string(),
-                    existing: cp.netns.path.clone(),
-                    existing_inode: cp.netns.inode,
-                    requested: ns.display(),
-                });
-            }
-            if let Stage::Complete(Some(description)) = cp.stage {
-                // The checkpoint records the description without its routes
-                // and rules: the pod's tables are read again, as they are now.
-                return Ok(Attached {
-                    description: apply::recorded(ns, &nl, description)?,
-                    fresh: false,
-                });
-            }
-            tracing::warn!("sandbox {id}: an earlier attach did not finish; undoing it first");
-            // A dead attach: match by planned name too, for a TAP made just
-            // before the kill and not yet grouped.
-            teardown::undo_recorded(&nl, &cp.plan, &cp.created, Proof::RecordedDead)
-                .await
-                .into_result()?;
+    let recorded = state.load(id)?;
+    let nl = Netlink::connect_opening(ns, opening)?;
+    if let Some(cp) = recorded {
+        if (cp.netns.dev, cp.netns.inode) == ns.identity() && !cp.is_netns(ns.identity(), nl.cookie)
+        {
+            // Same inode number, other cookie: the recorded netns died and its
+            // inode was reused. Nothing of it is left to undo.
+            tracing::warn!("sandbox {id}: dropping a checkpoint of a netns that no longer exists");
             state.remove(id)?;
+            return apply::fresh(ns, &nl, id, opts, state).map(fresh);
         }
-        apply::fresh(ns, &nl, id, opts, state).await.map(fresh)
-    });
-    built
+        if !cp.is_netns(ns.identity(), nl.cookie) {
+            return Err(Error::Conflict {
+                id: id.to_string(),
+                existing: cp.netns.path.clone(),
+                existing_inode: cp.netns.inode,
+                requested: ns.display(),
+            });
+        }
+        if let Stage::Complete(Some(description)) = cp.stage {
+            // The checkpoint records the description without its routes
+            // and rules: the pod's tables are read again, as they are now.
+            return Ok(Attached {
+                description: apply::recorded(ns, &nl, description)?,
+                fresh: false,
+            });
+        }
+        tracing::warn!("sandbox {id}: an earlier attach did not finish; undoing it first");
+        // A dead attach: match by planned name too, for a TAP made just
+        // before the kill and not yet grouped.
+        teardown::undo_recorded(&nl, &cp.plan, &cp.created, Proof::RecordedDead).into_result()?;
+        state.remove(id)?;
+    }
+    apply::fresh(ns, &nl, id, opts, state).map(fresh)
 }

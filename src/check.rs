@@ -3,7 +3,6 @@
 use crate::error::{Error, Result};
 use crate::kernel::links::LinkState;
 use crate::kernel::netlink::Netlink;
-use crate::kernel::runtime::block_on;
 use crate::kernel::tc::Via;
 use crate::state::{created_ifindex, Checkpoint, Phase, SandboxId, StateDir};
 use crate::teardown;
@@ -13,7 +12,7 @@ use crate::teardown::missing::NicProblems;
 /// wired as recorded; [`Error::CheckFailed`] lists every problem found, and
 /// [`Error::NotFound`] says there is no checkpoint.
 pub fn check(id: &SandboxId, state: &StateDir) -> Result<()> {
-    crate::kernel::runtime::off_async(|| state.locked(id, || check_locked(id, state)))
+    state.locked(id, || check_locked(id, state))
 }
 
 fn check_locked(id: &SandboxId, state: &StateDir) -> Result<()> {
@@ -89,51 +88,53 @@ fn inspect_locked(id: &SandboxId, state: &StateDir) -> Result<Inspection> {
         // Cannot look (permission, fd limit, ...): that error's own exit code.
         Err(e) => return Err(e),
     };
-    block_on(async {
-        let nl = Netlink::connect_bare(&ns)?;
-        if !cp.is_netns(ns.identity(), nl.cookie) {
-            let why = format!(
-                "netns {} is now a different namespace (new netns cookie)",
-                cp.netns.path
-            );
-            return Ok(whole(cp, why));
-        }
-        let (now, problems) = teardown::missing_per_nic(&nl, &cp.plan, &cp.created).await?;
-        let mut nics = Vec::new();
-        for (nic, problems) in cp.plan.nics.iter().zip(problems) {
-            let idx = created_ifindex(&cp.created, &nic.tap.name);
-            let tap = idx.and_then(|i| now.links.get(&i)).cloned();
-            let packets = match (&tap, idx) {
-                (Some(_), Some(idx)) => packets(&nl, idx).await,
-                _ => None,
-            };
-            let redirect = nic.tc.as_ref().and_then(|tc| {
-                now.filters_of(nic.pod.ifindex)
-                    .iter()
-                    .find(|f| f.prio == tc.prio && f.redirect_to.is_some() && f.redirect_to == idx)
-                    .and_then(|f| f.via)
-            });
-            nics.push(NicLive {
-                problems,
-                tap,
-                packets,
-                redirect,
-            });
-        }
-        Ok(Inspection {
-            cp,
-            whole: None,
-            nics,
-        })
+    let nl = Netlink::connect_bare(&ns)?;
+    if !cp.is_netns(ns.identity(), nl.cookie) {
+        let why = format!(
+            "netns {} is now a different namespace (new netns cookie)",
+            cp.netns.path
+        );
+        return Ok(whole(cp, why));
+    }
+    let (now, problems) = teardown::missing_per_nic(&nl, &cp.plan, &cp.created)?;
+    let mut nics = Vec::new();
+    for (nic, problems) in cp.plan.nics.iter().zip(problems) {
+        let idx = created_ifindex(&cp.created, &nic.tap.name);
+        let tap = idx.and_then(|i| now.links.get(&i)).cloned();
+        let packets = match (&tap, idx) {
+            (Some(_), Some(idx)) => packets(&nl, idx),
+            _ => None,
+        };
+        let redirect = nic.tc.as_ref().and_then(|tc| {
+            now.filters_of(nic.pod.ifindex)
+                .iter()
+                .find(|f| f.prio == tc.prio && f.redirect_to.is_some() && f.redirect_to == idx)
+                .and_then(|f| f.via)
+        });
+        nics.push(NicLive {
+            problems,
+            tap,
+            packets,
+            redirect,
+        });
+    }
+    Ok(Inspection {
+        cp,
+        whole: None,
+        nics,
     })
 }
 
 /// `(rx_packets, tx_packets)` of link `ifindex`, from `IFLA_STATS64`.
-async fn packets(nl: &Netlink, ifindex: u32) -> Option<(u64, u64)> {
-    use futures::TryStreamExt;
-    use rtnetlink::packet_route::link::LinkAttribute;
-    let mut links = nl.handle.link().get().match_index(ifindex).execute();
-    let msg = links.try_next().await.ok()??;
+fn packets(nl: &Netlink, ifindex: u32) -> Option<(u64, u64)> {
+    use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
+    use rtnetlink::packet_route::RouteNetlinkMessage;
+    let dump = RouteNetlinkMessage::GetLink(LinkMessage::default());
+    let links = nl.batch.dumps(&[dump]).ok()?.pop()?.ok()?;
+    let msg = links.into_iter().find_map(|m| match m {
+        RouteNetlinkMessage::NewLink(l) if l.header.index == ifindex => Some(l),
+        _ => None,
+    })?;
     msg.attributes.into_iter().find_map(|a| match a {
         LinkAttribute::Stats64(s) => Some((s.rx_packets, s.tx_packets)),
         _ => None,

@@ -19,7 +19,6 @@ use crate::kernel::macvtap;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
 use crate::kernel::netns_search;
-use crate::kernel::runtime::block_on;
 use crate::state::{Phase, SandboxId, StateDir};
 use crate::teardown::{self, Proof};
 
@@ -45,22 +44,17 @@ pub fn detach(id: &SandboxId, state: &StateDir, netns: Option<&Path>) -> Result<
 
 /// Run `work` under the id's lock. A state dir where the lock cannot even be
 /// made (read-only, full) blocks nothing when there is nothing recorded.
-///
-/// Every public detach comes through here, so it may be called from inside
-/// an async runtime ([`crate::kernel::runtime::off_async`]).
 fn locked(
     id: &SandboxId,
     state: &StateDir,
-    work: impl FnOnce() -> Result<DetachReport> + Send,
+    work: impl FnOnce() -> Result<DetachReport>,
 ) -> Result<DetachReport> {
-    crate::kernel::runtime::off_async(|| {
-        match state.locked(id, || work().map(|r| without_nodes(id, r))) {
-            Err(e) if cannot_write(&e) && matches!(state.load(id), Ok(None)) => {
-                Ok(DetachReport::default())
-            }
-            other => other,
+    match state.locked(id, || work().map(|r| without_nodes(id, r))) {
+        Err(e) if cannot_write(&e) && matches!(state.load(id), Ok(None)) => {
+            Ok(DetachReport::default())
         }
-    })
+        other => other,
+    }
 }
 
 /// Remove the id's macvtap device nodes once its links are undone (they
@@ -177,33 +171,34 @@ fn detach_locked(id: &SandboxId, state: &StateDir, netns: Option<&Path>) -> Resu
     let hints: Vec<&Path> = netns.into_iter().collect();
     match teardown::open_recorded(&cp, &state.file(id), &hints)? {
         Ok(ns) => {
-            // The netns thread opens its sockets while this one starts the runtime.
-            let opening = ns.open_netlink_bare()?;
-            let warnings = block_on(async {
-                let nl = Netlink::connect_opening(&ns, opening)?;
-                if !cp.is_netns(ns.identity(), nl.cookie) {
-                    return Ok(vec![format!(
-                        "netns {} is now a different namespace (same inode, new netns cookie); left it untouched",
-                        cp.netns.path
-                    )]);
-                }
-                // Names count only for an attach that never finished recording.
-                // (`pending`: NICs `podtap watch` was adding when it stopped.)
-                let proof = match cp.phase() {
-                    Phase::Applying => Proof::RecordedDead,
-                    Phase::Complete if !cp.pending.is_empty() => Proof::RecordedDead,
-                    Phase::Complete => Proof::Recorded,
-                };
-                teardown::undo_recorded(&nl, &cp.plan, &cp.created, proof)
-                    .await
-                    .into_result()
-            })?;
-            report.warnings.extend(warnings);
+            report.warnings.extend(undo_in(&ns, &cp)?);
         }
         Err(why) => report.warnings.push(why),
     }
     state.remove_recorded(&cp)?;
     Ok(report)
+}
+
+/// Undo what `cp` records in its live netns `ns`; the warnings.
+fn undo_in(
+    ns: &NetNs,
+    cp: &crate::state::Checkpoint<serde::de::IgnoredAny>,
+) -> Result<Vec<String>> {
+    let nl = Netlink::connect_bare(ns)?;
+    if !cp.is_netns(ns.identity(), nl.cookie) {
+        return Ok(vec![format!(
+            "netns {} is now a different namespace (same inode, new netns cookie); left it untouched",
+            cp.netns.path
+        )]);
+    }
+    // Names count only for an attach that never finished recording.
+    // (`pending`: NICs `podtap watch` was adding when it stopped.)
+    let proof = match cp.phase() {
+        Phase::Applying => Proof::RecordedDead,
+        Phase::Complete if !cp.pending.is_empty() => Proof::RecordedDead,
+        Phase::Complete => Proof::Recorded,
+    };
+    teardown::undo_recorded(&nl, &cp.plan, &cp.created, proof).into_result()
 }
 
 /// Where to clean up after a corrupt checkpoint.
@@ -282,10 +277,8 @@ fn salvage_netns(file: &Path) -> (Option<PathBuf>, Option<(u64, u64)>, Option<u6
 
 /// Without a checkpoint: undo what podtap's markers for `id` show in `ns`.
 fn cleanup_by_markers(id: &SandboxId, ns: &NetNs) -> Result<DetachReport> {
-    let warnings = block_on(async {
-        let nl = Netlink::connect_bare(ns)?;
-        teardown::undo_by_markers(&nl, id).await?.into_result()
-    })?;
+    let nl = Netlink::connect_bare(ns)?;
+    let warnings = teardown::undo_by_markers(&nl, id)?.into_result()?;
     Ok(DetachReport {
         found: true,
         warnings,

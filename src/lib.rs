@@ -35,11 +35,11 @@
 //! # }
 //! ```
 //!
-//! Every function that touches the kernel blocks the calling thread (it
-//! starts its own current-thread tokio runtime and enters netns only on
-//! dedicated threads). Called from inside an async runtime, it does that
-//! work on a thread of its own, so it works there too; call it through
-//! `spawn_blocking` to keep the runtime's workers free meanwhile.
+//! Every function that touches the kernel blocks the calling thread: it
+//! talks to the kernel over blocking rtnetlink sockets, each wait bounded,
+//! and enters a netns only on threads of its own. It starts no async
+//! runtime, so it may be called from anywhere, async tasks included; call
+//! it through `spawn_blocking` to keep a runtime's workers free meanwhile.
 //!
 //! The library has no process-wide effects: the program around it (the
 //! `cli` feature, on by default) parses arguments, sets up logging and

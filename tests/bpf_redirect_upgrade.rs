@@ -12,7 +12,6 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use futures::StreamExt;
 use rtnetlink::packet_core::{
     NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST,
 };
@@ -84,20 +83,19 @@ fn swap_in_old_redirect(ns: &Netns, from: &str, to: u32, prio: u16, prog: &Owned
     let mut req = NetlinkMessage::from(RouteNetlinkMessage::NewTrafficFilter(msg));
     req.header.flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL;
     in_netns(&ns.path_str(), move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .build()
-            .expect("a runtime");
-        rt.block_on(async {
-            let (connection, handle, _) = rtnetlink::new_connection().expect("rtnetlink");
-            tokio::spawn(connection);
-            let mut replies = handle.clone().request(req).expect("send");
-            while let Some(reply) = replies.next().await {
-                if let NetlinkPayload::Error(e) = reply.payload {
-                    assert!(e.code.is_none(), "add the cls_bpf filter: {e:?}");
-                }
-            }
-        });
+        use rtnetlink::sys::{protocols::NETLINK_ROUTE, Socket};
+        let mut socket = Socket::new(NETLINK_ROUTE).expect("netlink socket");
+        socket.bind_auto().expect("bind");
+        req.finalize();
+        let mut buf = vec![0u8; req.buffer_len()];
+        req.serialize(&mut buf);
+        socket.send(&buf, 0).expect("send");
+        let mut reply = Vec::with_capacity(8192);
+        socket.recv(&mut reply, 0).expect("the kernel's answer");
+        let ack = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&reply).expect("an ack");
+        if let NetlinkPayload::Error(e) = ack.payload {
+            assert!(e.code.is_none(), "add the cls_bpf filter: {e:?}");
+        }
     });
 }
 

@@ -1,9 +1,9 @@
 //! The library as Rust runtimes embed it: called from inside a tokio
 //! runtime (multi-thread and current-thread), straight from a task and
 //! through `spawn_blocking`, scan, attach, check, the live description and
-//! detach work, and the pod netns ends as it was. podtap's calls start a
-//! runtime of their own, which tokio refuses inside another: they must move
-//! off the caller's runtime thread rather than panic.
+//! detach work, and the pod netns ends as it was. (podtap once started a
+//! tokio runtime of its own per call, which tokio refuses inside another:
+//! a call from a task panicked.)
 
 use podtap::attach::AttachOptions;
 use podtap::state::{SandboxId, StateDir};

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use futures::future::join_all;
 use rtnetlink::packet_route::link::InfoKind;
 
 use super::{micros, requests, taps};
@@ -20,7 +19,7 @@ use crate::state::{created_ifindex, Created, CreatedKind};
 
 /// Build every TAP, bridge and filter of `plan`, adding each link made to
 /// `created` as soon as it exists (so a failure can undo exactly those).
-pub(super) async fn build(
+pub(super) fn build(
     ns: &NetNs,
     nl: &Netlink,
     plan: &Plan,
@@ -40,7 +39,7 @@ pub(super) async fn build(
     if let Some(e) = failed {
         return Err(e);
     }
-    create_macvtaps(ns, nl, plan, created).await?;
+    create_macvtaps(ns, nl, plan, created)?;
     let tap_indexes: Vec<u32> = plan
         .nics
         .iter()
@@ -51,7 +50,7 @@ pub(super) async fn build(
     let t = Instant::now();
     let marker = plan::marker(&plan.id);
     let marker = marker.as_str();
-    let bridges = create_bridges(nl, plan).await?;
+    let bridges = create_bridges(nl, plan)?;
     created.extend(bridges.iter().flatten().cloned());
     quiet_bridged_links(nl, plan)?;
 
@@ -59,20 +58,18 @@ pub(super) async fn build(
     log_phase("taps", plan, timings.tap);
 
     // The NICs without a bridge are wired in one batch (a few system calls
-    // for all of them, in order); each bridged NIC then goes step by step,
-    // side by side with the others.
+    // for all of them, in order); each bridged NIC then goes step by step.
     let t = Instant::now();
     let steps = requests::unbridged(&plan.nics, &tap_indexes, plan.group, marker);
     run_steps(nl, &steps)?;
-    let bridged = join_all(
-        plan.nics
-            .iter()
-            .zip(&tap_indexes)
-            .zip(&bridges)
-            .filter_map(|((n, tap), br)| Some((n, *tap, br.as_ref()?)))
-            .map(|(n, tap, br)| wire_bridged(nl, plan.group, marker, n, tap, br)),
-    )
-    .await;
+    let bridged: Vec<Result<()>> = plan
+        .nics
+        .iter()
+        .zip(&tap_indexes)
+        .zip(&bridges)
+        .filter_map(|((n, tap), br)| Some((n, *tap, br.as_ref()?)))
+        .map(|(n, tap, br)| wire_bridged(nl, plan.group, marker, n, tap, br))
+        .collect();
     bridged.into_iter().collect::<Result<Vec<()>>>()?;
     timings.wiring = micros(t);
     log_phase("wiring", plan, timings.wiring);
@@ -111,7 +108,7 @@ fn run_steps(nl: &Netlink, steps: &[requests::Step]) -> Result<()> {
 
 /// Configure one bridged NIC's TAP into its bridge, bring the bridge up and
 /// hand the pod interface over to it.
-async fn wire_bridged(
+fn wire_bridged(
     nl: &Netlink,
     group: u32,
     marker: &str,
@@ -119,22 +116,13 @@ async fn wire_bridged(
     tap: u32,
     b: &Created,
 ) -> Result<()> {
-    links::configure_tap(
-        &nl.handle,
-        tap,
-        n.tap.mtu,
-        group,
-        marker,
-        Some(b.ifindex),
-        true,
-    )
-    .await
-    .map_err(|e| nl.err("configure TAP", &n.tap.name, e))?;
-    links::set_up(&nl.handle, b.ifindex)
-        .await
-        .map_err(|e| nl.err("bring bridge up", &b.name, e))?;
+    let up = true;
+    let controller = Some(b.ifindex);
+    links::configure_tap(&nl.batch, tap, n.tap.mtu, group, marker, controller, up)
+        .map_err(|e| nl.err("configure TAP", &n.tap.name, e))?;
+    links::set_up(&nl.batch, b.ifindex).map_err(|e| nl.err("bring bridge up", &b.name, e))?;
     if let Some(bp) = &n.bridge {
-        hand_over_pod(nl, n, bp, b).await?;
+        hand_over_pod(nl, n, bp, b)?;
     }
     Ok(())
 }
@@ -158,19 +146,16 @@ fn quiet_bridged_links(nl: &Netlink, plan: &Plan) -> Result<()> {
 /// Give the wire to the guest: the pod interface takes its bridged MAC and
 /// joins the bridge, and gets its permanent neighbours back (the MAC change
 /// flushed them).
-async fn hand_over_pod(nl: &Netlink, n: &NicPlan, bp: &BridgePlan, b: &Created) -> Result<()> {
-    bridge::enslave(&nl.handle, n.pod.ifindex, b.ifindex, bp.pod_mac)
-        .await
-        .map_err(|e| {
-            nl.err(
-                "enslave pod interface to bridge",
-                format!("{} -> {}", n.pod.name, b.name),
-                e,
-            )
-        })?;
+fn hand_over_pod(nl: &Netlink, n: &NicPlan, bp: &BridgePlan, b: &Created) -> Result<()> {
+    bridge::enslave(&nl.batch, n.pod.ifindex, b.ifindex, bp.pod_mac).map_err(|e| {
+        nl.err(
+            "enslave pod interface to bridge",
+            format!("{} -> {}", n.pod.name, b.name),
+            e,
+        )
+    })?;
     for neigh in &bp.restore.neighbours {
-        replay::restore(&nl.handle, neigh)
-            .await
+        replay::restore(&nl.batch, neigh)
             .map_err(|e| nl.err("restore permanent neighbour", &n.pod.name, e))?;
     }
     Ok(())
@@ -178,7 +163,7 @@ async fn hand_over_pod(nl: &Netlink, n: &NicPlan, bp: &BridgePlan, b: &Created) 
 
 /// Create the macvtaps of `plan`, record each (kind "macvtap", the pod's
 /// MAC, which passthru takes), then make their device nodes.
-async fn create_macvtaps(
+fn create_macvtaps(
     ns: &NetNs,
     nl: &Netlink,
     plan: &Plan,
@@ -188,24 +173,16 @@ async fn create_macvtaps(
     if nics.is_empty() {
         return Ok(());
     }
-    let made = join_all(nics.iter().map(|n| async move {
-        macvtap::create(
-            &nl.handle,
-            &n.tap.name,
-            n.pod.ifindex,
-            n.tap.mtu,
-            plan.group,
-        )
-        .await
-        .map_err(|e| {
-            nl.err(
-                "create macvtap (passthru)",
-                format!("{} on {}", n.tap.name, n.pod.name),
-                e,
-            )
+    let made: Vec<Result<()>> = nics
+        .iter()
+        .map(|n| {
+            let (name, lower) = (&n.tap.name, n.pod.ifindex);
+            macvtap::create(&nl.batch, name, lower, n.tap.mtu, plan.group).map_err(|e| {
+                let on = format!("{} on {}", n.tap.name, n.pod.name);
+                nl.err("create macvtap (passthru)", on, e)
+            })
         })
-    }))
-    .await;
+        .collect();
     // Learn every macvtap that exists before reporting a failure, so the
     // rollback finds them by ifindex.
     let live = dump_links(nl)?;
@@ -241,22 +218,20 @@ async fn create_macvtaps(
     Ok(())
 }
 
-async fn create_bridges(nl: &Netlink, plan: &Plan) -> Result<Vec<Option<Created>>> {
+fn create_bridges(nl: &Netlink, plan: &Plan) -> Result<Vec<Option<Created>>> {
     if plan.nics.iter().all(|n| n.bridge.is_none()) {
         return Ok(vec![None; plan.nics.len()]);
     }
-    let made = join_all(
-        plan.nics
-            .iter()
-            .filter_map(|n| n.bridge.as_ref().map(|b| (n, b)))
-            .map(|(n, b)| async move {
-                let marker = plan::bridge_marker(&plan.id, n.pod.ifindex, n.pod.mac);
-                bridge::create(&nl.handle, &b.name, n.pod.mtu, plan.group, &marker)
-                    .await
-                    .map_err(|e| nl.err("create bridge", &b.name, e))
-            }),
-    )
-    .await;
+    let made: Vec<Result<()>> = plan
+        .nics
+        .iter()
+        .filter_map(|n| n.bridge.as_ref().map(|b| (n, b)))
+        .map(|(n, b)| {
+            let marker = plan::bridge_marker(&plan.id, n.pod.ifindex, n.pod.mac);
+            bridge::create(&nl.batch, &b.name, n.pod.mtu, plan.group, &marker)
+                .map_err(|e| nl.err("create bridge", &b.name, e))
+        })
+        .collect();
     made.into_iter().collect::<Result<Vec<()>>>()?;
     let live = dump_links(nl)?;
     plan.nics

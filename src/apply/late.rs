@@ -43,7 +43,7 @@ pub enum Change {
 
 /// Undo the NICs an earlier watch was still building when it stopped (their
 /// TAP names are in `cp.pending`), matching them by planned name too.
-pub async fn recover(nl: &Netlink, state: &StateDir, cp: &mut Checkpoint) -> Result<Vec<NicPlan>> {
+pub fn recover(nl: &Netlink, state: &StateDir, cp: &mut Checkpoint) -> Result<Vec<NicPlan>> {
     if cp.pending.is_empty() {
         return Ok(Vec::new());
     }
@@ -58,9 +58,7 @@ pub async fn recover(nl: &Netlink, state: &StateDir, cp: &mut Checkpoint) -> Res
             .collect::<Vec<_>>()
             .join(", ")
     );
-    teardown::undo_part(nl, &sub, &created, Proof::RecordedDead)
-        .await
-        .into_result()?;
+    teardown::undo_part(nl, &sub, &created, Proof::RecordedDead).into_result()?;
     remove_nodes(&sub);
     cp.pending.clear();
     state.save(cp)?;
@@ -96,7 +94,7 @@ pub fn arrived<'a>(
 /// Bring `cp` (a finished attachment, loaded under the id and netns locks)
 /// up to date with the netns `nl` talks to, saving the checkpoint as it goes.
 /// `foreign`: ifindexes of other attachments' links in the netns.
-pub async fn reconcile(
+pub fn reconcile(
     ns: &NetNs,
     nl: &Netlink,
     state: &StateDir,
@@ -104,15 +102,15 @@ pub async fn reconcile(
     refused: &BTreeMap<u32, String>,
     foreign: &BTreeSet<u32>,
 ) -> Result<Vec<Change>> {
-    let mut survey = survey(ns, nl).await?;
+    let mut survey = survey(ns, nl)?;
     // Links left out of the description: those undone in this round (in the
     // survey still, but gone now) and other attachments' TAPs and bridges
     // (`foreign`: their state flips as a VMM opens them).
     let mut undone = foreign.clone();
-    let mut changes = remove_gone(nl, state, cp, &survey.desc, &mut undone).await?;
+    let mut changes = remove_gone(nl, state, cp, &survey.desc, &mut undone)?;
 
     for iface in arrived(cp, &survey.desc, refused) {
-        match add_one(ns, nl, state, cp, &survey, iface).await {
+        match add_one(ns, nl, state, cp, &survey, iface) {
             Ok(nic) => changes.push(Change::Added(nic)),
             Err(e) => changes.push(Change::Refused {
                 interface: iface.name.clone(),
@@ -144,7 +142,7 @@ pub async fn reconcile(
 
 /// Undo the NICs of `cp` whose pod interface is gone from `desc`, and drop
 /// them from the checkpoint; their links' ifindexes go into `undone`.
-async fn remove_gone(
+fn remove_gone(
     nl: &Netlink,
     state: &StateDir,
     cp: &mut Checkpoint,
@@ -159,7 +157,7 @@ async fn remove_gone(
     undone.extend(created.iter().map(|c| c.ifindex));
     // The pod interface is gone (and with it its filters, or the
     // macvtap on it); what is left is the TAP or the bridge.
-    let report = teardown::undo_part(nl, &sub, &created, Proof::Recorded).await;
+    let report = teardown::undo_part(nl, &sub, &created, Proof::Recorded);
     remove_nodes(&sub);
     for w in &report.warnings {
         tracing::info!("watch: {w}");
@@ -182,7 +180,7 @@ fn leave_out(desc: &mut Description, undone: &BTreeSet<u32>) {
 
 /// Plan, record and build one late interface; on failure undo what was made
 /// and drop it from the checkpoint again.
-async fn add_one(
+fn add_one(
     ns: &NetNs,
     nl: &Netlink,
     state: &StateDir,
@@ -205,12 +203,12 @@ async fn add_one(
     state.save(cp)?;
 
     let mut created = Vec::new();
-    let built = build::build(ns, nl, &sub, &mut Timings::default(), &mut created, None).await;
+    let built = build::build(ns, nl, &sub, &mut Timings::default(), &mut created, None);
     let done = |cp: &mut Checkpoint| cp.pending.retain(|t| *t != nic.tap.name);
     if let Err(e) = built {
         // Also by planned name: a link made but not yet read back (a bridge
         // whose lookup failed) is not in `created`.
-        let report = teardown::undo_part(nl, &sub, &created, Proof::RecordedDead).await;
+        let report = teardown::undo_part(nl, &sub, &created, Proof::RecordedDead);
         remove_nodes(&sub);
         if let Err(undo) = report.into_result() {
             // Keep it recorded and pending: the next watch or detach undoes it.

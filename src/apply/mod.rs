@@ -26,7 +26,7 @@ use crate::state::{Checkpoint, Created, Stage, StateDir, VERSION};
 use crate::teardown::{self, Proof};
 
 /// Attach `opts` in the netns `nl` talks to, with no checkpoint for `id` yet.
-pub async fn fresh(
+pub fn fresh(
     ns: &NetNs,
     nl: &Netlink,
     id: &SandboxId,
@@ -38,7 +38,7 @@ pub async fn fresh(
 
     let Survey {
         desc, inventory, ..
-    } = survey(ns, nl).await?;
+    } = survey(ns, nl)?;
     let plan = plan::plan(&desc, &inventory, opts, id)?;
     // The netns thread opens what the TAPs are made with while this one
     // records the intent (nothing is made before that record is on disk).
@@ -73,8 +73,8 @@ pub async fn fresh(
     );
 
     let mut created = Vec::new();
-    if let Err(e) = build::build(ns, nl, &plan, &mut timings, &mut created, prepared_taps).await {
-        return Err(rollback(nl, state, &plan, &created, e).await);
+    if let Err(e) = build::build(ns, nl, &plan, &mut timings, &mut created, prepared_taps) {
+        return Err(rollback(nl, state, &plan, &created, e));
     }
 
     // The description is recorded as printed but for its routes and rules
@@ -91,7 +91,7 @@ pub async fn fresh(
     cp.created = created;
     if let Err(e) = state.save(&cp) {
         // The intent record (phase "applying") is still on disk if the rollback cannot finish.
-        return Err(rollback(nl, state, &plan, &cp.created, e).await);
+        return Err(rollback(nl, state, &plan, &cp.created, e));
     }
     tracing::info!(phase = "checkpoint", "attachment recorded (complete)");
     Ok(described)
@@ -182,7 +182,7 @@ pub(crate) struct Survey {
 }
 
 /// Dump the netns `nl` talks to and read what a plan needs.
-pub(crate) async fn survey(ns: &NetNs, nl: &Netlink) -> Result<Survey> {
+pub(crate) fn survey(ns: &NetNs, nl: &Netlink) -> Result<Survey> {
     // The netns thread dumps the qdiscs (and then, in scan::dump, rules and
     // routes) while this thread dumps the rest.
     let side = nl.side.clone();
@@ -228,14 +228,14 @@ fn txqlens(dump: &parse::Dump) -> BTreeMap<u32, u32> {
 
 /// Undo what this attach made (by ifindex and group, never by name), drop
 /// its checkpoint, and return `failure` saying so.
-async fn rollback(
+fn rollback(
     nl: &Netlink,
     state: &StateDir,
     plan: &Plan,
     created: &[Created],
     failure: Error,
 ) -> Error {
-    let mut report = teardown::undo_recorded(nl, plan, created, Proof::MadeNow).await;
+    let mut report = teardown::undo_recorded(nl, plan, created, Proof::MadeNow);
     if let Err(e) = crate::kernel::macvtap::remove_nodes(plan.id.as_str()) {
         report
             .warnings

@@ -49,7 +49,7 @@ fn check_identity(id: &str, desc: &Description, (dev, inode): (u64, u64)) -> Res
 ///
 /// `NetNs::run` (a fresh thread) is the rule everywhere else, because
 /// `setns(2)` changes only the calling thread. Here the calling thread is
-/// the one about to exec: `podtap exec` starts no tokio runtime and no other
+/// the one about to exec: `podtap exec` starts no other
 /// thread before this point, and the exec replaces the whole process with
 /// the command, which then runs entirely in the pod netns.
 pub(super) fn enter(ns: &NetNs) -> Result<()> {

@@ -35,6 +35,7 @@ use rtnetlink::sys::Socket;
 use super::errno;
 use super::nlrecv;
 use super::wire::{code, frames, push, NLMSG_ERROR};
+use crate::error::KernelError;
 
 /// Requests per `sendmsg`: at most this many error replies wait in the
 /// socket (an unbounded burst overran the receive queue with ENOBUFS).
@@ -64,6 +65,11 @@ impl Request {
     /// A request that changes or deletes an existing object (no create flags).
     pub fn change(message: RouteNetlinkMessage) -> Self {
         Request { message, flags: 0 }
+    }
+
+    /// A request with these flags (besides `NLM_F_REQUEST | NLM_F_ACK`).
+    pub fn with_flags(message: RouteNetlinkMessage, flags: u16) -> Self {
+        Request { message, flags }
     }
 
     /// The message this request sends.
@@ -125,6 +131,14 @@ impl Batch {
         Ok(results)
     }
 
+    /// Send one request and wait for its ack: `Ok`, or the kernel's answer.
+    pub fn request(&self, request: Request) -> Result<(), KernelError> {
+        match self.run(&[request])?.pop() {
+            Some(Err(errno)) => Err(errno.into()),
+            _ => Ok(()),
+        }
+    }
+
     /// Wait (up to [`REPLY_TIMEOUT`]) for the next datagram from the kernel
     /// and read it into `buf` (its capacity, never zeroed); its length. A
     /// datagram longer than `buf`'s capacity is an error, never a message cut short.
@@ -178,8 +192,8 @@ fn encode<R: Borrow<Request>>(window: &[R], first: u32, buf: &mut Vec<u8>) {
     }
 }
 
-/// Sequence numbers of a batch start here, apart from the connection's
-/// (which count up from 1).
+/// Sequence numbers of a batch start here, apart from the kernel's own
+/// messages (0) and any other sender's small numbers.
 const SEQ_BASE: u32 = 0x4000_0000;
 
 pub(super) fn seq_of(i: u32) -> u32 {

@@ -1,7 +1,9 @@
 //! Bridge requests: create a marked bridge, put a port in it, take it out.
 
-use rtnetlink::{Handle, LinkBridge, LinkUnspec};
+use rtnetlink::packet_route::RouteNetlinkMessage;
+use rtnetlink::{LinkBridge, LinkUnspec};
 
+use super::batch::{Batch, Request};
 use super::mac::MacAddr;
 use crate::error::KernelError;
 
@@ -11,8 +13,8 @@ use crate::error::KernelError;
 /// ARP on the pod netns would answer for the pod's (the guest's) IPv4 address
 /// with the bridge's MAC before the guest could. Fails with EEXIST when a link
 /// of that name exists.
-pub async fn create(
-    handle: &Handle,
+pub fn create(
+    batch: &Batch,
     name: &str,
     mtu: u32,
     group: u32,
@@ -24,32 +26,27 @@ pub async fn create(
         .alias(alias)
         .arp(false)
         .build();
-    handle.link().add(msg).execute().await?;
+    batch.request(Request::create(RouteNetlinkMessage::NewLink(msg)))?;
     // The kernel ignores IFLA_IFALIAS in RTM_NEWLINK: set the marker (which
     // `detach --force` needs for the pod's original MAC) in a second request.
     let alias_msg = LinkUnspec::new_with_name(name).alias(alias).build();
-    Ok(handle.link().set(alias_msg).execute().await?)
+    batch.request(Request::create(RouteNetlinkMessage::SetLink(alias_msg)))
 }
 
 /// Give the pod interface `mac` and put it in `bridge`.
-pub async fn enslave(
-    handle: &Handle,
-    pod: u32,
-    bridge: u32,
-    mac: MacAddr,
-) -> Result<(), KernelError> {
+pub fn enslave(batch: &Batch, pod: u32, bridge: u32, mac: MacAddr) -> Result<(), KernelError> {
     let msg = LinkUnspec::new_with_index(pod)
         .address(mac.to_vec())
         .controller(bridge)
         .build();
-    Ok(handle.link().set(msg).execute().await?)
+    batch.request(Request::create(RouteNetlinkMessage::SetLink(msg)))
 }
 
 /// Take the pod interface out of its bridge and give back its own MAC.
-pub async fn release(handle: &Handle, pod: u32, mac: MacAddr) -> Result<(), KernelError> {
+pub fn release(batch: &Batch, pod: u32, mac: MacAddr) -> Result<(), KernelError> {
     let msg = LinkUnspec::new_with_index(pod)
         .nocontroller()
         .address(mac.to_vec())
         .build();
-    Ok(handle.link().set(msg).execute().await?)
+    batch.request(Request::create(RouteNetlinkMessage::SetLink(msg)))
 }

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 
 use rtnetlink::packet_route::link::{LinkAttribute, LinkExtentMask, LinkMessage};
 use rtnetlink::packet_route::RouteNetlinkMessage;
-use rtnetlink::{Handle, LinkUnspec};
+use rtnetlink::LinkUnspec;
 
-use super::batch::Batch;
+use super::batch::{Batch, Request};
 use super::errno::kernel_error;
 use super::wire;
 use crate::error::KernelError;
@@ -46,8 +46,8 @@ pub fn dump_request() -> RouteNetlinkMessage {
 
 /// MTU, group and marker for a freshly made TAP, plus its bridge when
 /// bridged, and up when `up`.
-pub async fn configure_tap(
-    handle: &Handle,
+pub fn configure_tap(
+    batch: &Batch,
     ifindex: u32,
     mtu: u32,
     group: u32,
@@ -56,7 +56,7 @@ pub async fn configure_tap(
     up: bool,
 ) -> Result<(), KernelError> {
     let msg = tap_settings(ifindex, mtu, group, alias, controller, up);
-    Ok(handle.link().set(msg).execute().await?)
+    batch.request(Request::create(RouteNetlinkMessage::SetLink(msg)))
 }
 
 /// The message [`configure_tap`] sends (an `RTM_SETLINK`).
@@ -87,9 +87,9 @@ pub fn up_settings(ifindex: u32) -> LinkMessage {
 }
 
 /// Bring a link up.
-pub async fn set_up(handle: &Handle, ifindex: u32) -> Result<(), KernelError> {
+pub fn set_up(batch: &Batch, ifindex: u32) -> Result<(), KernelError> {
     let msg = up_settings(ifindex);
-    Ok(handle.link().set(msg).execute().await?)
+    batch.request(Request::create(RouteNetlinkMessage::SetLink(msg)))
 }
 
 /// The request that sets a link's transmit queue length.
@@ -101,21 +101,23 @@ pub fn set_txqlen(ifindex: u32, txqlen: u32) -> RouteNetlinkMessage {
 }
 
 /// Move a link into link group `group` (0: the default group).
-pub async fn set_group(handle: &Handle, ifindex: u32, group: u32) -> Result<(), KernelError> {
+pub fn set_group(batch: &Batch, ifindex: u32, group: u32) -> Result<(), KernelError> {
     let msg = LinkUnspec::new_with_index(ifindex)
         .link_group(group)
         .build();
-    Ok(handle.link().set(msg).execute().await?)
+    batch.request(Request::create(RouteNetlinkMessage::SetLink(msg)))
 }
 
 /// Delete every link in `group` with one request: one RCU grace period for all of them.
-pub async fn delete_group(handle: &Handle, group: u32) -> Result<(), KernelError> {
+pub fn delete_group(batch: &Batch, group: u32) -> Result<(), KernelError> {
     let mut msg = LinkMessage::default();
     msg.attributes.push(LinkAttribute::Group(group));
-    Ok(handle.link().del_with_message(msg).execute().await?)
+    batch.request(Request::change(RouteNetlinkMessage::DelLink(msg)))
 }
 
 /// Delete one link.
-pub async fn delete(handle: &Handle, ifindex: u32) -> Result<(), KernelError> {
-    Ok(handle.link().del(ifindex).execute().await?)
+pub fn delete(batch: &Batch, ifindex: u32) -> Result<(), KernelError> {
+    let mut msg = LinkMessage::default();
+    msg.header.index = ifindex;
+    batch.request(Request::change(RouteNetlinkMessage::DelLink(msg)))
 }

@@ -33,8 +33,10 @@ use nix::sched::{unshare, CloneFlags};
 use nix::sys::stat::{fchmodat, fstat, fstatat, makedev, mknodat, FchmodatFlags, Mode, SFlag};
 use nix::unistd::{fchownat, unlinkat, Gid, Uid, UnlinkatFlags};
 use rtnetlink::packet_route::link::MacVtapMode;
-use rtnetlink::{Handle, LinkMacVtap};
+use rtnetlink::packet_route::RouteNetlinkMessage;
+use rtnetlink::LinkMacVtap;
 
+use super::batch::{Batch, Request};
 use super::errno::syscall;
 use super::private_dir;
 use super::tap::{self, TapFlags};
@@ -55,8 +57,8 @@ pub fn node_path(id: &str, name: &str) -> PathBuf {
 /// Passthru: the macvtap takes the lower's MAC (so the guest keeps the pod's
 /// address) and every frame the lower receives. Bringing it up makes the
 /// kernel set the lower promiscuous; deleting it undoes that.
-pub async fn create(
-    handle: &Handle,
+pub fn create(
+    batch: &Batch,
     name: &str,
     lower: u32,
     mtu: u32,
@@ -66,7 +68,7 @@ pub async fn create(
         .mtu(mtu)
         .link_group(group)
         .build();
-    Ok(handle.link().add(msg).execute().await?)
+    batch.request(Request::create(RouteNetlinkMessage::NewLink(msg)))
 }
 
 /// The `(major, minor)` of each macvtap's character device, by

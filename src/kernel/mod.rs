@@ -9,15 +9,14 @@
 //!
 //! | transport | where | what for |
 //! |---|---|---|
-//! | rtnetlink connection (rtnetlink crate, async) | [`netlink::Netlink::handle`] | single requests: create a bridge or macvtap, configure a TAP, enslave, replay recorded addresses/routes/neighbours |
-//! | batch socket (blocking `NETLINK_ROUTE`) | [`batch`], [`dump`] | many requests per `sendmsg`; consistent dumps (links, addresses, routes, rules, neighbours, qdiscs, filters) read raw, or handed over a datagram at a time (`Batch::dump_streamed`) |
+//! | batch socket (blocking `NETLINK_ROUTE`, messages of rtnetlink's types) | [`batch`], [`dump`] | every request, alone ([`batch::Batch::request`]: create a bridge or macvtap, configure a TAP, enslave, replay recorded neighbours) or many per `sendmsg`; consistent dumps (links, addresses, routes, rules, neighbours, qdiscs, filters) read raw, or handed over a datagram at a time (`Batch::dump_streamed`). Its acks and errors are read in one place, `Batch::run` |
 //! | side socket (a second batch socket) | [`netlink::Netlink::side`] | the scan's rule and route dumps on the netns thread, beside the caller's (which translates the routes as they come) |
 //! | link deleter: a forked child process + its socket, `RTNLGRP_LINK` listener (both sockets opened ahead by the netns thread) | [`unlist`] | delete links and return once the kernel announced them gone, not after its `rcu_barrier()` |
 //! | `NETLINK_ROUTE` subscription (links, addresses, routes) | [`subscribe`] | `podtap watch` wakes on changes in the pod netns |
 //! | `/dev/net/tun` ioctls (`TUNSETIFF`, `TUNSETPERSIST`, `TUNSETOWNER`/`GROUP`, `TUNGETIFF`) and `SIOCGIFHWADDR`/`SIOCGIFNAME` | [`tap`] | create TAPs, prove their ifindex, open queues for a VMM |
 //! | macvtap character devices (sysfs `dev` in a private mount namespace, `mknod`) | [`macvtap`] | the macvtap's queues under `/dev/podtap/<id>/` |
 //! | sysctl writes (`/proc/sys/net/ipv6/conf/*/disable_ipv6`) and reads (`conf/all`) | [`sysctl`], [`netns::NetNs::open_netlink`] | IPv6 off on TAPs and bridges; whether the netns has IPv6 |
-//! | `setns(2)` on a dedicated thread; `unshare(CLONE_NEWNS)` | [`netns`], [`netns_worker`], [`macvtap`] | enter the pod netns (never on a tokio worker); a private sysfs |
+//! | `setns(2)` on a dedicated thread; `unshare(CLONE_NEWNS)` | [`netns`], [`netns_worker`], [`macvtap`] | enter the pod netns (never on the caller's thread); a private sysfs |
 //! | nsfs: `fstatfs`, `NS_GET_NSTYPE`, `/proc/PID/ns/net`, `/proc/PID/fd` | [`netns`], [`netns_search`] | prove a path is a netns and not the host's; find one whose path died |
 //! | `SO_NETNS_COOKIE` | [`netns_id`] | a netns identity the kernel never reuses |
 //! | `flock(2)` | [`netns_lock`], [`unlist`] (drain lock) | one attach per netns; one bridge drain per node |
@@ -35,11 +34,11 @@
 //! | row | modules | import |
 //! |---|---|---|
 //! | 6 requests | [`links`], [`tc`], [`bridge`], [`replay`]; [`unlist`] above its child | batch, session, wire, errno |
-//! | 5 session | [`netlink`]: the rtnetlink connection, the batch sockets, the netns thread | batch, netns, errno |
+//! | 5 session | [`netlink`]: the batch sockets and the netns thread | batch, netns, errno |
 //! | 4 many requests on one socket | [`batch`], then [`dump`] (consistent dumps) | wire, nlrecv, errno |
 //! | 3 netns users | [`netns_lock`], [`netns_search`], [`subscribe`], [`sysctl`] | netns |
 //! | 2 netns entry, devices | [`netns`]; [`macvtap`] | netns_worker, netns_id; tap |
-//! | 1 threads, ioctls | [`netns_worker`], [`tap`], [`runtime`] | errno, mac |
+//! | 1 threads, ioctls | [`netns_worker`], [`tap`] | errno, mac |
 //! | 0 leaves | [`wire`] (the one netlink parser, above [`mac`]), [`errno`], [`nlrecv`], [`netns_id`] | nothing of the kernel layer |
 //!
 //! Check: `grep -n "use super::\|use crate::kernel" src/kernel/*.rs src/kernel/*/*.rs`.
@@ -60,7 +59,6 @@ pub mod netns_worker;
 pub mod nlrecv;
 pub mod private_dir;
 pub mod replay;
-pub mod runtime;
 pub mod subscribe;
 pub mod sysctl;
 pub mod tap;

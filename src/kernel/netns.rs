@@ -1,22 +1,21 @@
 //! The one way into a network namespace.
 //!
-//! `setns(2)` changes only the calling thread, so podtap never calls it on a
-//! tokio worker. [`NetNs::open_netlink`] starts a thread that stays in the
+//! `setns(2)` changes only the calling thread, so podtap never calls it on
+//! its caller's. [`NetNs::open_netlink`] starts a thread that stays in the
 //! namespace for the command's further work there ([`NetnsWorker`]);
 //! [`NetNs::run`] enters it on a fresh OS thread that exits when the work is
-//! done, for the rare visits without a connection. Sockets and
-//! `/dev/net/tun` fds created there keep that namespace for life, so the
-//! thread hands them back and the rest of podtap drives them from the
-//! normal runtime.
+//! done, for the rare visits without sockets. Sockets and `/dev/net/tun`
+//! fds created there keep that namespace for life, so the thread hands them
+//! back and the caller's thread uses them.
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use nix::sched::{setns, CloneFlags};
-use rtnetlink::sys::{protocols::NETLINK_ROUTE, Socket, TokioSocket};
+use rtnetlink::sys::{protocols::NETLINK_ROUTE, Socket};
 
 use super::errno;
 use super::netns_id::{socket_cookie, NetnsId};
@@ -35,12 +34,11 @@ pub struct NetNs {
     inode: u64,
 }
 
-/// The kernel objects a netns thread hands back for the runtime to use.
+/// The kernel objects a netns thread hands back for the caller to use.
 pub struct NetnsLink {
-    pub socket: TokioSocket,
-    /// A second, blocking socket for batches ([`super::batch`]).
+    /// A blocking socket for requests and dumps ([`super::batch`]).
     pub batch: Socket,
-    /// A third, for dumps the netns thread runs beside the caller's.
+    /// A second, for dumps the netns thread runs beside the caller's.
     pub side: Socket,
     pub ipv6_enabled: bool,
     /// `SO_NETNS_COOKIE`: unlike the nsfs inode, never reused for a later netns.
@@ -52,20 +50,16 @@ pub struct NetnsLink {
 /// The sockets of [`NetnsLink`] while the netns thread is still opening them.
 #[derive(Debug)]
 pub struct OpeningLink {
-    starting: Starting<(OwnedFd, Socket, Socket, bool)>,
+    starting: Starting<(Socket, Socket, bool)>,
 }
 
 impl OpeningLink {
-    /// Wait for the sockets of `ns` (the netns they were opened for). Must be
-    /// called within a tokio runtime: the request socket registers with it.
+    /// Wait for the sockets of `ns` (the netns they were opened for).
     pub fn finish(self, ns: &NetNs) -> Result<NetnsLink> {
-        let (worker, (fd, batch, side, ipv6_enabled)) =
+        let (worker, (batch, side, ipv6_enabled)) =
             self.starting.wait().map_err(|e| ns.entry_error(e))?;
-        let cookie = socket_cookie(fd.as_fd());
-        // SAFETY: fd is an owned, open netlink socket; TokioSocket takes ownership.
-        let socket = unsafe { TokioSocket::from_raw_fd(fd.into_raw_fd()) };
+        let cookie = socket_cookie(batch.as_fd());
         Ok(NetnsLink {
-            socket,
             batch,
             side,
             ipv6_enabled,
@@ -237,8 +231,8 @@ impl NetNs {
         }
     }
 
-    /// Start a [`NetnsWorker`] inside the netns, which opens a rtnetlink
-    /// socket there (and two more, for batches and for its own dumps) and
+    /// Start a [`NetnsWorker`] inside the netns, which opens two rtnetlink
+    /// sockets there (one for requests and dumps, one for its own dumps) and
     /// learns whether IPv6 is on, while the caller goes on with its locks
     /// and its runtime; [`OpeningLink::finish`] collects them. Opening
     /// sockets changes nothing in the netns, so this may run before any
@@ -258,7 +252,6 @@ impl NetNs {
 
     fn open_sockets(&self, probe_ipv6: bool) -> Result<OpeningLink> {
         let starting = NetnsWorker::spawn(self.fd_clone()?, self.display(), move || {
-            let socket = netlink_socket()?;
             let batch = netlink_socket()?;
             let side = netlink_socket()?;
             // /proc/sys/net shows the netns of the thread that opens it.
@@ -267,13 +260,7 @@ impl NetNs {
                     Ok(s) => s.trim() == "0",
                     Err(_) => false,
                 };
-            // SAFETY: into_raw_fd transfers ownership of a valid open fd.
-            Ok((
-                unsafe { OwnedFd::from_raw_fd(socket.into_raw_fd()) },
-                batch,
-                side,
-                ipv6,
-            ))
+            Ok((batch, side, ipv6))
         })
         .map_err(|e| self.entry_error(e))?;
         Ok(OpeningLink { starting })

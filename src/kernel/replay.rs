@@ -12,10 +12,9 @@ use rtnetlink::packet_core::{
 use rtnetlink::packet_route::neighbour::NeighbourAttribute;
 use rtnetlink::packet_route::route::RouteFlags;
 use rtnetlink::packet_route::RouteNetlinkMessage;
-use rtnetlink::Handle;
 use serde::{Deserialize, Serialize};
 
-use super::netlink::request;
+use super::batch::{Batch, Request};
 use crate::error::KernelError;
 
 /// One dumped address, route or neighbour message, as hex of its netlink payload.
@@ -55,7 +54,7 @@ impl Recorded {
 }
 
 /// Put a recorded object back (create, or replace one with the same key).
-pub async fn restore(handle: &Handle, rec: &Recorded) -> Result<(), KernelError> {
+pub fn restore(batch: &Batch, rec: &Recorded) -> Result<(), KernelError> {
     let msg = rec
         .message()
         .ok_or_else(|| KernelError::Netlink("unreadable recorded netlink message".into()))?;
@@ -77,7 +76,7 @@ pub async fn restore(handle: &Handle, rec: &Recorded) -> Result<(), KernelError>
         }
         other => other,
     };
-    request(handle, msg, NLM_F_CREATE | NLM_F_REPLACE).await
+    batch.request(Request::with_flags(msg, NLM_F_CREATE | NLM_F_REPLACE))
 }
 
 #[cfg(test)]

@@ -15,11 +15,9 @@ use rtnetlink::packet_route::tc::{
     TcU32Selector, TcU32SelectorFlags,
 };
 use rtnetlink::packet_route::RouteNetlinkMessage;
-use rtnetlink::Handle;
 
-use super::batch::Batch;
+use super::batch::{Batch, Request};
 use super::errno::{is_gone, kernel_error};
-use super::netlink::create;
 use crate::error::KernelError;
 
 /// `TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS)`: the ingress hook of ingress and clsact qdiscs.
@@ -230,8 +228,8 @@ fn bpf_target(f: &TcMessage) -> Option<u32> {
 }
 
 /// Add an `ingress` qdisc (`ffff:`); fails with EEXIST when the link has one.
-pub async fn add_ingress_qdisc(handle: &Handle, ifindex: u32) -> Result<(), KernelError> {
-    create(handle, new_ingress_qdisc(ifindex)).await
+pub fn add_ingress_qdisc(batch: &Batch, ifindex: u32) -> Result<(), KernelError> {
+    batch.request(Request::create(new_ingress_qdisc(ifindex)))
 }
 
 /// The request for [`add_ingress_qdisc`], to send with `NLM_F_CREATE | NLM_F_EXCL`.
@@ -253,13 +251,8 @@ pub fn del_ingress_qdisc(ifindex: u32) -> RouteNetlinkMessage {
 }
 
 /// `u32 match u8 0 0 action mirred egress redirect dev <to>` at `prio` on `from`'s ingress.
-pub async fn add_redirect(
-    handle: &Handle,
-    from: u32,
-    to: u32,
-    prio: u16,
-) -> Result<(), KernelError> {
-    create(handle, new_redirect(from, to, prio)).await
+pub fn add_redirect(batch: &Batch, from: u32, to: u32, prio: u16) -> Result<(), KernelError> {
+    batch.request(Request::create(new_redirect(from, to, prio)))
 }
 
 /// The request for [`add_redirect`], to send with `NLM_F_CREATE | NLM_F_EXCL`:

@@ -50,13 +50,10 @@ pub(crate) use parse::Dump;
 /// `/proc/PID/ns/net`) into a description, without changing anything.
 ///
 /// The host's own netns is refused unless `allow_host_netns` is set.
-/// Blocks the calling thread for the few netlink round trips it takes
-/// (from inside an async runtime, on a thread of its own).
+/// Blocks the calling thread for the few netlink round trips it takes.
 pub fn scan(netns: &Path, allow_host_netns: bool) -> Result<Description> {
-    crate::kernel::runtime::off_async(|| {
-        let ns = NetNs::open(netns, allow_host_netns)?;
-        scan_ns(&ns)
-    })
+    let ns = NetNs::open(netns, allow_host_netns)?;
+    scan_ns(&ns)
 }
 
 /// Scan an already opened netns.
@@ -73,19 +70,16 @@ fn scan_ns_with(
     ns: &NetNs,
     view: fn(&NetNs, bool, &mut Dump) -> Description,
 ) -> Result<Description> {
-    crate::kernel::runtime::block_on(async {
-        let nl = Netlink::connect(ns)?;
-        let mut dump = dump(&nl)?;
-        Ok(view(ns, nl.ipv6_enabled, &mut dump))
-    })
+    let nl = Netlink::connect(ns)?;
+    let mut dump = dump(&nl)?;
+    Ok(view(ns, nl.ipv6_enabled, &mut dump))
 }
 
 /// Dump links, addresses, routes (all families, every table), neighbours
 /// and policy rules.
 ///
 /// The kernel allows one dump in flight per socket, and a dump on the batch
-/// socket costs a few system calls (`kernel::dump`), where the rtnetlink connection's stream
-/// machinery cost several wake-ups. Rules and routes (most of the work) are
+/// socket costs a few system calls (`kernel::dump`). Rules and routes (most of the work) are
 /// dumped by the netns thread on a socket of its own while this thread dumps
 /// the rest, and then translates the routes as that thread hands them
 /// over, datagram by datagram: two CPUs share the kernel's work and the

@@ -36,12 +36,8 @@ impl StateDir {
     /// Exit 14 without a checkpoint; 12 when attach did not finish or the
     /// path names another netns now; 3 when the netns is gone, 6 when it
     /// may not be opened, 10 when the dump fails. Blocks the calling
-    /// thread (from inside an async runtime, on a thread of its own).
+    /// thread.
     pub fn description_live(&self, id: &SandboxId) -> Result<Description> {
-        crate::kernel::runtime::off_async(|| self.description_live_here(id))
-    }
-
-    fn description_live_here(&self, id: &SandboxId) -> Result<Description> {
         let cp = self.load(id)?.ok_or_else(|| Error::NotFound {
             id: id.to_string(),
             dir: self.path().to_path_buf(),

@@ -3,8 +3,6 @@
 
 use std::collections::BTreeSet;
 
-use futures::future::join_all;
-
 use super::decide::{Action, Observed, Undo};
 use crate::error::{Error, KernelError, Result};
 use crate::kernel::batch::Request;
@@ -31,10 +29,7 @@ impl UndoReport {
 }
 
 /// Every link, and the ingress filters of the links `with_filters` picks.
-pub async fn observe(
-    nl: &Netlink,
-    with_filters: impl Fn(&links::LinkState) -> bool,
-) -> Result<Observed> {
+pub fn observe(nl: &Netlink, with_filters: impl Fn(&links::LinkState) -> bool) -> Result<Observed> {
     let links = links::list(&nl.batch).map_err(|e| nl.err("dump links", "", e))?;
     let mut now = Observed {
         links,
@@ -79,7 +74,7 @@ fn filters_on_two_sockets(
 }
 
 /// The permanent neighbours of the netns, as `(ifindex, ip, lladdr)`.
-pub async fn permanent_neighbours(nl: &Netlink) -> Result<Vec<(u32, String, String)>> {
+pub fn permanent_neighbours(nl: &Netlink) -> Result<Vec<(u32, String, String)>> {
     use rtnetlink::packet_route::neighbour::{
         NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
     };
@@ -136,7 +131,7 @@ pub async fn permanent_neighbours(nl: &Netlink) -> Result<Vec<(u32, String, Stri
 /// warning ("removed ..."), for cleanups the user should hear about.
 /// `prepared`: the deletion's sockets, opening on the netns thread
 /// ([`unlist::Prepared`]).
-pub async fn execute(
+pub fn execute(
     nl: &Netlink,
     undo: Undo,
     announce: bool,
@@ -146,18 +141,12 @@ pub async fn execute(
         warnings: undo.warnings,
         errors: Vec::new(),
     };
-    let mut outcomes = pod_side(nl, &undo.pod_side).await;
+    let mut outcomes = pod_side(nl, &undo.pod_side);
     let (ungroup, deletes): (Vec<&Action>, Vec<&Action>) = undo
         .links
         .iter()
         .partition(|a| matches!(a, Action::LeaveGroup { .. }));
-    let left = join_all(
-        ungroup
-            .iter()
-            .map(|a| async move { (*a, run(nl, a).await) }),
-    )
-    .await;
-    outcomes.extend(left);
+    outcomes.extend(ungroup.iter().map(|a| (*a, run(nl, a))));
     outcomes.extend(unlist_links(nl, &deletes, prepared));
     for (action, outcome) in outcomes {
         match outcome {
@@ -178,23 +167,19 @@ pub async fn execute(
 
 /// The pod side of every interface. Where each step has a batch request
 /// (tc mode), all of them go out as one batch, interface by interface in
-/// order, as attach sent them; the rest (bridge mode) step by step through
-/// the connection, interfaces side by side.
-async fn pod_side<'a>(nl: &Netlink, sides: &'a [Vec<Action>]) -> Vec<(&'a Action, Result<()>)> {
+/// order, as attach sent them; the rest (bridge mode) step by step.
+fn pod_side<'a>(nl: &Netlink, sides: &'a [Vec<Action>]) -> Vec<(&'a Action, Result<()>)> {
     let (batched, stepped): (Vec<&Vec<Action>>, Vec<&Vec<Action>>) = sides
         .iter()
         .partition(|steps| steps.iter().all(|a| batch_request(a).is_some()));
     let batched: Vec<&Action> = batched.into_iter().flatten().collect();
     let mut out = run_batch(nl, &batched);
-    let stepped = join_all(stepped.into_iter().map(|steps| async move {
-        let mut done = Vec::new();
-        for step in steps {
-            done.push((step, run(nl, step).await));
-        }
-        done
-    }))
-    .await;
-    out.extend(stepped.into_iter().flatten());
+    out.extend(
+        stepped
+            .into_iter()
+            .flatten()
+            .map(|step| (step, run(nl, step))),
+    );
     out
 }
 
@@ -296,19 +281,19 @@ fn unlist_links<'a>(
 
 /// One action through the connection (a step with a batch request goes
 /// out as a batch of one).
-async fn run(nl: &Netlink, action: &Action) -> Result<()> {
+fn run(nl: &Netlink, action: &Action) -> Result<()> {
     if batch_request(action).is_some() {
         return run_batch(nl, &[action])
             .pop()
             .map_or(Ok(()), |(_, outcome)| outcome);
     }
-    let h = &nl.handle;
+    let h = &nl.batch;
     let result = match action {
-        Action::ReleaseFromBridge { ifindex, mac, .. } => bridge::release(h, *ifindex, *mac).await,
-        Action::Restore { record, .. } => replay::restore(h, record).await,
-        Action::LeaveGroup { ifindex, .. } => links::set_group(h, *ifindex, 0).await,
-        Action::DeleteGroup { group, .. } => links::delete_group(h, *group).await,
-        Action::DeleteLink { ifindex, .. } => links::delete(h, *ifindex).await,
+        Action::ReleaseFromBridge { ifindex, mac, .. } => bridge::release(h, *ifindex, *mac),
+        Action::Restore { record, .. } => replay::restore(h, record),
+        Action::LeaveGroup { ifindex, .. } => links::set_group(h, *ifindex, 0),
+        Action::DeleteGroup { group, .. } => links::delete_group(h, *group),
+        Action::DeleteLink { ifindex, .. } => links::delete(h, *ifindex),
         // They have batch requests.
         Action::DeleteFilter { .. }
         | Action::DeleteIngressQdisc { .. }

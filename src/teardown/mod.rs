@@ -38,22 +38,17 @@ use crate::state::{Checkpoint, Created};
 
 /// Undo everything `plan` may have built in the netns `nl` talks to, touching
 /// only what `proof` shows is ours.
-pub async fn undo_recorded(
-    nl: &Netlink,
-    plan: &Plan,
-    created: &[Created],
-    proof: Proof,
-) -> UndoReport {
-    undo_in(nl, plan, created, proof, Scope::Whole).await
+pub fn undo_recorded(nl: &Netlink, plan: &Plan, created: &[Created], proof: Proof) -> UndoReport {
+    undo_in(nl, plan, created, proof, Scope::Whole)
 }
 
 /// [`undo_recorded`] for some NICs of a live attachment (`podtap watch`):
 /// the other NICs' links share the link group, so it proves nothing.
-pub async fn undo_part(nl: &Netlink, plan: &Plan, created: &[Created], proof: Proof) -> UndoReport {
-    undo_in(nl, plan, created, proof, Scope::Part).await
+pub fn undo_part(nl: &Netlink, plan: &Plan, created: &[Created], proof: Proof) -> UndoReport {
+    undo_in(nl, plan, created, proof, Scope::Part)
 }
 
-async fn undo_in(
+fn undo_in(
     nl: &Netlink,
     plan: &Plan,
     created: &[Created],
@@ -68,10 +63,10 @@ async fn undo_in(
         .collect();
     // The netns thread opens the deletion's sockets while this one reads.
     let prepared = unlist::Prepared::start(&nl.worker);
-    match execute::observe(nl, |l| tc_pods.contains(&l.ifindex)).await {
+    match execute::observe(nl, |l| tc_pods.contains(&l.ifindex)) {
         Ok(now) => {
             let undo = decide::undo_in(plan, created, &now, proof, scope);
-            execute::execute(nl, undo, false, prepared).await
+            execute::execute(nl, undo, false, prepared)
         }
         Err(e) => UndoReport {
             warnings: Vec::new(),
@@ -81,18 +76,18 @@ async fn undo_in(
 }
 
 /// Without a checkpoint: undo what podtap's markers for `id` show (`detach --force`).
-pub async fn undo_by_markers(nl: &Netlink, id: &SandboxId) -> Result<UndoReport> {
+pub fn undo_by_markers(nl: &Netlink, id: &SandboxId) -> Result<UndoReport> {
     // Filters sit on the pod interfaces, which carry no marker: read them all,
     // except on podtap's own TAPs and bridges (their filters go with them).
     let prepared = unlist::Prepared::start(&nl.worker);
-    let now = execute::observe(nl, |l| !l.is_podtap_kind()).await?;
+    let now = execute::observe(nl, |l| !l.is_podtap_kind())?;
     let undo = markers::undo_by_markers(id, &now);
-    Ok(execute::execute(nl, undo, true, prepared).await)
+    Ok(execute::execute(nl, undo, true, prepared))
 }
 
 /// What is not as `plan` recorded it, per NIC (in `plan.nics` order), with
 /// what was observed; every `problems` empty when all is well.
-pub async fn missing_per_nic(
+pub fn missing_per_nic(
     nl: &Netlink,
     plan: &Plan,
     created: &[Created],
@@ -106,9 +101,9 @@ pub async fn missing_per_nic(
                 .chain(crate::state::created_ifindex(created, &n.tap.name))
         })
         .collect();
-    let mut now = execute::observe(nl, |l| wired.contains(&l.ifindex)).await?;
+    let mut now = execute::observe(nl, |l| wired.contains(&l.ifindex))?;
     if plan.nics.iter().any(|n| !n.pod.neighbours.is_empty()) {
-        now.neighbours = execute::permanent_neighbours(nl).await?;
+        now.neighbours = execute::permanent_neighbours(nl)?;
     }
     let mut per_nic = missing::per_nic(plan, created, &now);
     for (nic, found) in plan.nics.iter().zip(per_nic.iter_mut()) {

@@ -10,7 +10,6 @@ use crate::apply::late::{self, Change};
 use crate::error::{Error, Result};
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
-use crate::kernel::runtime::block_on;
 use crate::state::{Checkpoint, Phase, SandboxId, StateDir, LOCK_TIMEOUT};
 
 /// A round's checkpoint, what changed, and the other attachments of the netns.
@@ -36,21 +35,13 @@ pub(super) fn reconcile(
         }
         let netns_lock = ns.lock(id.as_str(), LOCK_TIMEOUT)?;
         let others = siblings(state, id, &cp.netns_id());
-        let result = block_on(async {
-            let nl = Netlink::connect(ns)?;
-            if !cp.is_netns(ns.identity(), nl.cookie) {
-                return Ok(None);
-            }
-            if first {
-                late::recover(&nl, state, &mut cp).await?;
-            }
-            let foreign: BTreeSet<u32> = others
-                .iter()
-                .flat_map(|(_, other)| other.created.iter().map(|c| c.ifindex))
-                .collect();
-            let changes = late::reconcile(ns, &nl, state, &mut cp, refused, &foreign).await?;
-            Ok(Some(changes))
-        });
+        let round = Round {
+            state,
+            ns,
+            refused,
+            first,
+        };
+        let result = round.run(&mut cp, &others);
         let adopted =
             result.as_ref().is_ok_and(Option::is_some) && adopt(&others, boot_siblings, &mut cp);
         drop(netns_lock);
@@ -60,6 +51,38 @@ pub(super) fn reconcile(
         }
         Ok(result.map(|changes| (cp, changes, others)))
     })
+}
+
+/// One round's kernel work on a loaded checkpoint.
+struct Round<'a> {
+    state: &'a StateDir,
+    ns: &'a NetNs,
+    refused: &'a BTreeMap<u32, String>,
+    first: bool,
+}
+
+impl Round<'_> {
+    /// Bring `cp` in step with the netns (`None`: the netns is another one
+    /// now); `others`' links are not the pod's.
+    fn run(
+        &self,
+        cp: &mut Checkpoint,
+        others: &[(SandboxId, Checkpoint)],
+    ) -> Result<Option<Vec<Change>>> {
+        let nl = Netlink::connect(self.ns)?;
+        if !cp.is_netns(self.ns.identity(), nl.cookie) {
+            return Ok(None);
+        }
+        if self.first {
+            late::recover(&nl, self.state, cp)?;
+        }
+        let foreign: BTreeSet<u32> = others
+            .iter()
+            .flat_map(|(_, other)| other.created.iter().map(|c| c.ifindex))
+            .collect();
+        let changes = late::reconcile(self.ns, &nl, self.state, cp, self.refused, &foreign)?;
+        Ok(Some(changes))
+    }
 }
 
 /// The finished checkpoint of `id`.

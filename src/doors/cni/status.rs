@@ -13,13 +13,15 @@
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use futures::TryStreamExt;
-use rtnetlink::packet_route::link::MacVtapMode;
+use rtnetlink::packet_route::link::{LinkMessage, MacVtapMode};
+use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::{LinkBridge, LinkMacVtap, LinkVeth};
 
 use super::config::NetConf;
 use super::{code, CniError};
-use crate::error::{Error, KernelError};
+use crate::error::Error;
+use crate::kernel::batch::Request;
+use crate::kernel::links;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
 use crate::kernel::tc;
@@ -54,63 +56,45 @@ fn probe_tun() -> Result<(), CniError> {
         .map_err(|e| unavailable("/dev/net/tun is not usable", e))
 }
 
-/// Run `make` on a connection in a new, empty netns; `what` names the failure.
-fn in_scratch_netns<F>(what: &str, make: F) -> Result<(), CniError>
-where
-    F: AsyncFnOnce(&Netlink) -> crate::error::Result<()>,
-{
+/// Run `make` on a session in a new, empty netns; `what` names the failure.
+fn in_scratch_netns(
+    what: &str,
+    make: impl FnOnce(&Netlink) -> crate::error::Result<()>,
+) -> Result<(), CniError> {
     let ns = scratch_netns().map_err(|e| unavailable("cannot make a scratch netns", e))?;
-    crate::kernel::runtime::block_on(async {
-        let nl = Netlink::connect(&ns)?;
-        make(&nl).await
-    })
-    .map_err(|e| unavailable(what, e))
+    Netlink::connect(&ns)
+        .and_then(|nl| make(&nl))
+        .map_err(|e| unavailable(what, e))
 }
 
 /// An ingress qdisc and a u32 + mirred redirect on `lo`, as tc wiring makes them.
-async fn tc_redirect(nl: &Netlink) -> crate::error::Result<()> {
-    tc::add_ingress_qdisc(&nl.handle, 1)
-        .await
-        .map_err(|e| nl.err("add ingress qdisc", "lo", e))?;
-    tc::add_redirect(&nl.handle, 1, 1, crate::plan::TC_PRIO_BASE)
-        .await
+fn tc_redirect(nl: &Netlink) -> crate::error::Result<()> {
+    tc::add_ingress_qdisc(&nl.batch, 1).map_err(|e| nl.err("add ingress qdisc", "lo", e))?;
+    tc::add_redirect(&nl.batch, 1, 1, crate::plan::TC_PRIO_BASE)
         .map_err(|e| nl.err("add u32 mirred redirect", "lo", e))
 }
 
-async fn bridge(nl: &Netlink) -> crate::error::Result<()> {
-    let msg = LinkBridge::new("podtap-probe").build();
-    add_link(nl, msg, "podtap-probe").await
+fn bridge(nl: &Netlink) -> crate::error::Result<()> {
+    add_link(nl, LinkBridge::new("podtap-probe").build(), "podtap-probe")
 }
 
 /// A passthru macvtap on one end of a veth pair, as macvtap wiring makes it.
-async fn macvtap(nl: &Netlink) -> crate::error::Result<()> {
-    add_link(nl, LinkVeth::new("probe0", "probe1").build(), "probe0").await?;
-    let lower = nl
-        .handle
-        .link()
-        .get()
-        .match_name("probe0".to_string())
-        .execute()
-        .try_next()
-        .await
-        .map_err(|e| nl.err("look up", "probe0", KernelError::from(e)))?
-        .map(|m| m.header.index)
+fn macvtap(nl: &Netlink) -> crate::error::Result<()> {
+    add_link(nl, LinkVeth::new("probe0", "probe1").build(), "probe0")?;
+    let lower = links::list(&nl.batch)
+        .map_err(|e| nl.err("list links", "probe0", e))?
+        .values()
+        .find(|l| l.name == "probe0")
+        .map(|l| l.ifindex)
         .ok_or_else(|| Error::Invalid("probe0: not listed after creation".into()))?;
     let msg = LinkMacVtap::new("probe-mvt", lower, MacVtapMode::Passthrough).build();
-    add_link(nl, msg, "probe-mvt").await
+    add_link(nl, msg, "probe-mvt")
 }
 
-async fn add_link(
-    nl: &Netlink,
-    msg: rtnetlink::packet_route::link::LinkMessage,
-    name: &str,
-) -> crate::error::Result<()> {
-    nl.handle
-        .link()
-        .add(msg)
-        .execute()
-        .await
-        .map_err(|e| nl.err("create", name, KernelError::from(e)))
+fn add_link(nl: &Netlink, msg: LinkMessage, name: &str) -> crate::error::Result<()> {
+    nl.batch
+        .request(Request::create(RouteNetlinkMessage::NewLink(msg)))
+        .map_err(|e| nl.err("create", name, e))
 }
 
 /// A new, empty netns held only by the returned handle.

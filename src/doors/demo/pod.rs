@@ -10,7 +10,10 @@ use std::path::{Path, PathBuf};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 
-use crate::error::{Error, Result};
+use rtnetlink::packet_route::RouteNetlinkMessage as Msg;
+
+use crate::error::{Error, KernelError, Result};
+use crate::kernel::batch::Request;
 use crate::kernel::netlink::Netlink;
 
 const NETNS_DIR: &str = "/run/netns";
@@ -90,12 +93,12 @@ impl DemoPod {
         let peer = PinnedNetns::create(&format!("{tag}-node"))?;
         let pod = PinnedNetns::create(&format!("{tag}-pod"))?;
         let demo = DemoPod { peer, pod };
-        crate::kernel::runtime::block_on(demo.wire())?;
+        demo.wire()?;
         Ok(demo)
     }
 
     /// The veth pair, its addresses and the pod's default routes.
-    async fn wire(&self) -> Result<()> {
+    fn wire(&self) -> Result<()> {
         use std::os::fd::AsRawFd;
 
         use rtnetlink::{LinkUnspec, LinkVeth};
@@ -107,33 +110,23 @@ impl DemoPod {
         let pod_file =
             File::open(self.pod.path()).map_err(|e| Error::io("open", self.pod.path(), e))?;
 
-        let ph = &peer.handle;
-        ph.link()
-            .add(LinkVeth::new("veth-pod", "eth0").build())
-            .execute()
-            .await
+        let veth = LinkVeth::new("veth-pod", "eth0").build();
+        peer.batch
+            .request(Request::create(Msg::NewLink(veth)))
             .map_err(|e| peer.err("add veth", "", e))?;
-        let eth0 = link_index(ph, "eth0").await;
-        let host_end = link_index(ph, "veth-pod").await;
-        ph.link()
-            .set(
-                LinkUnspec::new_with_index(eth0)
-                    .setns_by_fd(pod_file.as_raw_fd())
-                    .build(),
-            )
-            .execute()
-            .await
+        let eth0 = link_index(&peer, "eth0")?;
+        let host_end = link_index(&peer, "veth-pod")?;
+        let to_pod = LinkUnspec::new_with_index(eth0)
+            .setns_by_fd(pod_file.as_raw_fd())
+            .build();
+        peer.batch
+            .request(Request::create(Msg::SetLink(to_pod)))
             .map_err(|e| peer.err("move veth into pod netns", "eth0", e))?;
-        let eth0 = link_index(&pod.handle, "eth0").await;
-        let lo = link_index(&pod.handle, "lo").await;
+        let eth0 = link_index(&pod, "eth0")?;
+        let lo = link_index(&pod, "lo")?;
 
         for (nl, idx) in [(&peer, host_end), (&pod, eth0), (&pod, lo)] {
-            nl.handle
-                .link()
-                .set(LinkUnspec::new_with_index(idx).up().build())
-                .execute()
-                .await
-                .map_err(|e| nl.err("set up", "", e))?;
+            crate::kernel::links::set_up(&nl.batch, idx).map_err(|e| nl.err("set up", "", e))?;
         }
         for (nl, idx, name, cidr) in [
             (&peer, host_end, "veth-pod", "198.18.0.1/24"),
@@ -141,65 +134,58 @@ impl DemoPod {
             (&pod, eth0, "eth0", DEMO_POD_V4),
             (&pod, eth0, "eth0", DEMO_POD_V6),
         ] {
-            add_address(nl, idx, cidr)
-                .await
-                .map_err(|e| nl.err("add address", name, e))?;
+            add_address(nl, idx, cidr).map_err(|e| nl.err("add address", name, e))?;
         }
-        default_routes(&pod, eth0).await
+        default_routes(&pod, eth0)
     }
 }
 
-/// The index of link `name` (0 when it cannot be read).
-async fn link_index(h: &rtnetlink::Handle, name: &str) -> u32 {
-    use futures::TryStreamExt;
-
-    h.link()
-        .get()
-        .match_name(name.to_string())
-        .execute()
-        .try_next()
-        .await
-        .ok()
-        .flatten()
-        .map(|l| l.header.index)
-        .unwrap_or(0)
+/// The index of link `name` in the netns `nl` talks to.
+fn link_index(nl: &Netlink, name: &str) -> Result<u32> {
+    let links = crate::kernel::links::list(&nl.batch).map_err(|e| nl.err("list links", name, e))?;
+    links
+        .values()
+        .find(|l| l.name == name)
+        .map(|l| l.ifindex)
+        .ok_or_else(|| Error::Invalid(format!("demo: no link {name} after creating it")))
 }
 
 /// Add `cidr` to link `idx` (IPv6 without DAD).
-async fn add_address(
-    nl: &Netlink,
-    idx: u32,
-    cidr: &str,
-) -> std::result::Result<(), rtnetlink::Error> {
+fn add_address(nl: &Netlink, idx: u32, cidr: &str) -> std::result::Result<(), KernelError> {
     use std::net::IpAddr;
 
     use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags};
+    use rtnetlink::AddressMessageBuilder;
 
     let (ip, len) = cidr.split_once('/').unwrap_or((cidr, "128"));
     let ip: IpAddr = ip.parse().unwrap_or(IpAddr::from([0, 0, 0, 0]));
-    let mut req = nl.handle.address().add(idx, ip, len.parse().unwrap_or(32));
-    if ip.is_ipv6() {
-        req.message_mut()
-            .attributes
-            .push(AddressAttribute::Flags(AddressFlags::Nodad));
-    }
-    req.execute().await
+    let len = len.parse().unwrap_or(32);
+    let msg = match ip {
+        IpAddr::V4(v4) => AddressMessageBuilder::<std::net::Ipv4Addr>::new()
+            .index(idx)
+            .address(v4, len)
+            .build(),
+        IpAddr::V6(v6) => {
+            let mut m = AddressMessageBuilder::<std::net::Ipv6Addr>::new()
+                .index(idx)
+                .address(v6, len)
+                .build();
+            m.attributes
+                .push(AddressAttribute::Flags(AddressFlags::Nodad));
+            m
+        }
+    };
+    nl.batch.request(Request::create(Msg::NewAddress(msg)))
 }
 
 /// The pod's default routes (v4 and v6) via the peer, out of `eth0`.
-async fn default_routes(pod: &Netlink, eth0: u32) -> Result<()> {
+fn default_routes(pod: &Netlink, eth0: u32) -> Result<()> {
     use rtnetlink::RouteMessageBuilder;
 
     let v4 = RouteMessageBuilder::<std::net::Ipv4Addr>::new()
         .gateway([198, 18, 0, 1].into())
         .output_interface(eth0)
         .build();
-    pod.handle
-        .route()
-        .add(v4)
-        .execute()
-        .await
-        .map_err(|e| pod.err("add default route", "eth0", e))?;
     let v6 = RouteMessageBuilder::<std::net::Ipv6Addr>::new()
         .gateway(
             DEMO_PEER_V6
@@ -208,11 +194,10 @@ async fn default_routes(pod: &Netlink, eth0: u32) -> Result<()> {
         )
         .output_interface(eth0)
         .build();
-    pod.handle
-        .route()
-        .add(v6)
-        .execute()
-        .await
-        .map_err(|e| pod.err("add default route", "eth0", e))?;
+    for route in [v4, v6] {
+        pod.batch
+            .request(Request::create(Msg::NewRoute(route)))
+            .map_err(|e| pod.err("add default route", "eth0", e))?;
+    }
     Ok(())
 }

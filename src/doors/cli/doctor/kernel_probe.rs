@@ -9,17 +9,17 @@
 //! loaded; creating the object says what works, and loads the module on
 //! demand as attach would.
 
-use futures::TryStreamExt;
-use rtnetlink::packet_route::link::MacVtapMode;
+use rtnetlink::packet_route::link::{LinkMessage, MacVtapMode};
 use rtnetlink::packet_route::tc::{
     TcAttribute, TcFilterU32, TcFilterU32Option, TcHandle, TcMessage, TcOption,
 };
 use rtnetlink::packet_route::RouteNetlinkMessage;
-use rtnetlink::{Handle, LinkBridge, LinkMacVtap, LinkVeth};
+use rtnetlink::sys::{protocols::NETLINK_ROUTE, Socket};
+use rtnetlink::{LinkBridge, LinkMacVtap, LinkVeth};
 
 use super::checks::{Feature, Probe};
 use crate::error::KernelError;
-use crate::kernel::netlink::create;
+use crate::kernel::batch::{Batch, Request};
 use crate::kernel::tc::{match_all, new_filter, new_ingress_qdisc, new_redirect};
 
 /// The result of each kernel feature probe, in [`Feature::ALL`] order.
@@ -29,16 +29,12 @@ pub fn probe() -> Vec<(Feature, Probe)> {
         .spawn(|| -> Result<Vec<(Feature, Probe)>, String> {
             nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
                 .map_err(|e| format!("cannot make a throwaway netns (unshare: {e})"))?;
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_io()
-                .build()
-                .map_err(|e| format!("start runtime: {e}"))?;
-            rt.block_on(async {
-                let (connection, handle, _) =
-                    rtnetlink::new_connection().map_err(|e| format!("rtnetlink socket: {e}"))?;
-                tokio::spawn(connection);
-                Ok(probe_all(&handle).await)
-            })
+            let mut socket =
+                Socket::new(NETLINK_ROUTE).map_err(|e| format!("rtnetlink socket: {e}"))?;
+            socket
+                .bind_auto()
+                .map_err(|e| format!("rtnetlink socket: {e}"))?;
+            Ok(probe_all(&Batch::new(socket)))
         });
     let outcome = match run.map(std::thread::JoinHandle::join) {
         Ok(Ok(result)) => result,
@@ -53,11 +49,11 @@ pub fn probe() -> Vec<(Feature, Probe)> {
     })
 }
 
-async fn probe_all(handle: &Handle) -> Vec<(Feature, Probe)> {
+fn probe_all(batch: &Batch) -> Vec<(Feature, Probe)> {
     let mut out = Vec::new();
-    let veth = add_link(handle, LinkVeth::new("pt0", "pt1").build()).await;
+    let veth = add_link(batch, LinkVeth::new("pt0", "pt1").build());
     let pair = match veth {
-        Ok(()) => match (index_of(handle, "pt0").await, index_of(handle, "pt1").await) {
+        Ok(()) => match (index_of(batch, "pt0"), index_of(batch, "pt1")) {
             (Ok(a), Ok(b)) => Ok((a, b)),
             (Err(e), _) | (_, Err(e)) => Err(e),
         },
@@ -67,7 +63,7 @@ async fn probe_all(handle: &Handle) -> Vec<(Feature, Probe)> {
         Feature::Veth,
         pair.as_ref().map(|_| made("a veth pair")).map_err(show),
     ));
-    let bridge = add_link(handle, LinkBridge::new("ptbr0").build()).await;
+    let bridge = add_link(batch, LinkBridge::new("ptbr0").build());
     out.push((
         Feature::Bridge,
         bridge.map(|()| made("a bridge")).map_err(|e| show(&e)),
@@ -83,24 +79,21 @@ async fn probe_all(handle: &Handle) -> Vec<(Feature, Probe)> {
     let macvtap = LinkMacVtap::new("ptmvt0", a, MacVtapMode::Passthrough).build();
     out.push((
         Feature::Macvtap,
-        outcome(
-            add_link(handle, macvtap).await,
-            "a passthru macvtap on a veth",
-        ),
+        outcome(add_link(batch, macvtap), "a passthru macvtap on a veth"),
     ));
-    let ingress = create(handle, new_ingress_qdisc(a)).await;
+    let ingress = create(batch, new_ingress_qdisc(a));
     let have_ingress = ingress.is_ok();
     out.push((Feature::Ingress, outcome(ingress, "an ingress qdisc")));
     out.push((
         Feature::Clsact,
-        outcome(create(handle, clsact(b)).await, "a clsact qdisc"),
+        outcome(create(batch, clsact(b)), "a clsact qdisc"),
     ));
     if have_ingress {
         out.push((
             Feature::U32,
-            outcome(create(handle, u32_filter(a)).await, "a u32 filter"),
+            outcome(create(batch, u32_filter(a)), "a u32 filter"),
         ));
-        let mirred = create(handle, new_redirect(a, b, 2)).await;
+        let mirred = create(batch, new_redirect(a, b, 2));
         out.push((
             Feature::Mirred,
             outcome(mirred, "a u32 filter with a mirred redirect"),
@@ -137,21 +130,20 @@ fn outcome(r: Result<(), KernelError>, what: &str) -> Probe {
     r.map(|()| made(what)).map_err(|e| show(&e))
 }
 
-async fn add_link(
-    handle: &Handle,
-    msg: rtnetlink::packet_route::link::LinkMessage,
-) -> Result<(), KernelError> {
-    Ok(handle.link().add(msg).execute().await?)
+fn add_link(batch: &Batch, msg: LinkMessage) -> Result<(), KernelError> {
+    create(batch, RouteNetlinkMessage::NewLink(msg))
 }
 
-async fn index_of(handle: &Handle, name: &str) -> Result<u32, KernelError> {
-    let mut links = handle.link().get().match_name(name.to_string()).execute();
-    match links.try_next().await? {
-        Some(msg) => Ok(msg.header.index),
-        None => Err(KernelError::Netlink(format!(
-            "{name}: not listed after creation"
-        ))),
-    }
+fn create(batch: &Batch, msg: RouteNetlinkMessage) -> Result<(), KernelError> {
+    batch.request(Request::create(msg))
+}
+
+fn index_of(batch: &Batch, name: &str) -> Result<u32, KernelError> {
+    crate::kernel::links::list(batch)?
+        .values()
+        .find(|l| l.name == name)
+        .map(|l| l.ifindex)
+        .ok_or_else(|| KernelError::Netlink(format!("{name}: not listed after creation")))
 }
 
 fn tc_index(ifindex: u32) -> i32 {
