@@ -26,7 +26,7 @@ pub fn create(
         .alias(alias)
         .arp(false)
         .build();
-    batch.request(Request::create(RouteNetlinkMessage::NewLink(msg)))?;
+    super::links::add(batch, msg)?;
     // The kernel ignores IFLA_IFALIAS in RTM_NEWLINK: set the marker (which
     // `detach --force` needs for the pod's original MAC) in a second request.
     let alias_msg = LinkUnspec::new_with_name(name).alias(alias).build();

@@ -44,6 +44,19 @@ pub fn dump_request() -> RouteNetlinkMessage {
     RouteNetlinkMessage::GetLink(msg)
 }
 
+/// Create the link `msg` describes (`RTM_NEWLINK`); EEXIST when its name is taken.
+pub fn add(batch: &Batch, msg: LinkMessage) -> Result<(), KernelError> {
+    batch.request(Request::create(RouteNetlinkMessage::NewLink(msg)))
+}
+
+/// The index of the link named `name` now, if there is one.
+pub fn index_of(batch: &Batch, name: &str) -> Result<Option<u32>, KernelError> {
+    Ok(list(batch)?
+        .values()
+        .find(|l| l.name == name)
+        .map(|l| l.ifindex))
+}
+
 /// MTU, group and marker for a freshly made TAP, plus its bridge when
 /// bridged, and up when `up`.
 pub fn configure_tap(

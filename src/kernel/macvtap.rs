@@ -33,10 +33,9 @@ use nix::sched::{unshare, CloneFlags};
 use nix::sys::stat::{fchmodat, fstat, fstatat, makedev, mknodat, FchmodatFlags, Mode, SFlag};
 use nix::unistd::{fchownat, unlinkat, Gid, Uid, UnlinkatFlags};
 use rtnetlink::packet_route::link::MacVtapMode;
-use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::LinkMacVtap;
 
-use super::batch::{Batch, Request};
+use super::batch::Batch;
 use super::errno::syscall;
 use super::private_dir;
 use super::tap::{self, TapFlags};
@@ -68,7 +67,7 @@ pub fn create(
         .mtu(mtu)
         .link_group(group)
         .build();
-    batch.request(Request::create(RouteNetlinkMessage::NewLink(msg)))
+    super::links::add(batch, msg)
 }
 
 /// The `(major, minor)` of each macvtap's character device, by

@@ -14,13 +14,11 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use rtnetlink::packet_route::link::{LinkMessage, MacVtapMode};
-use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::{LinkBridge, LinkMacVtap, LinkVeth};
 
 use super::config::NetConf;
 use super::{code, CniError};
 use crate::error::Error;
-use crate::kernel::batch::Request;
 use crate::kernel::links;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
@@ -81,20 +79,15 @@ fn bridge(nl: &Netlink) -> crate::error::Result<()> {
 /// A passthru macvtap on one end of a veth pair, as macvtap wiring makes it.
 fn macvtap(nl: &Netlink) -> crate::error::Result<()> {
     add_link(nl, LinkVeth::new("probe0", "probe1").build(), "probe0")?;
-    let lower = links::list(&nl.batch)
+    let lower = links::index_of(&nl.batch, "probe0")
         .map_err(|e| nl.err("list links", "probe0", e))?
-        .values()
-        .find(|l| l.name == "probe0")
-        .map(|l| l.ifindex)
         .ok_or_else(|| Error::Invalid("probe0: not listed after creation".into()))?;
     let msg = LinkMacVtap::new("probe-mvt", lower, MacVtapMode::Passthrough).build();
     add_link(nl, msg, "probe-mvt")
 }
 
 fn add_link(nl: &Netlink, msg: LinkMessage, name: &str) -> crate::error::Result<()> {
-    nl.batch
-        .request(Request::create(RouteNetlinkMessage::NewLink(msg)))
-        .map_err(|e| nl.err("create", name, e))
+    links::add(&nl.batch, msg).map_err(|e| nl.err("create", name, e))
 }
 
 /// A new, empty netns held only by the returned handle.

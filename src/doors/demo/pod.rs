@@ -14,6 +14,7 @@ use rtnetlink::packet_route::RouteNetlinkMessage as Msg;
 
 use crate::error::{Error, KernelError, Result};
 use crate::kernel::batch::Request;
+use crate::kernel::links;
 use crate::kernel::netlink::Netlink;
 
 const NETNS_DIR: &str = "/run/netns";
@@ -111,9 +112,7 @@ impl DemoPod {
             File::open(self.pod.path()).map_err(|e| Error::io("open", self.pod.path(), e))?;
 
         let veth = LinkVeth::new("veth-pod", "eth0").build();
-        peer.batch
-            .request(Request::create(Msg::NewLink(veth)))
-            .map_err(|e| peer.err("add veth", "", e))?;
+        links::add(&peer.batch, veth).map_err(|e| peer.err("add veth", "", e))?;
         let eth0 = link_index(&peer, "eth0")?;
         let host_end = link_index(&peer, "veth-pod")?;
         let to_pod = LinkUnspec::new_with_index(eth0)
@@ -126,7 +125,7 @@ impl DemoPod {
         let lo = link_index(&pod, "lo")?;
 
         for (nl, idx) in [(&peer, host_end), (&pod, eth0), (&pod, lo)] {
-            crate::kernel::links::set_up(&nl.batch, idx).map_err(|e| nl.err("set up", "", e))?;
+            links::set_up(&nl.batch, idx).map_err(|e| nl.err("set up", "", e))?;
         }
         for (nl, idx, name, cidr) in [
             (&peer, host_end, "veth-pod", "198.18.0.1/24"),
@@ -142,11 +141,8 @@ impl DemoPod {
 
 /// The index of link `name` in the netns `nl` talks to.
 fn link_index(nl: &Netlink, name: &str) -> Result<u32> {
-    let links = crate::kernel::links::list(&nl.batch).map_err(|e| nl.err("list links", name, e))?;
-    links
-        .values()
-        .find(|l| l.name == name)
-        .map(|l| l.ifindex)
+    links::index_of(&nl.batch, name)
+        .map_err(|e| nl.err("list links", name, e))?
         .ok_or_else(|| Error::Invalid(format!("demo: no link {name} after creating it")))
 }
 

@@ -131,7 +131,7 @@ fn outcome(r: Result<(), KernelError>, what: &str) -> Probe {
 }
 
 fn add_link(batch: &Batch, msg: LinkMessage) -> Result<(), KernelError> {
-    create(batch, RouteNetlinkMessage::NewLink(msg))
+    crate::kernel::links::add(batch, msg)
 }
 
 fn create(batch: &Batch, msg: RouteNetlinkMessage) -> Result<(), KernelError> {
@@ -139,10 +139,7 @@ fn create(batch: &Batch, msg: RouteNetlinkMessage) -> Result<(), KernelError> {
 }
 
 fn index_of(batch: &Batch, name: &str) -> Result<u32, KernelError> {
-    crate::kernel::links::list(batch)?
-        .values()
-        .find(|l| l.name == name)
-        .map(|l| l.ifindex)
+    crate::kernel::links::index_of(batch, name)?
         .ok_or_else(|| KernelError::Netlink(format!("{name}: not listed after creation")))
 }
 
