@@ -12,7 +12,9 @@ const BIN: &str = env!("CARGO_BIN_EXE_podtap");
 /// A pod whose `eth0` has `count` host routes through its gateway in the
 /// main table (one `ip -batch`).
 fn pod_with_routes(count: u32) -> Pod {
-    let pod = Pod::new();
+    // DAD off: eth0's link-local address is never "tentative" in one
+    // snapshot and settled in the next.
+    let pod = Pod::without_dad();
     pod.add_veth("eth0", "veth0", pod.net, false);
     let gateway = format!("198.18.{}.1", pod.net);
     let routes: String = (0..count)
