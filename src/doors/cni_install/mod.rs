@@ -323,6 +323,9 @@ pub fn run(action: Action, conf_dir: &Path, bin_dir: &Path, entry: &Value) -> Re
             return Ok(());
         }
         Action::InstallAndWait => {
+            // Watch first: a change between the install and the watch
+            // (an old pod's uninstall in a surging rollout) is not missed.
+            let watch = wait::Watch::start(conf_dir, bin_dir)?;
             let bin = install_binary(bin_dir)?;
             // The node's CNI may not have written its file yet (its
             // DaemonSet starts beside this one): the watch chains podtap in
@@ -334,7 +337,7 @@ pub fn run(action: Action, conf_dir: &Path, bin_dir: &Path, entry: &Value) -> Re
                     conf_dir.display()
                 ),
             }
-            let signal = wait::keep_chained(conf_dir, bin_dir, entry)?;
+            let signal = watch.keep_chained(conf_dir, bin_dir, entry)?;
             eprintln!("podtap: {signal}: uninstalling");
         }
         Action::Uninstall => {}
