@@ -10,6 +10,7 @@ Timings are reported, never asserted. The exit status is 1 when a contender
 failed or left objects behind (links, qdiscs, checkpoints), 0 otherwise.
 """
 import argparse
+import fcntl
 import json
 import os
 import random
@@ -277,6 +278,11 @@ class Bench:
                 self.fail(f"podtap CNI {cmd} n={n}", r.returncode, r.stdout + r.stderr)
             else:
                 self.record(("cni", "tc", phase, n), ms)
+        # DEL leaves the TAP to a child that waits for the next plugin to
+        # delete the pod's veth (none here: it waits out its 0.5 s bound),
+        # holding the netns lock: wait for it, untimed.
+        with open(netns) as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
         self.check_clean(ns, base, f"podtap CNI n={n}")
 
     def c_scan(self, n, ns, rep, base):

@@ -17,8 +17,8 @@ Each chain is a CNI conflist set up by podstart.sh: "plain" is bridge + host-loc
 benches/podstart-wrap.c (each plugin's wall and CPU time, appended to
 W/bin/podstart-timing.log), and "podtap-waited" the podtap chain with each
 plugin's time running until every process it left has exited (podtap's
-detach child): a diagnostic of where the time goes, never compared with the
-untimed chains.
+DEL child, which then waits out its bound for the next plugin): a diagnostic
+of where the time goes, never compared with the untimed chains.
 Exit status: 0 when every pod started and left nothing behind, 1 otherwise.
 """
 import argparse
@@ -381,9 +381,10 @@ where the time goes, never compared with those two, *plain-timed* and *podtap-ti
 the same two with every plugin run through `benches/podstart-wrap.c`, which adds a fork
 per plugin and logs each plugin's wall time (fork to reap, CLOCK_MONOTONIC) and CPU time
 (user + sys, wait4), and *podtap-waited*, where the wrapper, a child subreaper, also
-waits for every process the plugin left (podtap's detach returns once the kernel has
-unlisted the TAP, while a deleter child waits out the kernel's unregistration): what
-the kernel's work costs when it is attributed to podtap. The plugin timestamps split
+waits for every process the plugin left: podtap's DEL leaves a child that deletes the
+TAP once the next plugin has deleted the pod's veth, which cannot happen while the
+wrapper waits, so there the child waits out its 0.5 s bound. It shows what the TAP's
+deletion would cost a runtime that waited for it. The plugin timestamps split
 each call into the time before the first plugin, the plugins of each command (the
 runtime's work between plugins included), and the runtime's work between and after
 them. containerd serves the five chains as runtime handlers with their own

@@ -19,8 +19,26 @@ use crate::kernel::macvtap;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
 use crate::kernel::netns_search;
-use crate::state::{Phase, SandboxId, StateDir};
+use crate::state::{Phase, SandboxId, StateDir, LOCK_TIMEOUT};
 use crate::teardown::{self, Proof};
+
+/// When detach deletes the links podtap made (TAPs, bridges, macvtaps).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LinkDeletion {
+    /// Before detach returns: once the kernel has unlisted them (the rest
+    /// of its work, a wait of 10-15 ms, runs in a child process).
+    #[default]
+    Now,
+    /// For a CNI DEL, which the chain's next plugin follows by deleting
+    /// the pod's veth: a child process deletes them once the kernel
+    /// announces that deletion (or after half a second), so the plugin's
+    /// own wait in the kernel does not queue behind theirs. Detach returns
+    /// once the pod's interfaces are as they were; the child holds the
+    /// netns's attach lock until the links are gone, so an attach into the
+    /// same netns (a network reload) finds none of them. A deletion that
+    /// fails then is not reported: the links go with the netns.
+    AfterPodInterfaces,
+}
 
 /// What detach did.
 #[derive(Debug, Default)]
@@ -39,7 +57,9 @@ pub struct DetachReport {
 /// path): it is used only when it is the recorded netns, found by identity,
 /// for when the recorded path has died while the netns lives on.
 pub fn detach(id: &SandboxId, state: &StateDir, netns: Option<&Path>) -> Result<DetachReport> {
-    locked(id, state, || detach_locked(id, state, netns))
+    locked(id, state, || {
+        detach_locked(id, state, netns, LinkDeletion::Now)
+    })
 }
 
 /// Run `work` under the id's lock. A state dir where the lock cannot even be
@@ -90,7 +110,8 @@ pub fn force_detach(
     state: &StateDir,
     netns: Option<&Path>,
 ) -> Result<DetachReport> {
-    locked(id, state, || match detach_locked(id, state, netns) {
+    let now = LinkDeletion::Now;
+    locked(id, state, || match detach_locked(id, state, netns, now) {
         Err(e @ Error::CorruptState { .. }) => {
             let mut report = match netns_to_clean(state, id, netns)? {
                 Where::In(ns) => cleanup_by_markers(id, &ns)?,
@@ -122,12 +143,14 @@ pub fn force_detach(
 /// `<id>.json.corrupt-<time>`: kept for inspection, never deleted, and the
 /// detach succeeds with a warning. A cleanup that fails is a warning too:
 /// only a state dir where the file cannot be moved aside fails the call.
+/// `links`: when podtap's links go.
 pub fn detach_for_teardown(
     id: &SandboxId,
     state: &StateDir,
     netns: Option<&Path>,
+    links: LinkDeletion,
 ) -> Result<DetachReport> {
-    locked(id, state, || match detach_locked(id, state, netns) {
+    locked(id, state, || match detach_locked(id, state, netns, links) {
         Err(Error::CorruptState { .. }) => {
             let cleaned = netns_to_clean(state, id, netns).and_then(|found| match found {
                 Where::In(ns) => cleanup_by_markers(id, &ns),
@@ -160,7 +183,12 @@ pub fn detach_for_teardown(
     })
 }
 
-fn detach_locked(id: &SandboxId, state: &StateDir, netns: Option<&Path>) -> Result<DetachReport> {
+fn detach_locked(
+    id: &SandboxId,
+    state: &StateDir,
+    netns: Option<&Path>,
+    links: LinkDeletion,
+) -> Result<DetachReport> {
     let Some(cp) = state.load_for_teardown(id)? else {
         return Ok(DetachReport::default());
     };
@@ -171,7 +199,7 @@ fn detach_locked(id: &SandboxId, state: &StateDir, netns: Option<&Path>) -> Resu
     let hints: Vec<&Path> = netns.into_iter().collect();
     match teardown::open_recorded(&cp, &state.file(id), &hints)? {
         Ok(ns) => {
-            report.warnings.extend(undo_in(&ns, &cp)?);
+            report.warnings.extend(undo_in(&ns, &cp, links)?);
         }
         Err(why) => report.warnings.push(why),
     }
@@ -183,6 +211,7 @@ fn detach_locked(id: &SandboxId, state: &StateDir, netns: Option<&Path>) -> Resu
 fn undo_in(
     ns: &NetNs,
     cp: &crate::state::Checkpoint<serde::de::IgnoredAny>,
+    links: LinkDeletion,
 ) -> Result<Vec<String>> {
     let nl = Netlink::connect_bare(ns)?;
     if !cp.is_netns(ns.identity(), nl.cookie) {
@@ -198,7 +227,15 @@ fn undo_in(
         Phase::Complete if !cp.pending.is_empty() => Proof::RecordedDead,
         Phase::Complete => Proof::Recorded,
     };
-    teardown::undo_recorded(&nl, &cp.plan, &cp.created, proof).into_result()
+    match links {
+        LinkDeletion::Now => teardown::undo_recorded(&nl, &cp.plan, &cp.created, proof),
+        LinkDeletion::AfterPodInterfaces => {
+            let lock = ns.lock_shared(cp.id.as_str(), LOCK_TIMEOUT)?;
+            let fd = lock.hand_over();
+            teardown::undo_recorded_after_pod(&nl, &cp.plan, &cp.created, proof, fd)
+        }
+    }
+    .into_result()
 }
 
 /// Where to clean up after a corrupt checkpoint.

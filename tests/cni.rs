@@ -10,7 +10,7 @@
 use std::process::Command;
 
 use podtap_testkit::{
-    checkpoint_path, conflist, container_id, sh, Chain, Netns, Run, TempDir, PLUGINS,
+    checkpoint_path, conflist, container_id, sh, taps, Chain, Netns, Run, TempDir, PLUGINS,
 };
 use serde_json::{json, Value};
 
@@ -98,7 +98,9 @@ fn pod_mac(pod: &Netns, ifname: &str) -> String {
         .to_string()
 }
 
+/// Whether `ns` has a link `name`, once no DEL's deferred deletion is pending.
 fn has_link(ns: &Netns, name: &str) -> bool {
+    podtap_testkit::wait_for_deferred_teardown(ns);
     podtap_testkit::sh_ok(&format!("ip -n {} link show {name}", ns.name))
 }
 
@@ -524,4 +526,90 @@ fn bridge_mode_result_reports_the_pod_mac_change() {
         "DEL gives eth0 its MAC back"
     );
     chain.del(&cid, &netns, "eth0", Some(result));
+}
+
+/// The `Deleted` link names `ip monitor link` printed, in order.
+fn deleted_links(monitor: &str) -> Vec<String> {
+    monitor
+        .lines()
+        .filter_map(|l| l.strip_prefix("Deleted "))
+        .filter_map(|l| l.split(": ").nth(1))
+        .map(|name| name.split('@').next().unwrap_or(name).to_string())
+        .collect()
+}
+
+/// A CNI DEL puts the pod's interface back before it returns, and deletes
+/// its TAP only after the chain's next plugin has deleted the pod's veth,
+/// so that plugin's own wait in the kernel does not queue behind the TAP's.
+/// An ADD right after the chain's DEL (a network reload) finds nothing of
+/// the old attachment; with no plugin after podtap, the TAP still goes.
+#[test]
+fn del_deletes_the_tap_after_the_pods_veth_and_a_reload_finds_nothing() {
+    if !ready("del_deletes_the_tap_after_the_pods_veth_and_a_reload_finds_nothing") {
+        return;
+    }
+    let (node, pod) = (Netns::new("cdn"), Netns::new("cdp"));
+    let (state, data) = (TempDir::new(), TempDir::new());
+    let net = 60 + (std::process::id() % 20);
+    let chain = Chain::new(
+        BIN,
+        conflist("bridge-podtap.conflist", state.path(), data.path(), net),
+        Some(&node),
+    );
+    let (cid, netns) = (container_id(7), pod.path_str());
+    let qdiscs = || sh(&format!("tc -n {} qdisc show dev eth0", pod.name));
+    let qdiscs_before_podtap = {
+        // The bridge plugin alone, as the pod was before podtap's ADD.
+        let bridge = &chain.plugins()[0];
+        let stdin = chain.plugin_conf(bridge, None).to_string();
+        let run = |cmd| chain.exec("bridge", &stdin, &Chain::env(cmd, &cid, &netns, "eth0"));
+        run("ADD").expect_ok("ADD bridge");
+        let q = qdiscs();
+        run("DEL").expect_ok("DEL bridge");
+        q
+    };
+    assert!(taps(&pod).is_empty());
+
+    // The chain's DEL, watched: eth0 goes first, then the TAP.
+    let results = chain.add(&cid, &netns, "eth0");
+    let mut monitor = Command::new("ip")
+        .args(["-n", &pod.name, "monitor", "link"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("ip monitor");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let podtap = chain.plugins().last().cloned().expect("podtap");
+    let stdin = chain.plugin_conf(&podtap, Some(&results[1])).to_string();
+    chain
+        .exec("podtap", &stdin, &Chain::env("DEL", &cid, &netns, "eth0"))
+        .expect_ok("DEL podtap");
+    assert_eq!(qdiscs(), qdiscs_before_podtap, "eth0 put back at once");
+    chain.del(&cid, &netns, "eth0", Some(&results[1]));
+    assert!(taps(&pod).is_empty(), "the TAP is gone after the chain");
+    let _ = monitor.kill();
+    let seen = monitor.wait_with_output().expect("monitor output");
+    let deleted = deleted_links(&String::from_utf8_lossy(&seen.stdout));
+    assert_eq!(deleted, ["eth0", "tap_eth0"], "the veth first");
+
+    // A reload: DEL and ADD back to back; one TAP, the result as before.
+    let results = chain.add(&cid, &netns, "eth0");
+    chain.del(&cid, &netns, "eth0", Some(&results[1]));
+    let again = chain.add(&cid, &netns, "eth0");
+    assert_eq!(taps(&pod), ["tap_eth0"]);
+    assert_eq!(
+        again[1]["interfaces"].as_array().map(Vec::len),
+        results[1]["interfaces"].as_array().map(Vec::len)
+    );
+
+    // podtap's DEL with nothing after it: the TAP goes all the same.
+    chain
+        .exec("podtap", &stdin, &Chain::env("DEL", &cid, &netns, "eth0"))
+        .expect_ok("DEL podtap alone");
+    assert!(
+        taps(&pod).is_empty(),
+        "the TAP is gone without a next plugin"
+    );
+    assert!(has_link(&pod, "eth0"), "eth0 is the bridge plugin's");
+    assert!(!checkpoint_path(state.path(), &format!("{cid}-eth0")).exists());
+    chain.del(&cid, &netns, "eth0", Some(&again[1]));
 }

@@ -12,7 +12,7 @@
 
 use podtap_testkit::shapes::{RoutedPod, Shape, CILIUM_ROUTE_MTU};
 use podtap_testkit::{
-    checkpoint_path, conflist, container_id, settled_snapshot, Chain, Netns, TempDir, PLUGINS,
+    checkpoint_path, conflist, container_id, settled_snapshot, taps, Chain, Netns, TempDir, PLUGINS,
 };
 use serde_json::{json, Value};
 
@@ -24,18 +24,6 @@ const VERSIONS: [&str; 5] = ["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
 fn ready(test: &str) -> bool {
     podtap_testkit::root_or_skip(test)
         && podtap_testkit::tool_or_skip(test, &format!("{PLUGINS}/bridge"))
-}
-
-/// The TAPs (tun links) in `ns`.
-fn taps(ns: &Netns) -> Vec<String> {
-    ns.ip_json("link show type tun")
-        .as_array()
-        .map(|l| {
-            l.iter()
-                .filter_map(|i| i["ifname"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// The addresses host-local holds leases for in `data` (one file per address).

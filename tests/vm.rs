@@ -333,7 +333,7 @@ fn cni_chain_tap_boots_and_pings_gateway() {
     // DEL through the chain, podtap first: the TAP and the checkpoint are gone.
     chain.del(&cid, &netns, "eth0", Some(result));
     assert!(
-        !sh_ok(&format!("ip -n {} link show {tap_name}", pod.name)),
+        !pod.ip("link show").contains(&format!(" {tap_name}:")),
         "DEL removes the TAP"
     );
     assert!(

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::detach::LinkDeletion;
 use crate::doors::pod_policy::{NodeSettings, PodAsk, PodPolicy, Refused};
 use crate::doors::state_args::StateArgs;
 use crate::error::{exit, Error, Result};
@@ -97,7 +98,8 @@ fn attach(state: &State, args: &OciHookArgs, dir: &StateDir) -> Result<i32> {
 
 fn detach(state: &State, dir: &StateDir) -> Result<i32> {
     let netns = bundle_netns(state).ok().flatten();
-    let report = crate::detach::detach_for_teardown(&state.id, dir, netns.as_deref())?;
+    let report =
+        crate::detach::detach_for_teardown(&state.id, dir, netns.as_deref(), LinkDeletion::Now)?;
     for w in report.warnings {
         eprintln!("podtap: warning: {}", crate::doors::terminal::one_line(&w));
     }

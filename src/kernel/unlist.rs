@@ -18,6 +18,12 @@
 //! (`close_range`), and is reaped by a detached thread (or, once this
 //! process has exited, by whoever inherits it).
 //!
+//! A CNI DEL puts the whole deletion off ([`When::AfterPodLinks`]): the
+//! next plugin of the chain deletes the pod's veth right after podtap's DEL
+//! returns, and its own `rcu_barrier()` would wait behind ours. The child
+//! then waits for that veth's `RTM_DELLINK` first, and the caller returns
+//! as soon as the child has started.
+//!
 //! Every wait is bounded (docs/attach.md, "Bounded waits"): the
 //! announcements ([`ANNOUNCE_TIMEOUT`]), then the child ([`CHILD_TIMEOUT`]:
 //! requests it has not answered by then fail with ETIMEDOUT), each ack in
@@ -39,8 +45,7 @@ use rtnetlink::sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 use super::errno;
 use super::netns_worker::{NetnsWorker, Pending};
 use super::nlrecv;
-use super::unlist_child::{self, seq_of};
-use super::wire::{self, frames, RTM_DELLINK};
+use super::unlist_child::{self, seq_of, Defer};
 
 /// One link deletion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +57,23 @@ pub enum Delete {
     /// One link whose deletion the caller does not wait for (a bridge: see
     /// [`unlist_child::DRAIN_LOCK`]). These come after every other request.
     Drained(u32),
+}
+
+/// When the child sends the deletions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum When {
+    /// At once; the caller returns once the links are unlisted.
+    Now,
+    /// Once the kernel announces the deletion of one of these pod
+    /// interfaces (or after half a second), and a little later: the
+    /// caller returns at once, every request counted as done. `netns_lock`
+    /// is the fd of the netns the caller holds the attach lock on: the
+    /// child keeps the lock until it is done (see
+    /// [`crate::kernel::netns_lock::NetnsLock::hand_over`]).
+    AfterPodLinks {
+        pod_links: Vec<u32>,
+        netns_lock: std::os::fd::RawFd,
+    },
 }
 
 /// How long to wait for the announcements before waiting for the child itself.
@@ -102,7 +124,8 @@ impl Prepared {
 }
 
 /// Carry out `deletes` in order in the netns of `worker` and return when every
-/// link in `expect` has been unlisted (or every request has been answered).
+/// link in `expect` has been unlisted (or every request has been answered),
+/// or, deferred (`when`), once the child has started.
 /// One result per request: `Ok` when it succeeded or is still running after
 /// its links were unlisted, else its errno. With `prepared` sockets that
 /// opened, the caller's thread does the work; else the netns thread opens
@@ -112,6 +135,7 @@ pub fn delete(
     prepared: Option<Prepared>,
     deletes: &[Delete],
     expect: &BTreeSet<u32>,
+    when: When,
 ) -> std::io::Result<Vec<Result<(), Errno>>> {
     if deletes.is_empty() {
         return Ok(Vec::new());
@@ -126,16 +150,30 @@ pub fn delete(
         .position(|d| matches!(d, Delete::Drained(_)))
         .unwrap_or(deletes.len());
     let opened = prepared.and_then(|p| p.0.opened("the deletion's sockets"));
+    let job = Job {
+        requests,
+        drain_from,
+        expect: expect.clone(),
+        when,
+    };
     if let Some(sockets) = opened {
-        return run(sockets, &requests, drain_from, expect.clone());
+        return job.run(sockets);
     }
     // Without prepared sockets: on the netns thread, which opens them
     // inside the netns (they keep it).
-    let expect = expect.clone();
     worker
-        .start(move || Sockets::open().and_then(|s| run(s, &requests, drain_from, expect)))
+        .start(move || Sockets::open().and_then(|s| job.run(s)))
         .and_then(Pending::wait)
         .map_err(|e| std::io::Error::other(e.to_string()))?
+}
+
+/// One [`delete`]: the serialized requests and what to wait for.
+struct Job {
+    requests: Vec<Vec<u8>>,
+    /// The first [`Delete::Drained`] request.
+    drain_from: usize,
+    expect: BTreeSet<u32>,
+    when: When,
 }
 
 fn serialize(d: Delete, seq: u32) -> Vec<u8> {
@@ -153,23 +191,59 @@ fn serialize(d: Delete, seq: u32) -> Vec<u8> {
     buf
 }
 
-fn run(
-    sockets: Sockets,
-    requests: &[Vec<u8>],
-    drain_from: usize,
+impl Job {
+    fn run(self, sockets: Sockets) -> std::io::Result<Vec<Result<(), Errno>>> {
+        let Sockets { watch, sender } = sockets;
+        // From here on, every link announcement is queued for us (or,
+        // deferred, for the child).
+        watch.add_membership(libc::RTNLGRP_LINK)?;
+        let (report_r, report_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+        nix::fcntl::fcntl(
+            &report_r,
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        )?;
+        let (watch, defer) = match self.when {
+            When::Now => (Some(watch), None),
+            When::AfterPodLinks {
+                pod_links,
+                netns_lock,
+            } => (
+                None,
+                Some(Defer {
+                    watch,
+                    pod_links,
+                    netns: netns_lock,
+                }),
+            ),
+        };
+        // Our copies of the child's sockets and pipe end close as it starts.
+        let child = unlist_child::start(&self.requests, self.drain_from, sender, report_w, defer)?;
+        let reaped = reap_in_background(child);
+        match watch {
+            Some(watch) => Ok(wait_unlisted(
+                watch,
+                report_r,
+                self.requests.len(),
+                self.expect,
+                child,
+                reaped,
+            )),
+            // Its answers are nobody's business now: the report pipe closes.
+            None => Ok(vec![Ok(()); self.requests.len()]),
+        }
+    }
+}
+
+/// Wait until every link in `expect` has been announced unlisted on
+/// `watch`, or the child is done; one result per request.
+fn wait_unlisted(
+    watch: Socket,
+    report_r: OwnedFd,
+    requests: usize,
     mut expect: BTreeSet<u32>,
-) -> std::io::Result<Vec<Result<(), Errno>>> {
-    let Sockets { watch, sender } = sockets;
-    // From here on, every link announcement is queued for us.
-    watch.add_membership(libc::RTNLGRP_LINK)?;
-    let (report_r, report_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    nix::fcntl::fcntl(
-        &report_r,
-        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
-    )?;
-    // Our copies of the child's socket and pipe end close as it starts.
-    let child = unlist_child::start(requests, drain_from, sender, report_w)?;
-    let reaped = reap_in_background(child);
+    child: nix::unistd::Pid,
+    reaped: bool,
+) -> Vec<Result<(), Errno>> {
     let reap = |answers: Answers| {
         if !reaped {
             // Reap it if it is done; else whoever inherits it will.
@@ -178,7 +252,7 @@ fn run(
         answers.results
     };
     let mut results = Answers {
-        results: vec![Ok(()); requests.len()],
+        results: vec![Ok(()); requests],
         answered: 0,
     };
     let deadline = Instant::now() + ANNOUNCE_TIMEOUT;
@@ -187,13 +261,13 @@ fn run(
     loop {
         if expect.is_empty() {
             // Every link is unlisted: the rest is the kernel's own cleanup.
-            return Ok(results.results);
+            return results.results;
         }
         if child_done(&report_r, &mut results) {
-            return Ok(reap(results));
+            return reap(results);
         }
         if Instant::now() > deadline {
-            return Ok(reap(after_child(&report_r, results)));
+            return reap(after_child(&report_r, results));
         }
         wait_readable(
             &[watch.as_raw_fd(), report_r.as_raw_fd()],
@@ -206,12 +280,14 @@ fn run(
             match watch.recv_from(&mut buf, 0) {
                 // Only the kernel's announcements: a process may send to this port too.
                 Ok((n, from)) if from.port_number() == 0 => {
-                    unlisted(&buf[..n.min(buf.len())], &mut expect)
+                    for idx in unlist_child::unlisted_in(&buf[..n.min(buf.len())]) {
+                        expect.remove(&idx);
+                    }
                 }
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 // ENOBUFS: announcements were dropped; only the child can tell now.
-                Err(_) => return Ok(reap(after_child(&report_r, results))),
+                Err(_) => return reap(after_child(&report_r, results)),
             }
         }
     }
@@ -272,19 +348,6 @@ fn wait_readable(fds: &[std::os::fd::RawFd], timeout: Duration) {
     unsafe { libc::poll(pfds.as_mut_ptr(), n, ms) };
 }
 
-/// Remove from `expect` every ifindex an `RTM_DELLINK` in `buf` announces
-/// ([`wire::link::deleted_ifindex`]: a port leaving a bridge does not count).
-fn unlisted(buf: &[u8], expect: &mut BTreeSet<u32>) {
-    for (kind, _, frame) in frames(buf) {
-        if kind != RTM_DELLINK {
-            continue;
-        }
-        if let Some(idx) = wire::link::deleted_ifindex(wire::payload(frame)) {
-            expect.remove(&idx);
-        }
-    }
-}
-
 /// The child's answers so far: one per request, in order.
 struct Answers {
     results: Vec<Result<(), Errno>>,
@@ -321,7 +384,7 @@ fn child_done(pipe: &OwnedFd, answers: &mut Answers) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::wire::{payload, NLMSG_HDRLEN};
+    use crate::kernel::wire::{frames, payload, NLMSG_HDRLEN, RTM_DELLINK};
 
     /// `(type, seq, payload)` of each netlink message in `buf`.
     fn messages(buf: &[u8]) -> impl Iterator<Item = (u16, u32, &[u8])> {
@@ -347,8 +410,7 @@ mod tests {
         let mut port_left = serialize(Delete::Link(44), 0);
         port_left[NLMSG_HDRLEN] = 7; // AF_BRIDGE
         announce.append(&mut port_left);
-        let mut expect: BTreeSet<u32> = [42, 43, 44].into();
-        unlisted(&announce, &mut expect);
-        assert_eq!(expect, [44].into());
+        let gone: Vec<u32> = unlist_child::unlisted_in(&announce).collect();
+        assert_eq!(gone, [42, 43]);
     }
 }

@@ -130,12 +130,13 @@ pub fn permanent_neighbours(nl: &Netlink) -> Result<Vec<(u32, String, String)>> 
 /// side), then the links. With `announce`, each change made becomes a
 /// warning ("removed ..."), for cleanups the user should hear about.
 /// `prepared`: the deletion's sockets, opening on the netns thread
-/// ([`unlist::Prepared`]).
+/// ([`unlist::Prepared`]); `when`: when the links go.
 pub fn execute(
     nl: &Netlink,
     undo: Undo,
     announce: bool,
     prepared: Option<unlist::Prepared>,
+    when: unlist::When,
 ) -> UndoReport {
     let mut report = UndoReport {
         warnings: undo.warnings,
@@ -147,7 +148,7 @@ pub fn execute(
         .iter()
         .partition(|a| matches!(a, Action::LeaveGroup { .. }));
     outcomes.extend(ungroup.iter().map(|a| (*a, run(nl, a))));
-    outcomes.extend(unlist_links(nl, &deletes, prepared));
+    outcomes.extend(unlist_links(nl, &deletes, prepared, when));
     for (action, outcome) in outcomes {
         match outcome {
             Ok(()) if announce => report.warnings.push(format!("removed {action}")),
@@ -234,6 +235,7 @@ fn unlist_links<'a>(
     nl: &Netlink,
     links: &[&'a Action],
     prepared: Option<unlist::Prepared>,
+    when: unlist::When,
 ) -> Vec<(&'a Action, Result<()>)> {
     let mut deletes = Vec::new();
     let mut expect = BTreeSet::new();
@@ -256,7 +258,7 @@ fn unlist_links<'a>(
         }
         actions.push(a);
     }
-    match unlist::delete(&nl.worker, prepared, &deletes, &expect) {
+    match unlist::delete(&nl.worker, prepared, &deletes, &expect, when) {
         Ok(results) => actions
             .into_iter()
             .zip(results)

@@ -39,13 +39,29 @@ use crate::state::{Checkpoint, Created};
 /// Undo everything `plan` may have built in the netns `nl` talks to, touching
 /// only what `proof` shows is ours.
 pub fn undo_recorded(nl: &Netlink, plan: &Plan, created: &[Created], proof: Proof) -> UndoReport {
-    undo_in(nl, plan, created, proof, Scope::Whole)
+    undo_in(nl, plan, created, proof, Scope::Whole, None)
+}
+
+/// [`undo_recorded`], with podtap's links deleted only once one of the
+/// pod's own interfaces is (the next plugin of a CNI chain deletes it), by
+/// a child process that keeps the attach lock on the netns until then:
+/// `netns_lock` is the fd of the netns it is held on
+/// ([`crate::kernel::netns_lock::NetnsLock::hand_over`]). What is undone
+/// on the pod's interfaces (filters, qdiscs) is undone before this returns.
+pub fn undo_recorded_after_pod(
+    nl: &Netlink,
+    plan: &Plan,
+    created: &[Created],
+    proof: Proof,
+    netns_lock: std::os::fd::RawFd,
+) -> UndoReport {
+    undo_in(nl, plan, created, proof, Scope::Whole, Some(netns_lock))
 }
 
 /// [`undo_recorded`] for some NICs of a live attachment (`podtap watch`):
 /// the other NICs' links share the link group, so it proves nothing.
 pub fn undo_part(nl: &Netlink, plan: &Plan, created: &[Created], proof: Proof) -> UndoReport {
-    undo_in(nl, plan, created, proof, Scope::Part)
+    undo_in(nl, plan, created, proof, Scope::Part, None)
 }
 
 fn undo_in(
@@ -54,6 +70,7 @@ fn undo_in(
     created: &[Created],
     proof: Proof,
     scope: Scope,
+    deferred: Option<std::os::fd::RawFd>,
 ) -> UndoReport {
     let tc_pods: Vec<u32> = plan
         .nics
@@ -66,7 +83,21 @@ fn undo_in(
     match execute::observe(nl, |l| tc_pods.contains(&l.ifindex)) {
         Ok(now) => {
             let undo = decide::undo_in(plan, created, &now, proof, scope);
-            execute::execute(nl, undo, false, prepared)
+            // Deferred, the child waits for a pod interface that is still
+            // there; with none left, it need not wait at all.
+            let when = match deferred {
+                Some(netns_lock) => unlist::When::AfterPodLinks {
+                    pod_links: plan
+                        .nics
+                        .iter()
+                        .map(|n| n.pod.ifindex)
+                        .filter(|i| now.links.contains_key(i))
+                        .collect(),
+                    netns_lock,
+                },
+                None => unlist::When::Now,
+            };
+            execute::execute(nl, undo, false, prepared, when)
         }
         Err(e) => UndoReport {
             warnings: Vec::new(),
@@ -82,7 +113,13 @@ pub fn undo_by_markers(nl: &Netlink, id: &SandboxId) -> Result<UndoReport> {
     let prepared = unlist::Prepared::start(&nl.worker);
     let now = execute::observe(nl, |l| !l.is_podtap_kind())?;
     let undo = markers::undo_by_markers(id, &now);
-    Ok(execute::execute(nl, undo, true, prepared))
+    Ok(execute::execute(
+        nl,
+        undo,
+        true,
+        prepared,
+        unlist::When::Now,
+    ))
 }
 
 /// What is not as `plan` recorded it, per NIC (in `plan.nics` order), with

@@ -91,6 +91,9 @@ print(mode, "created=" + ",".join(c["kind"] for c in d.get("created", [])))' "$f
     CRI stop-pod "$POD"
     echo "STOP ok"
     echo "STATE $(CRI pod-state "$POD")"
+    # podtap's DEL leaves its TAP to a child that deletes it just after the
+    # bridge plugin has deleted the veth, holding the netns lock until then.
+    flock -w 10 /proc/$$/fd/8 true
     links /proc/$$/fd/8 | sed 's/^/HELD /'
     echo "CHECKPOINTS-LEFT $(find "$W"/state -name '*.json' | wc -l)"
     echo "NETNS-FILE $( [ -e "$NETNS" ] && echo present || echo gone)"

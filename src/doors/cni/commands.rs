@@ -10,6 +10,7 @@ use super::registry::{Entry, Registry};
 use super::result::{self, ResultTap, TapEntry, VmIp};
 use super::version::CniVersion;
 use super::{code, CniError, Env};
+use crate::detach::LinkDeletion;
 use crate::model::{Description, Family};
 use crate::state::{SandboxId, StateDir};
 
@@ -222,14 +223,27 @@ fn del(env: &Env, conf: &TeardownConf) -> Result<(), CniError> {
     let state_path = conf.state_dir();
     let registry = Registry::new(&state_path);
     let netns = env.netns.clone().or_else(|| registry.get(&id)?.netns);
-    detach(&id, &StateDir::new(&state_path), netns.as_deref())?;
+    detach(
+        &id,
+        &StateDir::new(&state_path),
+        netns.as_deref(),
+        LinkDeletion::AfterPodInterfaces,
+    )?;
     registry.forget(&id)?;
     Ok(())
 }
 
-/// Detach `id`; a corrupt checkpoint is cleaned up by podtap's markers in `netns`.
-fn detach(id: &SandboxId, state: &StateDir, netns: Option<&str>) -> Result<(), CniError> {
-    let report = crate::detach::detach_for_teardown(id, state, netns.map(Path::new))?;
+/// Detach `id`; a corrupt checkpoint is cleaned up by podtap's markers in
+/// `netns`. DEL leaves the links until the chain's next plugin has deleted
+/// the pod's veth ([`LinkDeletion::AfterPodInterfaces`]); GC, which no
+/// plugin follows, deletes them at once.
+fn detach(
+    id: &SandboxId,
+    state: &StateDir,
+    netns: Option<&str>,
+    links: LinkDeletion,
+) -> Result<(), CniError> {
+    let report = crate::detach::detach_for_teardown(id, state, netns.map(Path::new), links)?;
     for w in report.warnings {
         tracing::warn!("sandbox {id}: {w}");
     }
@@ -310,7 +324,7 @@ fn gc(conf: &NetConf) -> Result<(), CniError> {
         if entry.network != network {
             continue;
         }
-        match detach(&id, &state, entry.netns.as_deref()) {
+        match detach(&id, &state, entry.netns.as_deref(), LinkDeletion::Now) {
             Ok(()) => {
                 tracing::info!("GC: detached {id}");
                 if let Err(e) = registry.forget(&id) {

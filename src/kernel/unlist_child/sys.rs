@@ -68,12 +68,49 @@ pub(super) fn flock_nb(lock: RawFd) -> Result<usize, i32> {
 }
 
 pub(super) fn sleep_10ms() {
+    sleep_ms(10);
+}
+
+/// Sleep `ms` milliseconds (less when a signal interrupts it).
+pub(super) fn sleep_ms(ms: u32) {
     let step = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 10_000_000,
+        tv_sec: libc::time_t::from(ms / 1000),
+        tv_nsec: libc::c_long::from(ms % 1000) * 1_000_000,
     };
     let p = std::ptr::from_ref(&step) as usize;
     let _ = call(libc::SYS_nanosleep, [p, 0, 0, 0, 0, 0]);
+}
+
+/// Milliseconds on the monotonic clock.
+pub(super) fn now_ms() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    let p = std::ptr::from_mut(&mut t) as usize;
+    let clock = usize::try_from(libc::CLOCK_MONOTONIC).unwrap_or(1);
+    let _ = call(libc::SYS_clock_gettime, [clock, p, 0, 0, 0, 0]);
+    let secs = u64::try_from(t.tv_sec).unwrap_or(0);
+    let ms = u64::try_from(t.tv_nsec).unwrap_or(0) / 1_000_000;
+    secs.saturating_mul(1000).saturating_add(ms)
+}
+
+/// Wait up to `ms` milliseconds for `sock` to be readable: true when it is.
+pub(super) fn readable_within(sock: RawFd, ms: u64) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: sock,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = ms.min(60_000);
+    let timeout = libc::timespec {
+        tv_sec: libc::time_t::try_from(ms / 1000).unwrap_or(0),
+        tv_nsec: libc::c_long::try_from(ms % 1000).unwrap_or(0) * 1_000_000,
+    };
+    let p = std::ptr::from_mut(&mut pfd) as usize;
+    let t = std::ptr::from_ref(&timeout) as usize;
+    // ppoll, not poll: aarch64 has no poll system call.
+    matches!(result(call(libc::SYS_ppoll, [p, 1, t, 0, 0, 0])), Ok(1))
 }
 
 pub(super) fn exit(code: u8) -> ! {

@@ -26,7 +26,9 @@ pub mod wiring;
 
 pub use cni::{cni_plugin, conflist, container_id, Chain, Run, PLUGINS};
 pub use dirs::{checkpoint_path, StateDir, TempDir};
-pub use netns::{in_netns, settle, settle_taps, taps, Netns, Sleeper};
+pub use netns::{
+    in_netns, settle, settle_taps, taps, wait_for_deferred_teardown, Netns, Sleeper,
+};
 pub use pod::Pod;
 pub use podtap::{
     attach, attach_cmd, attach_json, check, detach, iface, json_ok, oci_hook, podtap, podtap_cmd, podtap_ok,

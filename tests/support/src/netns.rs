@@ -47,8 +47,10 @@ impl Netns {
         self.path().display().to_string()
     }
 
-    /// Run `ip -n <ns> <args>`.
+    /// Run `ip -n <ns> <args>`, once no CNI DEL's deferred link deletion
+    /// is pending in it ([`wait_for_deferred_teardown`]).
     pub fn ip(&self, args: &str) -> String {
+        wait_for_deferred_teardown(self);
         sh(&format!("ip -n {} {args}", self.name))
     }
 
@@ -57,8 +59,9 @@ impl Netns {
         sh(&format!("ip netns exec {} {cmd}", self.name))
     }
 
-    /// `ip -j` output as JSON.
+    /// `ip -j` output as JSON, as [`Netns::ip`] reads it.
     pub fn ip_json(&self, args: &str) -> Value {
+        wait_for_deferred_teardown(self);
         serde_json::from_str(&sh(&format!("ip -n {} -j {args}", self.name)))
             .expect("ip -j output is JSON")
     }
@@ -81,6 +84,26 @@ impl Drop for Netns {
         let _ = Command::new("ip")
             .args(["netns", "del", &self.name])
             .output();
+    }
+}
+
+/// Wait (up to 10 s) until no podtap holds the attach lock on `ns`: a CNI
+/// DEL returns before its links are deleted, and a child process that
+/// holds the lock deletes them once the chain's next plugin has deleted
+/// the pod's veth (or half a second later).
+pub fn wait_for_deferred_teardown(ns: &Netns) {
+    use nix::fcntl::{Flock, FlockArg};
+    let Ok(mut file) = std::fs::File::open(ns.path()) else {
+        return;
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(_locked) => return,
+            Err((f, _)) if Instant::now() < deadline => file = f,
+            Err(_) => return,
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

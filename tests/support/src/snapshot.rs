@@ -9,11 +9,13 @@ use crate::netns::{settle, Netns};
 use crate::run::poll;
 
 /// An independent snapshot of a netns's links, qdiscs and ingress filters, read
-/// with iproute2/tc and stripped of counters, for before/after comparisons.
+/// with iproute2/tc and stripped of counters, for before/after comparisons,
+/// once no deferred link deletion of a CNI DEL is pending.
 ///
 /// A link can vanish between the listing and its tc reads (a bridge deleted by
 /// a detach that already returned): the snapshot is then taken again.
 pub fn snapshot(ns: &Netns) -> String {
+    crate::netns::wait_for_deferred_teardown(ns);
     wait_for_drained_bridges(ns);
     for _ in 0..20 {
         if let Some(s) = try_snapshot(ns) {
