@@ -212,7 +212,7 @@ impl Job {
                 Some(Defer {
                     watch,
                     pod_links,
-                    netns: netns_lock,
+                    netns_lock,
                 }),
             ),
         };

@@ -59,7 +59,7 @@ pub(super) struct Defer {
     pub pod_links: Vec<u32>,
     /// The netns fd the caller holds the attach lock on: the child keeps it
     /// (and so the lock) until it is done, so an attach into the netns waits.
-    pub netns: RawFd,
+    pub netns_lock: RawFd,
 }
 
 /// The ifindexes the `RTM_DELLINK` announcements in `buf` unlist (a port
@@ -117,7 +117,7 @@ struct ChildArgs {
     sender: RawFd,
     devnull: RawFd,
     report: RawFd,
-    defer: Option<(RawFd, Vec<u32>)>,
+    defer: Option<Defer>,
     keep: [RawFd; KEPT],
 }
 
@@ -154,16 +154,14 @@ pub(super) fn start(
         sender: sender.as_raw_fd(),
         devnull: devnull.as_raw_fd(),
         report: report.as_raw_fd(),
-        defer: defer
-            .as_ref()
-            .map(|d| (d.watch.as_raw_fd(), d.pod_links.clone())),
         keep: keep_list(&[
             Some(sender.as_raw_fd()),
             Some(report.as_raw_fd()),
             drain_lock.as_ref().map(|f| f.as_raw_fd()),
             defer.as_ref().map(|d| d.watch.as_raw_fd()),
-            defer.as_ref().map(|d| d.netns),
+            defer.as_ref().map(|d| d.netns_lock),
         ]),
+        defer,
     };
     spawn(&args)
 }
@@ -205,8 +203,8 @@ fn child(a: &ChildArgs) -> ! {
         }
     }
     // With no pod interface left to wait for, nothing is to be waited out.
-    if let Some((watch, pod_links)) = a.defer.as_ref().filter(|(_, l)| !l.is_empty()) {
-        wait_for_pod_links(*watch, pod_links, &mut buf);
+    if let Some(d) = a.defer.as_ref().filter(|d| !d.pod_links.is_empty()) {
+        wait_for_pod_links(d.watch.as_raw_fd(), &d.pod_links, &mut buf);
         sys::sleep_ms(millis(SETTLE_AFTER_POD_LINKS));
     }
     for (i, req) in a.requests.iter().enumerate() {

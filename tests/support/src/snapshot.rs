@@ -15,7 +15,6 @@ use crate::run::poll;
 /// A link can vanish between the listing and its tc reads (a bridge deleted by
 /// a detach that already returned): the snapshot is then taken again.
 pub fn snapshot(ns: &Netns) -> String {
-    crate::netns::wait_for_deferred_teardown(ns);
     wait_for_drained_bridges(ns);
     for _ in 0..20 {
         if let Some(s) = try_snapshot(ns) {
