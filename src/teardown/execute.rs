@@ -237,11 +237,22 @@ fn unlist_links<'a>(
     prepared: Option<unlist::Prepared>,
     when: unlist::When,
 ) -> Vec<(&'a Action, Result<()>)> {
+    let deferred = matches!(when, unlist::When::AfterPodLinks { .. });
     let mut deletes = Vec::new();
     let mut expect = BTreeSet::new();
     let mut actions = Vec::new();
     for &a in links {
         match a {
+            // Deferred, the child deletes up to half a second later: by
+            // ifindex, the links proved ours now, not whatever the link
+            // group holds by then. (One barrier each, off the caller's way.)
+            Action::DeleteGroup { members, .. } if deferred => {
+                for m in members {
+                    deletes.push(unlist::Delete::Link(*m));
+                    actions.push(a);
+                }
+                continue;
+            }
             Action::DeleteGroup { group, members } => {
                 deletes.push(unlist::Delete::Group(*group));
                 expect.extend(members.iter().copied());
