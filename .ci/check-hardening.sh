@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Build the release binary and check that it is hardened as .cargo/config.toml
-# says: position-independent (ELF type DYN, static-pie: no interpreter), full
+# Build the node binary (`cargo build-node`) and check that it is hardened as
+# .cargo/config.toml says: position-independent (ELF type DYN, static-pie: no interpreter), full
 # RELRO (a GNU_RELRO segment and BIND_NOW) and a non-executable stack
 # (GNU_STACK without E). Exit 0 when all hold, 1 naming each one that does not.
 # Usage: .ci/check-hardening.sh [BINARY]  (given a binary, checks it without building)
@@ -10,8 +10,8 @@ command -v readelf >/dev/null || { echo "check-hardening: readelf (binutils) is 
 if [[ $# -ge 1 ]]; then
     bin=$1
 else
-    cargo build --release --bin podtap
-    bin="target/$(rustc --print host-tuple)/release/podtap"
+    cargo build-node
+    bin="target/x86_64-unknown-linux-gnu/release/podtap"
 fi
 [[ -x $bin ]] || { echo "check-hardening: no binary at $bin" >&2; exit 1; }
 

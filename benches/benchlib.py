@@ -10,6 +10,23 @@ import subprocess
 import time
 
 
+def sh(args, input=None, check=True):
+    """Run ARGS (stdin INPUT), capturing text; with CHECK, a failure raises."""
+    r = subprocess.run(args, input=input, capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed ({r.returncode}): {r.stderr.strip()}")
+    return r
+
+
+def pct(xs, q):
+    """Nearest-rank percentile Q of XS (nan when empty)."""
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    k = max(0, min(len(xs) - 1, -(-len(xs) * q // 100) - 1))
+    return xs[int(k)]
+
+
 def _batch(ns, lines):
     r = subprocess.run(["ip", "-n", ns, "-batch", "-"], input="\n".join(lines) + "\n",
                        capture_output=True, text=True)

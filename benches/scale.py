@@ -40,20 +40,7 @@ def log(msg):
     print(f"scale.py: {msg}", file=sys.stderr, flush=True)
 
 
-def sh(args, input=None, check=True):
-    r = subprocess.run(args, input=input, capture_output=True, text=True)
-    if check and r.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)} failed ({r.returncode}): {r.stderr.strip()}")
-    return r
-
-
-def pct(xs, q):
-    """Nearest-rank percentile."""
-    xs = sorted(xs)
-    if not xs:
-        return float("nan")
-    k = max(0, min(len(xs) - 1, -(-len(xs) * q // 100) - 1))
-    return xs[int(k)]
+sh, pct = benchlib.sh, benchlib.pct
 
 
 def fmt(ms):

@@ -28,7 +28,7 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("bench_lib: {e}");
-            ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(1))
+            ExitCode::FAILURE
         }
     }
 }
@@ -41,7 +41,7 @@ fn run(state: &str, netns: &str, id: &str, mode: &str) -> podtap::error::Result<
         ..AttachOptions::default()
     };
     let t = Instant::now();
-    let desc = podtap::attach::attach(Path::new(netns), &id, &opts, &state)?;
+    let desc = podtap::attach::attach(Path::new(netns), &id, &opts, &state)?.description;
     let attach_ms = t.elapsed().as_secs_f64() * 1e3;
     let taps = desc.interfaces.iter().filter(|i| i.tap.is_some()).count();
     let t = Instant::now();

@@ -9,13 +9,13 @@
 //!
 //! let id: SandboxId = "pod-1234".parse()?;
 //! let state = StateDir::new("/run/podtap");
-//! let desc = podtap::attach::attach(
+//! let attached = podtap::attach::attach(
 //!     Path::new("/run/netns/pod-1234"),
 //!     &id,
 //!     &AttachOptions::default(),
 //!     &state,
 //! )?;
-//! for iface in &desc.interfaces {
+//! for iface in &attached.description.interfaces {
 //!     if let Some(tap) = &iface.tap {
 //!         println!("{} -> {}", iface.name, tap.name);
 //!     }
@@ -35,39 +35,20 @@ use crate::state::{SandboxId, Stage, StateDir, LOCK_TIMEOUT};
 use crate::teardown::{self, Proof};
 
 pub use crate::model::Wiring;
-pub use crate::plan::{AttachOptions, TapOwner, MAX_QUEUES};
+pub use crate::plan::{AttachOptions, NicOptions, TapOwner, MAX_QUEUES, TABLE_ANSWER_LIMIT};
 
 /// Attach `opts` to the netns at `netns` under sandbox `id`, and return the
-/// description. The host's own netns is refused.
+/// description. The host's own netns is always refused: detach could not
+/// tell its objects from the host's, and a redirect there would cut the
+/// node off.
 ///
 /// Idempotent: a second attach of the same id and netns returns the recorded
-/// description, with the pod's routes, neighbours and rules as they are
-/// then (the checkpoint records no routes or rules; a neighbour it recorded
-/// keeps its recorded state): the same bytes while they have not changed.
-/// An attach that crashed half-way is undone first. Blocks the calling
-/// thread (from async code, call it through `spawn_blocking`).
+/// description (`fresh` false), with the pod's routes, neighbours and rules
+/// as they are then (the checkpoint records no routes or rules; a neighbour
+/// it recorded keeps its recorded state): the same bytes while they have not
+/// changed. An attach that crashed half-way is undone first. Blocks the
+/// calling thread (from async code, call it through `spawn_blocking`).
 pub fn attach(
-    netns: &Path,
-    id: &SandboxId,
-    opts: &AttachOptions,
-    state: &StateDir,
-) -> Result<Description> {
-    attach_in(netns, id, opts, state).map(|a| a.description)
-}
-
-/// What [`attach_in`] did.
-pub(crate) struct Attached {
-    /// The description, as printed.
-    pub(crate) description: Description,
-    /// Whether this call built it (false: an earlier attach had, and this one
-    /// returned the recorded description).
-    pub(crate) fresh: bool,
-}
-
-/// [`attach`], also saying whether this call built the attachment. The host's
-/// own netns is always refused: detach could not tell its objects from the
-/// host's, and a redirect there would cut the node off.
-pub(crate) fn attach_in(
     netns: &Path,
     id: &SandboxId,
     opts: &AttachOptions,
@@ -85,6 +66,22 @@ pub(crate) fn attach_in(
     })
 }
 
+/// What [`attach`] did.
+#[derive(Debug, Clone)]
+pub struct Attached {
+    /// The description, with what was built.
+    pub description: Description,
+    /// Whether this call built it (false: an earlier attach had, and this one
+    /// returned the recorded description).
+    pub fresh: bool,
+    /// For an attachment with served NICs, whether `podtap serve` took their
+    /// sockets (bound before attach returned, so the guest's first request
+    /// is answered); false when no daemon listens on the state dir (a
+    /// daemon started later, or `watch --serve`, serves from then on).
+    /// `None`: no NIC is served, or this call did not build.
+    pub handed_over: Option<bool>,
+}
+
 fn attach_locked(
     ns: &NetNs,
     opening: OpeningLink,
@@ -92,12 +89,14 @@ fn attach_locked(
     opts: &AttachOptions,
     state: &StateDir,
 ) -> Result<Attached> {
-    let fresh = |description| Attached {
+    let fresh = |description: Description| Attached {
+        handed_over: crate::serve::hand_over(state, id, ns, &description),
         description,
         fresh: true,
     };
     let recorded = state.load(id)?;
-    let nl = Netlink::connect_opening(ns, opening)?;
+    let mut nl = Netlink::connect_opening(ns, opening)?;
+    nl.set_table_answer_limit(opts.table_answer_limit);
     if let Some(cp) = recorded {
         if (cp.netns.dev, cp.netns.inode) == ns.identity() && !cp.is_netns(ns.identity(), nl.cookie)
         {
@@ -121,6 +120,7 @@ fn attach_locked(
             return Ok(Attached {
                 description: apply::recorded(ns, &nl, description)?,
                 fresh: false,
+                handed_over: None,
             });
         }
         tracing::warn!("sandbox {id}: an earlier attach did not finish; undoing it first");

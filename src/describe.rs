@@ -1,7 +1,8 @@
 //! Describe: the scanned description plus what attach built (TAPs, wiring,
 //! bridges, timings). Pure; the result is the JSON contract.
 
-use crate::model::{Attachment, BridgeInfo, Description, Dns, TapInfo, Timings};
+use crate::model::{Attachment, BridgeInfo, Description, Dns, L3Info, TapInfo, Timings};
+use crate::plan::l3::{ROUTER4, ROUTER6};
 use crate::plan::Plan;
 use crate::state::{created_ifindex, Created};
 
@@ -38,13 +39,26 @@ pub fn attached(
                 .and_then(|c| c.mac)
                 .map(|m| m.to_string()),
             device: nic.macvtap.as_ref().map(|m| m.device.clone()),
+            served: nic.serve,
         });
+        if let Some(mac) = nic.guest_mac {
+            iface.guest_mac = Some(mac.to_string());
+        }
         iface.wiring = Some(nic.wiring);
         iface.wiring_note = nic.wiring_note.clone();
         iface.bridge = nic.bridge.as_ref().map(|b| BridgeInfo {
             name: b.name.clone(),
             ifindex: index_of(&b.name),
             pod_interface_mac: b.pod_mac.to_string(),
+        });
+        iface.l3 = nic.l3.as_ref().map(|l| L3Info {
+            router_mac: iface
+                .tap
+                .as_ref()
+                .and_then(|t| t.mac.clone())
+                .unwrap_or_default(),
+            router4: (!l.v4.is_empty()).then(|| ROUTER4.to_string()),
+            router6: (!l.v6.is_empty()).then(|| ROUTER6.to_string()),
         });
     }
     desc.dns = dns.filter(|d| !d.is_empty());

@@ -14,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Invalid, Result};
 use crate::kernel::macvtap;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
@@ -31,13 +31,19 @@ pub enum LinkDeletion {
     Now,
     /// For a CNI DEL, which the chain's next plugin follows by deleting
     /// the pod's veth: a child process deletes them once the kernel
-    /// announces that deletion (or after half a second), so the plugin's
-    /// own wait in the kernel does not queue behind theirs. Detach returns
-    /// once the pod's interfaces are as they were; the child holds the
-    /// netns's attach lock until the links are gone, so an attach into the
-    /// same netns (a network reload) finds none of them. A deletion that
-    /// fails then is not reported: the links go with the netns.
-    AfterPodInterfaces,
+    /// announces that deletion (or after `at_most`), and `settle` later,
+    /// so the plugin's own wait in the kernel does not queue behind
+    /// theirs. Detach returns once the pod's interfaces are as they were;
+    /// the child holds the netns's attach lock until the links are gone,
+    /// so an attach into the same netns (a network reload) finds none of
+    /// them. A deletion that fails then is not reported: the links go with
+    /// the netns.
+    AfterPodInterfaces {
+        /// The longest wait for a pod interface's deletion.
+        at_most: std::time::Duration,
+        /// The wait after it was announced.
+        settle: std::time::Duration,
+    },
 }
 
 /// What detach did.
@@ -51,7 +57,7 @@ pub struct DetachReport {
 
 /// Detach sandbox `id`. An unknown id, a gone netns or a reused netns path all
 /// succeed; only a real kernel failure fails, and then the checkpoint stays
-/// for a retry. A corrupt checkpoint is an error (exit 8): see [`force_detach`].
+/// for a retry. A corrupt checkpoint is [`Error::CorruptState`]: see [`force_detach`].
 ///
 /// `netns` is where the caller believes the netns is (CNI_NETNS, the hook's
 /// path): it is used only when it is the recorded netns, found by identity,
@@ -104,7 +110,9 @@ fn cannot_write(e: &Error) -> bool {
 
 /// Detach, and when the checkpoint is corrupt, clean up by podtap's own
 /// markers (TAP/bridge ifalias, link group) in `netns` (or the netns the file
-/// still names), then remove the file.
+/// still names), then remove the file. Without a checkpoint, the links of
+/// `id` that carry its marker in `netns` (orphans: see
+/// [`crate::check::orphans`]) are removed the same way.
 pub fn force_detach(
     id: &SandboxId,
     state: &StateDir,
@@ -112,6 +120,10 @@ pub fn force_detach(
 ) -> Result<DetachReport> {
     let now = LinkDeletion::Now;
     locked(id, state, || match detach_locked(id, state, netns, now) {
+        Ok(report) if !report.found => match netns {
+            Some(path) => cleanup_by_markers(id, &NetNs::open(path, false)?),
+            None => Ok(report),
+        },
         Err(e @ Error::CorruptState { .. }) => {
             let mut report = match netns_to_clean(state, id, netns)? {
                 Where::In(ns) => cleanup_by_markers(id, &ns)?,
@@ -120,9 +132,7 @@ pub fn force_detach(
                     warnings: vec![why],
                 },
                 Where::Unknown => {
-                    return Err(Error::Invalid(format!(
-                    "{e}; pass --netns PATH of the pod's netns so --force knows where to clean up"
-                )))
+                    return Err(Error::Invalid(Invalid::ForcedDetachNeedsNetns(Box::new(e))));
                 }
             };
             report.warnings.insert(
@@ -229,10 +239,11 @@ fn undo_in(
     };
     match links {
         LinkDeletion::Now => teardown::undo_recorded(&nl, &cp.plan, &cp.created, proof),
-        LinkDeletion::AfterPodInterfaces => {
+        LinkDeletion::AfterPodInterfaces { at_most, settle } => {
             let lock = ns.lock_shared(cp.id.as_str(), LOCK_TIMEOUT)?;
             let fd = lock.hand_over();
-            teardown::undo_recorded_after_pod(&nl, &cp.plan, &cp.created, proof, fd)
+            let after = crate::kernel::unlist::AfterPodLinks { at_most, settle };
+            teardown::undo_recorded_after_pod(&nl, &cp.plan, &cp.created, proof, (fd, after))
         }
     }
     .into_result()

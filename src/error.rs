@@ -1,89 +1,54 @@
-//! podtap's error type and the documented exit codes (see `docs/exit-codes.md`).
+//! podtap's errors, typed so a caller can match on what went wrong: the
+//! netns (gone, not one, the host's), the state dir (busy, corrupt,
+//! untrusted, no checkpoint), a kernel refusal (operation, object, errno),
+//! an invalid input (which option, which interface), a renderer's refusal.
+//!
+//! Messages name the netns path, sandbox id or file, and no command or
+//! flag: a program embedding the library has neither. The `podtap` program
+//! maps each error to its exit code and adds its own advice.
 
+use std::fmt;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-/// Exit codes. They are part of the CLI contract.
-pub mod exit {
-    /// Success.
-    pub const OK: i32 = 0;
-    /// Unexpected failure (a bug, or an I/O error podtap cannot classify).
-    pub const FAILURE: i32 = 1;
-    /// Bad command line (clap's own code).
-    pub const USAGE: i32 = 2;
-    /// The netns path does not exist (or its process has exited).
-    pub const NETNS_MISSING: i32 = 3;
-    /// The path exists but is not a network namespace.
-    pub const NOT_NETNS: i32 = 4;
-    /// The path is the host's own netns and `--allow-host-netns` was not given.
-    pub const HOST_NETNS: i32 = 5;
-    /// Permission denied opening or entering the netns, or the state dir; or
-    /// the node's pod policy does not allow what a pod asked for.
-    pub const PERMISSION: i32 = 6;
-    /// Invalid sandbox id.
-    pub const BAD_ID: i32 = 7;
-    /// Corrupt or unreadable checkpoint file.
-    pub const CORRUPT_STATE: i32 = 8;
-    /// Another podtap holds the lock for this id and did not release it in time.
-    pub const BUSY: i32 = 9;
-    /// A kernel operation (netlink or ioctl) failed.
-    pub const KERNEL: i32 = 10;
-    /// The id is attached to a different netns.
-    pub const CONFLICT: i32 = 11;
-    /// `check` found the attachment incomplete or miswired.
-    pub const CHECK_FAILED: i32 = 12;
-    /// Invalid input that is not a command-line syntax error (unknown interface, bad option value).
-    pub const INVALID: i32 = 13;
-    /// No checkpoint for this id (for commands that need one).
-    pub const NOT_FOUND: i32 = 14;
-    /// A renderer refused the description.
-    pub const RENDER: i32 = 15;
-    /// The state dir or a checkpoint fails the trust rule (owned by another
-    /// user, or writable by group or others): podtap acts on nothing.
-    pub const UNTRUSTED: i32 = 16;
-    /// `doctor`: a check the node needs (for the mode asked about) failed.
-    pub const NODE_NOT_READY: i32 = 17;
-}
+pub use crate::render::RenderError;
 
-/// Everything that can go wrong, each with its context and exit code ([`Error::exit_code`]).
+/// Everything that can go wrong.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
-    /// The netns path does not exist (exit 3).
-    #[error("netns {path}: does not exist{hint}")]
+    /// The netns path does not exist (or its process has exited).
+    #[error("netns {}: does not exist{}", .path.display(), exited_hint(.path))]
     NetnsMissing {
         /// The path given.
         path: PathBuf,
-        /// Why it may have vanished (for `/proc/PID/ns/net`), or empty.
-        hint: &'static str,
     },
-    /// The path is not a network namespace (exit 4).
-    #[error("netns {path}: not a network namespace ({what})")]
+    /// The path is not a network namespace.
+    #[error("netns {}: not a network namespace ({what})", .path.display())]
     NotNetns {
         /// The path given.
         path: PathBuf,
         /// What it is instead.
-        what: String,
+        what: NotNetns,
     },
-    /// The path is the host's own netns (exit 5).
-    #[error("netns {path}: this is the host's own network namespace; refusing (only podtap scan --allow-host-netns reads it)")]
+    /// The path is the host's own netns: attach, and every command that
+    /// changes something, refuse it.
+    #[error("netns {}: this is the host's own network namespace; refusing", .path.display())]
     HostNetns {
         /// The path given.
         path: PathBuf,
     },
-    /// Permission denied (exit 6).
-    #[error("{what} {path}: permission denied ({source})")]
+    /// Permission denied.
+    #[error("{action} {}: permission denied ({source})", .path.display())]
     Permission {
         /// What podtap was doing.
-        what: &'static str,
+        action: &'static str,
         /// On which file.
         path: PathBuf,
         /// The system's error.
         source: io::Error,
     },
-    /// A pod asked for an option the node's pod policy does not allow (exit 6).
-    #[error("{0}")]
-    NotAllowed(String),
-    /// The sandbox id is not valid (exit 7).
+    /// The sandbox id is not valid.
     #[error("invalid sandbox id {id:?}: {why}")]
     BadId {
         /// The id given.
@@ -91,8 +56,8 @@ pub enum Error {
         /// Which rule it breaks.
         why: &'static str,
     },
-    /// The checkpoint cannot be read as one (exit 8).
-    #[error("checkpoint {path}: corrupt ({why})")]
+    /// The checkpoint cannot be read as one.
+    #[error("checkpoint {}: corrupt ({why})", .path.display())]
     CorruptState {
         /// The checkpoint file.
         path: PathBuf,
@@ -101,27 +66,27 @@ pub enum Error {
         /// What is wrong with it.
         why: String,
     },
-    /// Another podtap holds the lock and did not release it in time (exit 9).
-    #[error("sandbox {id}: busy, another podtap holds {path}")]
+    /// Another podtap holds the lock and did not release it in time.
+    #[error("sandbox {id}: busy, another podtap holds {}", .lock.display())]
     Busy {
         /// The sandbox id.
         id: String,
         /// The lock file, or the netns whose lock another attach holds.
-        path: PathBuf,
+        lock: PathBuf,
     },
-    /// A netlink request or ioctl failed (exit 10; 6 for EPERM/EACCES).
-    #[error("netns {netns}: {op}{on}: {source}")]
-    Kernel {
-        /// The netns it was sent in.
-        netns: String,
-        /// The operation.
-        op: String,
-        /// On what object (with a leading space), or empty.
-        on: String,
-        /// The kernel's answer.
-        source: KernelError,
+    /// `watch`: the pod netns went away while watched (nothing but the
+    /// watch held it any more).
+    #[error("netns {}: does not exist (the pod was deleted; the checkpoint is left for detach)", .netns.display())]
+    PodDeleted {
+        /// The sandbox id.
+        id: String,
+        /// The netns path it recorded.
+        netns: PathBuf,
     },
-    /// The id is already attached to another netns (exit 11).
+    /// The kernel refused an operation.
+    #[error(transparent)]
+    Kernel(#[from] Box<KernelFailure>),
+    /// The id is already attached to another netns.
     #[error("sandbox {id} is already attached to netns {existing} (inode {existing_inode}), not {requested}")]
     Conflict {
         /// The sandbox id.
@@ -133,29 +98,30 @@ pub enum Error {
         /// The netns path asked for now.
         requested: String,
     },
-    /// `check` found problems (exit 12).
-    #[error("sandbox {id}: check failed: {problems}")]
+    /// An attachment is incomplete or miswired, or the netns or a TAP it
+    /// recorded was replaced.
+    #[error("sandbox {id}: check failed: {}", .problems.join("; "))]
     CheckFailed {
         /// The sandbox id.
         id: String,
-        /// Every problem, joined with "; ".
-        problems: String,
+        /// Every problem found.
+        problems: Vec<String>,
     },
-    /// Invalid input that is not a command-line syntax error (exit 13).
-    #[error("{0}")]
-    Invalid(String),
-    /// No checkpoint for this id (exit 14).
-    #[error("sandbox {id}: no checkpoint in {dir}")]
+    /// An input podtap cannot act on.
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+    /// No checkpoint for this id.
+    #[error("sandbox {id}: no checkpoint in {}", .dir.display())]
     NotFound {
         /// The sandbox id.
         id: String,
         /// The state directory.
         dir: PathBuf,
     },
-    /// A renderer refused the description (exit 15).
+    /// A renderer refused the description.
     #[error("render: {0}")]
-    Render(#[from] crate::render::RenderError),
-    /// podtap could not serialize what it was about to write (exit 13).
+    Render(#[from] RenderError),
+    /// podtap could not serialize what it was about to write.
     #[error("serialize {what}: {source}")]
     Serialize {
         /// What it was serializing.
@@ -163,7 +129,7 @@ pub enum Error {
         /// The serializer's error.
         source: serde_json::Error,
     },
-    /// More than one failure; the first decides the exit code.
+    /// More than one failure; the first is the one to act on.
     #[error("{first} (and {more} more failure(s))")]
     Several {
         /// The first failure.
@@ -172,19 +138,29 @@ pub enum Error {
         more: usize,
     },
     /// Attach built everything but a later step failed; what it built was undone.
-    /// The exit code is the failure's.
     #[error("{0}; the attachment was rolled back, nothing is left built")]
     RolledBack(Box<Error>),
-    /// The state dir or a checkpoint fails the trust rule (exit 16).
-    #[error("state {path}: {why}; refusing to trust it (it must be owned by this user and writable by nobody else)")]
+    /// The state dir or a checkpoint fails the trust rule: podtap acts on nothing.
+    #[error("state {}: {why}; refusing to trust it (it must be owned by this user and writable by nobody else)", .path.display())]
     Untrusted {
         /// The directory or file.
         path: PathBuf,
         /// How it breaks the rule.
         why: String,
     },
-    /// Another I/O failure (exit 1).
-    #[error("{what} {path}: {source}")]
+    /// A file in the state dir is not what podtap writes there (a symlink,
+    /// a directory, a device, too large).
+    #[error("{what} {}: {why}", .path.display())]
+    StateFile {
+        /// "state dir" or "state file".
+        what: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// What it is instead.
+        why: String,
+    },
+    /// Another I/O failure.
+    #[error("{what} {}: {source}", .path.display())]
     Io {
         /// What podtap was doing.
         what: &'static str,
@@ -195,13 +171,83 @@ pub enum Error {
     },
 }
 
+/// What a path that is not a network namespace is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NotNetns {
+    /// A regular file.
+    RegularFile,
+    /// A directory.
+    Directory,
+    /// A FIFO (never opened for reading, so it cannot block).
+    Fifo,
+    /// A socket.
+    Socket,
+    /// A character device.
+    CharDevice,
+    /// A block device.
+    BlockDevice,
+    /// A file on a filesystem other than nsfs (its magic number).
+    Filesystem(i64),
+    /// Another kind of namespace (`/proc/PID/ns/uts`).
+    OtherNamespace,
+}
+
+impl fmt::Display for NotNetns {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NotNetns::RegularFile => f.write_str("a regular file"),
+            NotNetns::Directory => f.write_str("a directory"),
+            NotNetns::Fifo => f.write_str("a FIFO"),
+            NotNetns::Socket => f.write_str("a socket"),
+            NotNetns::CharDevice => f.write_str("a character device"),
+            NotNetns::BlockDevice => f.write_str("a block device"),
+            NotNetns::Filesystem(magic) => write!(f, "filesystem type {magic:#x}"),
+            NotNetns::OtherNamespace => f.write_str("another kind of namespace"),
+        }
+    }
+}
+
+/// `/proc/PID/ns/net` paths vanish when their process exits: say so.
+fn exited_hint(path: &Path) -> &'static str {
+    let s = path.to_string_lossy();
+    if s.starts_with("/proc/") && s.ends_with("/ns/net") {
+        " (has its process exited?)"
+    } else {
+        ""
+    }
+}
+
+/// A kernel operation that failed: in which netns, what podtap asked for,
+/// on what, and the kernel's answer.
+#[derive(Debug, thiserror::Error)]
+#[error("netns {netns}: {op}{}: {source}", .object.as_ref().map(|o| format!(" {o}")).unwrap_or_default())]
+pub struct KernelFailure {
+    /// The netns it was sent in, as the caller named it.
+    pub netns: String,
+    /// The operation ("create TAP", "dump routes", ...).
+    pub op: &'static str,
+    /// The object it was on (an interface, a filter), when there is one.
+    pub object: Option<String>,
+    /// The kernel's answer.
+    pub source: KernelError,
+}
+
+impl KernelFailure {
+    /// The errno, if the kernel gave one.
+    pub fn errno(&self) -> Option<nix::errno::Errno> {
+        self.source.errno()
+    }
+}
+
 /// The kernel's answer to a failed operation.
 #[derive(Debug, thiserror::Error)]
 pub enum KernelError {
     /// An errno (from a netlink error message or an ioctl).
     #[error("{0}")]
     Errno(nix::errno::Errno),
-    /// A failure without an errno (a malformed or unexpected reply).
+    /// A failure without an errno (a malformed or unexpected reply, a dump
+    /// that stayed inconsistent or was too big).
     #[error("{0}")]
     Netlink(String),
 }
@@ -212,18 +258,6 @@ impl KernelError {
         match self {
             KernelError::Errno(e) => Some(*e),
             KernelError::Netlink(_) => None,
-        }
-    }
-}
-
-impl From<rtnetlink::Error> for KernelError {
-    fn from(e: rtnetlink::Error) -> Self {
-        match &e {
-            rtnetlink::Error::NetlinkError(m) => match m.code {
-                Some(code) => KernelError::Errno(nix::errno::Errno::from_raw(-code.get())),
-                None => KernelError::Netlink(e.to_string()),
-            },
-            _ => KernelError::Netlink(e.to_string()),
         }
     }
 }
@@ -243,44 +277,182 @@ impl From<io::Error> for KernelError {
     }
 }
 
+/// Which input of a call was invalid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Input {
+    /// The wiring mode.
+    Mode,
+    /// The queue count of a TAP.
+    Queues,
+    /// The TAP owner (uid and gid).
+    TapOwner,
+    /// The name a TAP is asked to have.
+    TapName,
+    /// The MAC a guest NIC is asked to have.
+    GuestMac,
+    /// The per-interface choices (an interface named twice, say).
+    Nics,
+    /// The VMM socket `watch` hotplugs through.
+    VmmSocket,
+    /// vhost-net fds, asked for where the node has no `/dev/vhost-net`.
+    VhostNet,
+    /// The bound on one dump of the pod's tables.
+    TableAnswerLimit,
+    /// A description given to the call.
+    Description,
+    /// Serving the guest its configuration (DHCP, router advertisements).
+    Serve,
+}
+
+impl fmt::Display for Input {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Input::Mode => "mode",
+            Input::Queues => "queues",
+            Input::TapOwner => "TAP owner",
+            Input::TapName => "TAP name",
+            Input::GuestMac => "guest MAC",
+            Input::Serve => "serve",
+            Input::Nics => "interfaces",
+            Input::VmmSocket => "VMM socket",
+            Input::VhostNet => "vhost-net",
+            Input::TableAnswerLimit => "table answer limit",
+            Input::Description => "description",
+        })
+    }
+}
+
+/// An input podtap cannot act on, saying which.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Invalid {
+    /// An option's value, for one interface or for all.
+    #[error("{}{input}: {why}", .interface.as_ref().map(|i| format!("interface {i}: ")).unwrap_or_default())]
+    Option {
+        /// Which option.
+        input: Input,
+        /// The interface it was given for, if per interface.
+        interface: Option<String>,
+        /// What is wrong with the value.
+        why: String,
+    },
+    /// An interface asked for is not in the netns.
+    #[error("interface {name}: not found in netns {netns}")]
+    NoSuchInterface {
+        /// Its name.
+        name: String,
+        /// The netns path.
+        netns: String,
+    },
+    /// An interface asked for cannot back a VM NIC.
+    #[error("interface {name}: not eligible ({why})")]
+    Ineligible {
+        /// Its name.
+        name: String,
+        /// Why.
+        why: String,
+    },
+    /// No interface of the netns can back a VM NIC.
+    #[error("netns {netns}: no eligible interface to attach ({})", list_passed_over(.passed_over))]
+    NoEligibleInterface {
+        /// The netns path.
+        netns: String,
+        /// Each interface passed over, with why.
+        passed_over: Vec<(String, String)>,
+    },
+    /// The interface is wired already, by another podtap attachment.
+    #[error("interface {name}: already wired by another podtap attachment (tc filter prio {prio}); detach it first, or attach other interfaces")]
+    AlreadyWired {
+        /// Its name.
+        name: String,
+        /// The priority of the other attachment's filter.
+        prio: u16,
+    },
+    /// Every tc priority podtap may use is held by other filters.
+    #[error("interface {name}: every tc priority podtap may use ({first}..{last}) is held by other filters; nothing was built")]
+    NoFreePriority {
+        /// Its name.
+        name: String,
+        /// podtap's first priority.
+        first: u16,
+        /// Its last.
+        last: u16,
+    },
+    /// A corrupt checkpoint's objects can be found only in the pod's netns,
+    /// which the checkpoint no longer says.
+    #[error("{0}; a forced detach needs the pod's netns to know where to clean up")]
+    ForcedDetachNeedsNetns(Box<Error>),
+}
+
+fn list_passed_over(list: &[(String, String)]) -> String {
+    let parts: Vec<String> = list.iter().map(|(n, why)| format!("{n}: {why}")).collect();
+    parts.join("; ")
+}
+
+impl Invalid {
+    /// An invalid `input`, for all interfaces.
+    pub fn option(input: Input, why: impl Into<String>) -> Self {
+        Invalid::Option {
+            input,
+            interface: None,
+            why: why.into(),
+        }
+    }
+
+    /// An invalid `input` given for `interface`.
+    pub fn nic_option(input: Input, interface: &str, why: impl Into<String>) -> Self {
+        Invalid::Option {
+            input,
+            interface: Some(interface.to_string()),
+            why: why.into(),
+        }
+    }
+}
+
 impl Error {
-    /// Build a kernel error with its context: which netns, which operation, on what.
+    /// A kernel failure with its context: which netns, which operation, on
+    /// what (empty for nothing).
     pub fn kernel(
         netns: &str,
-        op: impl Into<String>,
-        on: impl AsRef<str>,
+        op: &'static str,
+        object: impl AsRef<str>,
         source: impl Into<KernelError>,
     ) -> Self {
-        let on = on.as_ref();
-        Error::Kernel {
+        let object = object.as_ref();
+        Error::Kernel(Box::new(KernelFailure {
             netns: netns.to_string(),
-            op: op.into(),
-            on: if on.is_empty() {
-                String::new()
-            } else {
-                format!(" {on}")
-            },
+            op,
+            object: (!object.is_empty()).then(|| object.to_string()),
             source: source.into(),
-        }
+        }))
     }
 
     /// An I/O error on `path`; permission problems become [`Error::Permission`].
     pub fn io(what: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         let path = path.into();
         if source.kind() == io::ErrorKind::PermissionDenied {
-            Error::Permission { what, path, source }
+            Error::Permission {
+                action: what,
+                path,
+                source,
+            }
         } else {
             Error::Io { what, path, source }
         }
     }
 
     /// A serialization failure of `what`.
-    pub(crate) fn serialize(what: &'static str, source: serde_json::Error) -> Self {
+    pub fn serialize(what: &'static str, source: serde_json::Error) -> Self {
         Error::Serialize { what, source }
     }
 
+    /// An invalid `input`, for all interfaces.
+    pub fn invalid(input: Input, why: impl Into<String>) -> Self {
+        Error::Invalid(Invalid::option(input, why))
+    }
+
     /// The first of `errors` (carrying the count of the rest), or `None` when there are none.
-    /// Its exit code is the first error's: never "invalid input" because there were several.
     pub fn first_of(errors: Vec<Error>) -> Option<Error> {
         let mut errors = errors.into_iter();
         let first = errors.next()?;
@@ -295,7 +467,7 @@ impl Error {
         })
     }
 
-    /// The error that decides the exit code (the first of several).
+    /// The error to act on: the first of several, the cause of a rollback.
     pub fn primary(&self) -> &Error {
         match self {
             Error::Several { first, .. } => first.primary(),
@@ -304,29 +476,11 @@ impl Error {
         }
     }
 
-    /// The documented exit code of this error.
-    pub fn exit_code(&self) -> i32 {
+    /// The kernel's errno, when the kernel refused (of the primary error).
+    pub fn errno(&self) -> Option<nix::errno::Errno> {
         match self.primary() {
-            Error::NetnsMissing { .. } => exit::NETNS_MISSING,
-            Error::NotNetns { .. } => exit::NOT_NETNS,
-            Error::HostNetns { .. } => exit::HOST_NETNS,
-            Error::Permission { .. } | Error::NotAllowed(_) => exit::PERMISSION,
-            Error::BadId { .. } => exit::BAD_ID,
-            Error::CorruptState { .. } => exit::CORRUPT_STATE,
-            Error::Busy { .. } => exit::BUSY,
-            Error::Kernel { source, .. } => match source.errno() {
-                Some(nix::errno::Errno::EPERM) | Some(nix::errno::Errno::EACCES) => {
-                    exit::PERMISSION
-                }
-                _ => exit::KERNEL,
-            },
-            Error::Conflict { .. } => exit::CONFLICT,
-            Error::CheckFailed { .. } => exit::CHECK_FAILED,
-            Error::Invalid(_) | Error::Serialize { .. } => exit::INVALID,
-            Error::NotFound { .. } => exit::NOT_FOUND,
-            Error::Render(_) => exit::RENDER,
-            Error::Untrusted { .. } => exit::UNTRUSTED,
-            Error::Io { .. } | Error::Several { .. } | Error::RolledBack(_) => exit::FAILURE,
+            Error::Kernel(k) => k.errno(),
+            _ => None,
         }
     }
 }
@@ -339,7 +493,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn several_errors_keep_the_first_exit_code() {
+    fn several_errors_keep_the_first() {
         let kernel = || {
             Error::kernel(
                 "/run/netns/p",
@@ -350,26 +504,42 @@ mod tests {
         };
         assert!(Error::first_of(vec![]).is_none());
         let one = Error::first_of(vec![kernel()]).unwrap();
-        assert_eq!(one.exit_code(), exit::KERNEL);
-        let three = Error::first_of(vec![kernel(), Error::Invalid("x".into()), kernel()]).unwrap();
-        assert_eq!(three.exit_code(), exit::KERNEL, "{three}");
+        assert_eq!(one.errno(), Some(nix::errno::Errno::EBUSY));
+        let three =
+            Error::first_of(vec![kernel(), Error::invalid(Input::Queues, "x"), kernel()]).unwrap();
+        assert!(matches!(three.primary(), Error::Kernel(_)), "{three}");
         assert!(
             three.to_string().ends_with("(and 2 more failure(s))"),
             "{three}"
         );
+        assert_eq!(
+            kernel().to_string(),
+            "netns /run/netns/p: delete link tap0: EBUSY: Device or resource busy"
+        );
     }
 
     #[test]
-    fn a_render_error_is_carried_typed_with_its_message_and_code() {
-        let e = Error::from(crate::render::RenderError::NoAttachedInterfaces);
-        assert_eq!(e.exit_code(), exit::RENDER);
+    fn messages_name_the_input_and_no_flag() {
+        let e = Error::Invalid(Invalid::nic_option(Input::TapName, "eth0", "too long"));
+        assert_eq!(e.to_string(), "interface eth0: TAP name: too long");
+        let gone = Error::NetnsMissing {
+            path: "/proc/42/ns/net".into(),
+        };
         assert_eq!(
-            e.to_string(),
-            "render: the description has no attached interfaces (no TAPs): run attach first"
+            gone.to_string(),
+            "netns /proc/42/ns/net: does not exist (has its process exited?)"
         );
+    }
+
+    #[test]
+    fn a_render_error_is_carried_typed_with_its_message() {
+        let e = Error::from(RenderError::NoAttachedInterfaces);
         assert!(matches!(
             e,
-            Error::Render(crate::render::RenderError::NoAttachedInterfaces)
+            Error::Render(RenderError::NoAttachedInterfaces)
         ));
+        assert!(e
+            .to_string()
+            .starts_with("render: the description has no attached interfaces"));
     }
 }

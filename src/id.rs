@@ -104,7 +104,10 @@ mod tests {
         assert!(SandboxId::new("a".repeat(128)).is_ok());
         for bad in ["", "a/b", "..", "a..b", ".hidden", "sp ace", "x\n"] {
             let err = SandboxId::new(bad).unwrap_err();
-            assert_eq!(err.exit_code(), crate::error::exit::BAD_ID, "{bad:?}");
+            assert!(
+                matches!(err.primary(), crate::error::Error::BadId { .. }),
+                "{bad:?}"
+            );
         }
         assert!(SandboxId::new("a".repeat(129)).is_err());
         assert!(SandboxId::for_cni("c/1", "eth0").is_err());

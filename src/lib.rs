@@ -2,9 +2,9 @@
 //!
 //! A CNI plugin prepares a pod netns for a normal container (veths,
 //! addresses, routes). A VM cannot use a veth: podtap scans the netns,
-//! creates one TAP per pod interface inside it, wires each pair (tc redirect
-//! or a Linux bridge), records a checkpoint, and returns a [`model::Description`]
-//! that a VMM launcher boots the VM from.
+//! creates one TAP per pod interface inside it, wires each pair (tc redirect,
+//! a Linux bridge or a macvtap), records a checkpoint, and returns a
+//! [`model::Description`] that a VMM launcher boots the VM from.
 //!
 //! The flow, and the public modules along it:
 //!
@@ -15,10 +15,12 @@
 //! | VMM and guest arguments | [`render`] | pure |
 //! | verify | [`check`] | read-only |
 //! | undo exactly | [`detach`] | never blocks on a gone netns |
-//! | follow late interfaces, hotplug | [`watch`] | until SIGTERM or detach |
+//! | hand the TAP queue fds to a VMM, from any netns | [`handover`] | proves each TAP |
+//! | follow late interfaces, hotplug | [`watch`] | until its caller stops it or detach |
 //!
-//! [`model`] holds the description types (the JSON contract) and [`error`]
-//! the one error type with its documented exit codes.
+//! [`model`] holds the description types (the JSON contract), [`error`]
+//! the errors a caller can match on, [`probe`] whether the node can wire
+//! pods at all, and [`netns`] an opened, proven network namespace.
 //!
 //! ```no_run
 //! # fn main() -> podtap::error::Result<()> {
@@ -27,7 +29,8 @@
 //!
 //! let state = StateDir::new("/run/podtap");
 //! let id: SandboxId = "pod-1234".parse()?;
-//! let desc = podtap::attach::attach(Path::new("/run/netns/pod"), &id, &AttachOptions::default(), &state)?;
+//! let attached = podtap::attach::attach(Path::new("/run/netns/pod"), &id, &AttachOptions::default(), &state)?;
+//! let desc = attached.description;
 //! let qemu_args = podtap::render::render(Format::Qemu, &desc)?;
 //! println!("{qemu_args}");
 //! podtap::detach::detach(&id, &state, None)?;
@@ -41,45 +44,34 @@
 //! runtime, so it may be called from anywhere, async tasks included; call
 //! it through `spawn_blocking` to keep a runtime's workers free meanwhile.
 //!
-//! The library has no process-wide effects: the program around it (the
-//! `cli` feature, on by default) parses arguments, sets up logging and
-//! chooses exit codes. Depend on podtap with `default-features = false`
-//! to leave that out.
+//! The library has no process-wide effects: no signal disposition, no
+//! logger (it emits `tracing` events for the caller's subscriber), no
+//! global setting. The `podtap` program (the `podtap-cli` crate of this
+//! workspace) is its first user: it parses arguments, sets up logging,
+//! maps errors to exit codes, and calls only what is public here.
 #![deny(missing_docs)]
-// Without the `cli` feature the doors are not built, and the crate-private
-// helpers only they call (the VMM exec of `podtap exec`, `show`'s live
-// inspection, the option parsers, the installer's atomic write) go unused.
-#![cfg_attr(not(feature = "cli"), allow(dead_code, unused_imports))]
 
 pub mod attach;
 pub mod check;
 pub mod detach;
 pub mod error;
 pub mod model;
+pub mod probe;
 pub mod render;
 pub mod scan;
+pub mod serve;
 pub mod state;
+pub mod stop;
+pub mod sweep;
 pub mod watch;
 
 mod apply;
 mod describe;
-#[cfg(feature = "cli")]
-mod doors;
-mod handover;
+pub mod handover;
 mod id;
 mod kernel;
+pub mod netns;
 mod plan;
 mod teardown;
 
 pub use kernel::mac::MacAddr;
-
-/// Run the `podtap` program with the process's arguments and environment
-/// (the CLI, or the CNI plugin when `CNI_COMMAND` is set and there are no
-/// arguments) and return its exit code. The binary is only this call; it
-/// exists with the `cli` feature (the default), which a library user turns
-/// off.
-#[cfg(feature = "cli")]
-#[doc(hidden)]
-pub fn main() -> i32 {
-    doors::run()
-}

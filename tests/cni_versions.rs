@@ -351,10 +351,8 @@ fn the_documented_cni_args_pass_a_real_chain() {
     if !ready("the_documented_cni_args_pass_a_real_chain") {
         return;
     }
-    let doc = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/integration.md"),
-    )
-    .expect("docs/integration.md");
+    let doc = std::fs::read_to_string(podtap_testkit::repo().join("docs/integration.md"))
+        .expect("docs/integration.md");
     let example = doc
         .split('`')
         .find(|s| s.starts_with("IgnoreUnknown=1;PODTAP_"))

@@ -9,8 +9,14 @@
 //!    file untouched) and puts a binary that runs into the bin dir;
 //! 2. a second run changes nothing: every file byte-identical;
 //! 3. the DaemonSet's own args (`--wait`, read from daemonset.yaml) keep it
-//!    running; `podman stop` (SIGTERM to PID 1, as a pod deletion sends)
-//!    makes it uninstall: the conf dir is back byte for byte, the binary gone.
+//!    running; `podman stop` (SIGTERM to PID 1, as a rolling update sends)
+//!    leaves podtap installed;
+//! 4. uninstall.yaml's args (`--uninstall --wait`) take it off: the conf
+//!    dir is back byte for byte, the binary gone, and the container stays
+//!    up until it is stopped.
+//!
+//! The containers run as the DaemonSets run them: the node's PID namespace
+//! (`hostPID`) and a state dir mounted at `/run/podtap` (the test's own).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -21,6 +27,18 @@ use podtap_testkit::{root_or_skip, stderr, stdout, tool_or_skip, unique, TempDir
 
 /// The podtap binary under test.
 const BIN: &str = env!("CARGO_BIN_EXE_podtap");
+
+/// The node binary, static as the FROM-scratch image needs it: `cargo
+/// build-node` (tests/run.sh builds it before the tests) from this tree.
+fn node_binary() -> PathBuf {
+    let bin = podtap_testkit::repo().join("target/x86_64-unknown-linux-gnu/release/podtap");
+    assert!(
+        bin.is_file(),
+        "{} is missing: run `cargo build-node` first (tests/run.sh does)",
+        bin.display()
+    );
+    bin
+}
 
 /// The tag docs/kubernetes.md and the DaemonSet use.
 fn tag() -> String {
@@ -94,12 +112,21 @@ impl Podman {
         let conf = format!("{}:/host/etc/cni/net.d", host.conf.display());
         let bin = format!("{}:/host/opt/cni/bin", host.bin.display());
         let cgroup = format!("/{}", self.cgroup);
-        let mut argv = vec!["run", "--network", "none", "--cgroup-parent", &cgroup];
+        let state = format!("{}:/run/podtap", host.state.display());
+        let mut argv = vec![
+            "run",
+            "--network",
+            "none",
+            "--pid",
+            "host",
+            "--cgroup-parent",
+            &cgroup,
+        ];
         match detach {
             Some(name) => argv.extend(["-d", "--name", name]),
             None => argv.push("--rm"),
         }
-        argv.extend(["-v", &conf, "-v", &bin]);
+        argv.extend(["-v", &conf, "-v", &bin, "-v", &state]);
         let image = tag();
         argv.push(&image);
         argv.extend(args.iter().map(String::as_str));
@@ -128,14 +155,18 @@ struct Host {
     _dir: TempDir,
     conf: PathBuf,
     bin: PathBuf,
+    /// What the containers see as `/run/podtap`.
+    state: PathBuf,
 }
 
 impl Host {
     fn new() -> Self {
         let dir = TempDir::new();
         let (conf, bin) = (dir.path().join("net.d"), dir.path().join("bin"));
+        let state = dir.path().join("state");
         std::fs::create_dir_all(&conf).expect("conf dir");
         std::fs::create_dir_all(&bin).expect("bin dir");
+        std::fs::create_dir_all(&state).expect("state dir");
         let shipped =
             std::fs::read(podtap_testkit::repo().join("hooks/cni/bridge-podtap.conflist"))
                 .expect("hooks/cni/bridge-podtap.conflist");
@@ -156,6 +187,7 @@ impl Host {
             _dir: dir,
             conf,
             bin,
+            state,
         }
     }
 
@@ -172,15 +204,18 @@ impl Host {
     }
 }
 
-/// The `args:` of the DaemonSet's container (one JSON-style flow list).
-fn daemonset_args() -> Vec<String> {
-    let yaml = std::fs::read_to_string(podtap_testkit::repo().join("hooks/k8s/daemonset.yaml"))
-        .expect("hooks/k8s/daemonset.yaml");
+/// The `args:` of the container of `file`, a DaemonSet of hooks/k8s/ (one
+/// JSON-style flow list), checked to mount and see what the test gives it.
+fn daemonset_args(file: &str) -> Vec<String> {
+    let yaml = std::fs::read_to_string(podtap_testkit::repo().join("hooks/k8s").join(file))
+        .expect("a DaemonSet of hooks/k8s");
     for mount in [
         "mountPath: /host/etc/cni/net.d",
         "mountPath: /host/opt/cni/bin",
+        "mountPath: /run/podtap",
+        "hostPID: true",
     ] {
-        assert!(yaml.contains(mount), "the DaemonSet no longer has {mount}");
+        assert!(yaml.contains(mount), "{file} no longer has {mount}");
     }
     assert!(
         yaml.contains(&format!("image: {}", tag())),
@@ -197,7 +232,7 @@ fn daemonset_args() -> Vec<String> {
 fn build(podman: &Podman) {
     let context = podman.work.path().join("context");
     std::fs::create_dir_all(&context).expect("context dir");
-    std::fs::copy(BIN, context.join("podtap")).expect("copy binary");
+    std::fs::copy(node_binary(), context.join("podtap")).expect("copy binary");
     let containerfile = podtap_testkit::repo()
         .join("Containerfile")
         .display()
@@ -264,7 +299,7 @@ fn check_installed(
         original[&conf("20-other.conflist")]
     );
     let bin = host.bin.join("podtap");
-    let built = std::fs::read(BIN).expect("podtap binary");
+    let built = std::fs::read(node_binary()).expect("podtap binary");
     assert!(
         installed[&bin.display().to_string()] == built,
         "the installed binary differs"
@@ -282,8 +317,8 @@ fn check_installed(
 }
 
 #[test]
-fn the_image_installs_like_the_daemonset_idempotently_and_uninstalls_on_sigterm() {
-    let test = "the_image_installs_like_the_daemonset_idempotently_and_uninstalls_on_sigterm";
+fn the_image_installs_like_the_daemonset_stays_on_sigterm_and_uninstalls_when_told() {
+    let test = "the_image_installs_like_the_daemonset_stays_on_sigterm_and_uninstalls_when_told";
     if !root_or_skip(test) || !tool_or_skip(test, "podman") || !tool_or_skip(test, "tar") {
         return;
     }
@@ -309,9 +344,9 @@ fn the_image_installs_like_the_daemonset_idempotently_and_uninstalls_on_sigterm(
         "a second run changed the conf or bin dir"
     );
 
-    // 3. As the DaemonSet runs it: stays, changes nothing, uninstalls on SIGTERM.
+    // 3. As the DaemonSet runs it: stays, changes nothing, stays installed on SIGTERM.
     let name = unique("podtap-ds-");
-    let out = podman.run_image(&host, Some(&name), &daemonset_args());
+    let out = podman.run_image(&host, Some(&name), &daemonset_args("daemonset.yaml"));
     assert!(out.status.success(), "DaemonSet run: {}", stderr(&out));
     let deadline = Instant::now() + Duration::from_secs(120);
     while !podman.logs(&name).contains("already chained") {
@@ -331,15 +366,38 @@ fn the_image_installs_like_the_daemonset_idempotently_and_uninstalls_on_sigterm(
     let code = podman.ok(&["inspect", "--format", "{{.State.ExitCode}}", &name]);
     assert_eq!(code.trim(), "0", "{}", podman.logs(&name));
     assert!(
-        podman.logs(&name).contains("SIGTERM: uninstalling"),
+        podman
+            .logs(&name)
+            .contains("SIGTERM: leaving podtap chained"),
         "{}",
         podman.logs(&name)
     );
     podman.ok(&["rm", &name]);
     assert!(
-        host.files() == original,
-        "SIGTERM did not restore the node's CNI dirs"
+        host.files() == installed,
+        "SIGTERM (a rolling update) must leave podtap installed"
     );
+
+    // 4. As uninstall.yaml runs it: takes podtap off, then stays until stopped.
+    let name = unique("podtap-un-");
+    let out = podman.run_image(&host, Some(&name), &daemonset_args("uninstall.yaml"));
+    assert!(out.status.success(), "uninstall run: {}", stderr(&out));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !podman
+        .logs(&name)
+        .contains("uninstalled; waiting for SIGTERM")
+    {
+        assert!(Instant::now() < deadline, "the uninstall never finished");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(
+        host.files() == original,
+        "uninstall did not restore the node's CNI dirs"
+    );
+    podman.ok(&["stop", "--time", "60", &name]);
+    let code = podman.ok(&["inspect", "--format", "{{.State.ExitCode}}", &name]);
+    assert_eq!(code.trim(), "0", "{}", podman.logs(&name));
+    podman.ok(&["rm", &name]);
     drop(podman);
     assert_eq!(
         host_before,
@@ -348,9 +406,9 @@ fn the_image_installs_like_the_daemonset_idempotently_and_uninstalls_on_sigterm(
     );
 }
 
-/// `--wait` belongs to an install: with `--uninstall` it is a usage error.
+/// `--sweep-every` belongs to a wait: alone it is a usage error.
 #[test]
-fn cni_install_wait_conflicts_with_uninstall() {
-    let out = podtap_testkit::podtap(BIN, &["cni-install", "--uninstall", "--wait"]);
+fn cni_install_sweep_every_needs_wait() {
+    let out = podtap_testkit::podtap(BIN, &["cni-install", "--sweep-every", "5"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }

@@ -12,10 +12,11 @@ use podtap_testkit::{settled_snapshot, Pod, TempDir};
 /// One attachment's whole life through the library, from an async task.
 async fn lifecycle(pod: &Pod, state: &StateDir, id: &SandboxId) {
     let netns = pod.pod.path();
-    let scanned = podtap::scan::scan(&netns, false).expect("scan");
+    let scanned = podtap::scan::scan(&netns, &Default::default()).expect("scan");
     assert!(scanned.interface("eth0").is_some());
-    let desc =
-        podtap::attach::attach(&netns, id, &AttachOptions::default(), state).expect("attach");
+    let desc = podtap::attach::attach(&netns, id, &AttachOptions::default(), state)
+        .expect("attach")
+        .description;
     let tap = desc
         .interface("eth0")
         .and_then(|i| i.tap.as_ref())
@@ -23,7 +24,9 @@ async fn lifecycle(pod: &Pod, state: &StateDir, id: &SandboxId) {
         .expect("a TAP for eth0");
     assert!(pod.pod.ip("link show").contains(&tap));
     podtap::check::check(id, state).expect("check");
-    let live = state.description_live(id).expect("live description");
+    let live = state
+        .description_live(id, podtap::attach::TABLE_ANSWER_LIMIT)
+        .expect("live description");
     assert_eq!(live.interfaces.len(), desc.interfaces.len());
     podtap::detach::detach(id, state, None).expect("detach");
 }

@@ -128,7 +128,7 @@ impl Runc {
 
 /// The hooks.d files in hooks/oci/.
 fn hooks_d() -> Vec<Value> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("hooks/oci");
+    let dir = podtap_testkit::repo().join("hooks/oci");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("hooks/oci")
         .filter_map(|e| e.ok().map(|e| e.path()))

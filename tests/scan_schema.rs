@@ -45,6 +45,7 @@ fn schema_is_draft_2020_12_and_covers_attach_fields() {
         group: Some(107),
         mac: Some("7e:00:00:00:00:09".into()),
         device: None,
+        served: true,
     });
     eth0.wiring = Some(Wiring::Bridge);
     eth0.wiring_note = Some("bridge requested".into());

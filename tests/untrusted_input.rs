@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use podtap_testkit::{oci_hook, podtap_cmd, snapshot, taps, Chain, Netns, Pod, TempDir};
+use podtap_testkit::{oci_hook, podtap_cmd, settled_snapshot, taps, Chain, Netns, Pod, TempDir};
 use serde_json::{json, Value};
 
 /// The podtap binary under test.
@@ -163,7 +163,7 @@ fn a_pod_annotation_asking_for_a_foreign_tap_owner_is_refused_unless_the_node_al
         bundle.path(),
         json!({ "io.podtap.tap-owner": "4242:4343" }),
     );
-    let before = snapshot(&pod.pod);
+    let before = settled_snapshot(&pod.pod);
     let o = oci_hook(BIN, state.path(), "attach", &[], &st);
     let err = one_line_error(&o, 6, "foreign owner under the default policy");
     assert!(
@@ -174,7 +174,11 @@ fn a_pod_annotation_asking_for_a_foreign_tap_owner_is_refused_unless_the_node_al
         err.contains("--pod-tap-owners"),
         "the message names the knob: {err}"
     );
-    assert_eq!(before, snapshot(&pod.pod), "nothing built in the pod netns");
+    assert_eq!(
+        before,
+        settled_snapshot(&pod.pod),
+        "nothing built in the pod netns"
+    );
     assert!(!bundle.path().join("podtap.json").exists());
     assert!(
         !state.path().join(format!("{id}.json")).exists(),
@@ -187,7 +191,7 @@ fn a_pod_annotation_asking_for_a_foreign_tap_owner_is_refused_unless_the_node_al
     ] {
         let o = oci_hook(BIN, state.path(), "attach", flags, &st);
         one_line_error(&o, 6, &format!("{flags:?}"));
-        assert_eq!(before, snapshot(&pod.pod));
+        assert_eq!(before, settled_snapshot(&pod.pod));
     }
     // The node allows exactly this owner: the TAP is built with it.
     let allow = ["--pod-tap-owners", "1000,4242", "--pod-tap-groups", "4343"];
@@ -213,7 +217,7 @@ fn a_pod_annotation_asking_for_a_foreign_tap_owner_is_refused_unless_the_node_al
     assert!(oci_hook(BIN, state.path(), "detach", &[], &st)
         .status
         .success());
-    assert_eq!(before, snapshot(&pod.pod));
+    assert_eq!(before, settled_snapshot(&pod.pod));
 }
 
 /// A prevResult naming `ifname` in `netns`.
@@ -224,8 +228,8 @@ fn prev_result(netns: &str, ifname: &str) -> Value {
 }
 
 #[test]
-fn cni_args_asking_for_256_queues_are_refused_under_the_default_policy() {
-    let test = "cni_args_asking_for_256_queues_are_refused_under_the_default_policy";
+fn a_pod_asking_for_256_queues_is_refused_under_the_default_policy() {
+    let test = "a_pod_asking_for_256_queues_is_refused_under_the_default_policy";
     if !podtap_testkit::net_tools_or_skip(test) {
         return;
     }
@@ -236,41 +240,54 @@ fn cni_args_asking_for_256_queues_are_refused_under_the_default_policy() {
                        "plugins": [{ "type": "podtap", "stateDir": state.path() }] });
     let chain = Chain::new(BIN, conf, None);
     let cid = podtap_testkit::container_id(27);
-    let mut env = Chain::env("ADD", &cid, &netns, "eth0");
-    env.push(("CNI_ARGS", "IgnoreUnknown=1;PODTAP_QUEUES=256"));
-    let before = snapshot(&pod.pod);
+    let env = Chain::env("ADD", &cid, &netns, "eth0");
+    let before = settled_snapshot(&pod.pod);
     let prev = json!({ "prevResult": prev_result(&netns, "eth0") });
-    let err = chain.podtap("1.0.0", prev.clone(), &env).expect_err(106);
+    let annotated = |queues: &str, policy: Value| {
+        let mut c = prev.clone();
+        c["runtimeConfig"] =
+            json!({ "io.kubernetes.cri.pod-annotations": { "io.podtap.queues": queues } });
+        c["podPolicy"] = policy;
+        c
+    };
+    let err = chain
+        .podtap("1.0.0", annotated("256", json!({})), &env)
+        .expect_err(106);
     let msg = err["msg"].as_str().expect("msg");
-    assert!(msg.starts_with("CNI_ARGS asks for 256 queues"), "{msg}");
+    assert!(
+        msg.starts_with("the pod's annotations asks for 256 queues"),
+        "{msg}"
+    );
     assert!(msg.contains("podPolicy.maxQueues"), "{msg}");
-    assert_eq!(before, snapshot(&pod.pod), "nothing built in the pod netns");
+    assert_eq!(
+        before,
+        settled_snapshot(&pod.pod),
+        "nothing built in the pod netns"
+    );
     assert_eq!(
         listing(state.path()),
         Vec::<String>::new(),
         "no checkpoint, no registry entry"
     );
-    // runtimeConfig and the pod's annotations are the pod's too.
+    // runtimeConfig, args.cni and a NIC's own choices are the pod's too.
     for extra in [
         json!({ "runtimeConfig": { "podtap": { "mode": "macvtap" } } }),
         json!({ "runtimeConfig": { "io.kubernetes.cri.pod-annotations": { "io.podtap.tap-owner": "0" } } }),
+        json!({ "runtimeConfig": { "io.kubernetes.cri.pod-annotations": { "io.podtap.nic.eth0": "tap=tap0" } } }),
+        json!({ "args": { "cni": { "podtap": { "guestMac": "02:00:00:00:00:07" } } } }),
     ] {
         let mut c = prev.clone();
         c.as_object_mut()
             .expect("object")
             .extend(extra.as_object().expect("object").clone());
-        let base = Chain::env("ADD", &cid, &netns, "eth0");
-        chain.podtap("1.0.0", c, &base).expect_err(106);
-        assert_eq!(before, snapshot(&pod.pod));
+        chain.podtap("1.0.0", c, &env).expect_err(106);
+        assert_eq!(before, settled_snapshot(&pod.pod));
     }
     // A node that allows 4 queues gets them; 256 stays refused.
-    let mut allowed = prev.clone();
-    allowed["podPolicy"] = json!({ "maxQueues": 4 });
-    chain.podtap("1.0.0", allowed.clone(), &env).expect_err(106);
-    env.pop();
-    env.push(("CNI_ARGS", "PODTAP_QUEUES=4"));
+    let allowed = |queues| annotated(queues, json!({ "maxQueues": 4 }));
+    chain.podtap("1.0.0", allowed("256"), &env).expect_err(106);
     let result = chain
-        .podtap("1.0.0", allowed.clone(), &env)
+        .podtap("1.0.0", allowed("4"), &env)
         .expect_ok("ADD with 4 queues");
     // The default result leaves the TAP out: the pod's interface alone.
     assert!(
@@ -279,16 +296,7 @@ fn cni_args_asking_for_256_queues_are_refused_under_the_default_policy() {
             .is_some_and(|l| l.len() == 1),
         "{result}"
     );
-    let tap = &pod
-        .pod
-        .ip_json("-d link show")
-        .as_array()
-        .expect("links")
-        .iter()
-        .find(|l| l["linkinfo"]["info_kind"] == "tun")
-        .cloned()
-        .expect("a TAP");
-    assert_eq!(tap["linkinfo"]["info_data"]["multi_queue"], true, "{tap}");
+    assert_eq!(tap_of(&pod)["linkinfo"]["info_data"]["multi_queue"], true);
     let id = format!("{cid}-eth0");
     let checkpoint: Value = serde_json::from_slice(
         &std::fs::read(state.path().join(format!("{id}.json"))).expect("checkpoint"),
@@ -299,8 +307,37 @@ fn cni_args_asking_for_256_queues_are_refused_under_the_default_policy() {
         "{checkpoint}"
     );
     let del = Chain::env("DEL", &cid, &netns, "eth0");
-    chain.podtap("1.0.0", allowed, &del).expect_ok("DEL");
-    assert_eq!(before, snapshot(&pod.pod));
+    chain.podtap("1.0.0", allowed("4"), &del).expect_ok("DEL");
+    assert_eq!(before, settled_snapshot(&pod.pod));
+    // CNI_ARGS is the runtime's (containerd and CRI-O put only K8S_POD_*
+    // keys there, firecracker-containerd its jailer's uid): not bounded.
+    let mut env = Chain::env("ADD", &cid, &netns, "eth0");
+    env.push(("CNI_ARGS", "IgnoreUnknown=1;PODTAP_QUEUES=8"));
+    chain
+        .podtap("1.0.0", prev.clone(), &env)
+        .expect_ok("ADD with CNI_ARGS");
+    let checkpoint: Value = serde_json::from_slice(
+        &std::fs::read(state.path().join(format!("{id}.json"))).expect("checkpoint"),
+    )
+    .expect("checkpoint JSON");
+    assert_eq!(
+        checkpoint["description"]["interfaces"][1]["tap"]["queues"],
+        8
+    );
+    chain.podtap("1.0.0", prev, &del).expect_ok("DEL");
+    assert_eq!(before, settled_snapshot(&pod.pod));
+}
+
+/// The pod netns's one TAP, as `ip -d -j link` shows it.
+fn tap_of(pod: &Pod) -> Value {
+    pod.pod
+        .ip_json("-d link show")
+        .as_array()
+        .expect("links")
+        .iter()
+        .find(|l| l["linkinfo"]["info_kind"] == "tun")
+        .cloned()
+        .expect("a TAP")
 }
 
 /// Run `cmd` with `size` bytes on stdin (a JSON start, then one long string),
@@ -313,12 +350,33 @@ fn with_big_stdin(cmd: &mut Command, size: usize) -> (i32, String, String, i64) 
     )
 }
 
+/// `cmd` under `/usr/bin/time -f %M -o report`. A direct child of this
+/// test process counts, in its peak RSS, the pages it was forked with,
+/// which grow with what the suite's other threads hold; `time` is small
+/// when it forks the command, so the RSS it reports is the command's own.
+fn under_time(cmd: &Command, report: &std::path::Path) -> Command {
+    let mut w = Command::new("/usr/bin/time");
+    w.args(["-f", "%M", "-o"])
+        .arg(report)
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (key, value) in cmd.get_envs() {
+        match value {
+            Some(v) => w.env(key, v),
+            None => w.env_remove(key),
+        };
+    }
+    w
+}
+
 /// Run `cmd` with `head` and then `size` filler bytes on stdin; its exit
-/// status, stdout, stderr and peak RSS in KiB (from wait4).
-// The child is reaped by wait4, which also gives its rusage (std's wait does not).
+/// status, stdout, stderr and peak RSS in KiB (from `/usr/bin/time`).
+// The child is reaped by wait4 (std's wait would need the Child kept).
 #[allow(clippy::zombie_processes)]
 fn measured(cmd: &mut Command, head: Vec<u8>, size: usize) -> (i32, String, String, i64) {
-    let mut child = cmd
+    let report = TempDir::new();
+    let report = report.path().join("rss");
+    let mut child = under_time(cmd, &report)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -360,7 +418,13 @@ fn measured(cmd: &mut Command, head: Vec<u8>, size: usize) -> (i32, String, Stri
         -1
     };
     let (out, err) = (out.join().expect("stdout"), err.join().expect("stderr"));
-    (code, out, err, usage.ru_maxrss)
+    let rss = std::fs::read_to_string(&report).expect("time's report");
+    let rss = rss
+        .lines()
+        .filter_map(|l| l.trim().parse::<i64>().ok())
+        .next_back()
+        .expect("a peak RSS in time's report");
+    (code, out, err, rss)
 }
 
 /// The most a door may hold while refusing 64 MiB: well under the input.

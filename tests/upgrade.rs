@@ -20,10 +20,10 @@ use serde_json::{json, Value};
 const BIN: &str = env!("CARGO_BIN_EXE_podtap");
 
 /// The previous release: the commit nodes run before upgrading to this tree.
-const PREVIOUS_RELEASE: &str = "ed1219bf69c7727a78a11633c132c89727ac9df0";
+const PREVIOUS_RELEASE: &str = "224cc13d994dd86a607b9e09d4f23c9a751513bf";
 
 fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    podtap_testkit::repo()
 }
 
 /// The previous release's binary, built from git once (under a lock, so

@@ -236,7 +236,7 @@ fn watch_refuses_bad_input_with_documented_codes() {
     let second = podtap_state(BIN, &state.0, &["watch", "--id", &id]);
     assert_eq!(exit_code(&second), 9, "{}", stderr(&second));
     assert!(
-        stderr(&second).contains("another podtap watch"),
+        stderr(&second).contains("another watch follows it"),
         "{}",
         stderr(&second)
     );

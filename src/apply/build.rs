@@ -71,6 +71,7 @@ pub(super) fn build(
         .map(|(n, tap, br)| wire_bridged(nl, plan.group, marker, n, tap, br))
         .collect();
     bridged.into_iter().collect::<Result<Vec<()>>>()?;
+    super::l3::build(nl, plan, &tap_indexes)?;
     timings.wiring = micros(t);
     log_phase("wiring", plan, timings.wiring);
     Ok(())
@@ -121,6 +122,16 @@ fn wire_bridged(
     links::configure_tap(&nl.batch, tap, n.tap.mtu, group, marker, controller, up)
         .map_err(|e| nl.err("configure TAP", &n.tap.name, e))?;
     links::set_up(&nl.batch, b.ifindex).map_err(|e| nl.err("bring bridge up", &b.name, e))?;
+    if n.serve {
+        // Before the pod interface joins: nothing the guest asks for leaves.
+        let mut steps = vec![requests::Step {
+            request: Request::create(crate::kernel::tc::new_ingress_qdisc(tap)),
+            op: "add ingress qdisc",
+            on: n.tap.name.clone(),
+        }];
+        steps.extend(requests::stop_steps(n, tap));
+        run_steps(nl, &steps)?;
+    }
     if let Some(bp) = &n.bridge {
         hand_over_pod(nl, n, bp, b)?;
     }

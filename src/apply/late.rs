@@ -39,6 +39,13 @@ pub enum Change {
     },
     /// These interfaces (or the routes, neighbours, rules) changed in the description.
     Revised(Vec<String>),
+    /// Routed wiring the kernel undid on this pod interface was built again.
+    Repaired {
+        /// The pod interface.
+        interface: String,
+        /// What was wrong.
+        problems: Vec<String>,
+    },
 }
 
 /// Undo the NICs an earlier watch was still building when it stopped (their
@@ -120,6 +127,7 @@ pub fn reconcile(
         }
     }
 
+    changes.extend(super::l3::repair(nl, &cp.plan, &cp.created)?);
     leave_out(&mut survey.desc, &undone);
     if let Stage::Complete(Some(prev)) = &cp.stage {
         let (next, digest) =
@@ -169,6 +177,9 @@ fn remove_gone(
         return Err(e);
     }
     state.save(cp)?;
+    if sub.nics.iter().any(|n| n.l3.is_some()) {
+        super::l3::install_table(nl, &cp.plan)?;
+    }
     Ok(sub.nics.into_iter().map(Change::Removed).collect())
 }
 
@@ -189,14 +200,23 @@ fn add_one(
     iface: &Interface,
 ) -> Result<NicPlan> {
     let nic = plan::plan_late(&survey.desc, &survey.inventory, &cp.plan, iface)?;
-    let sub = Plan {
+    let mut sub = Plan {
         id: cp.plan.id.clone(),
         mode: cp.plan.mode,
         group: cp.plan.group,
-        nics: vec![nic.clone()],
+        nics: vec![nic],
         taps: None,
         tc_redirect: cp.plan.tc_redirect.clone(),
+        l3: cp.plan.l3.clone(),
     };
+    // A routed NIC records what it changes before anything does; the
+    // netns part stays the attachment's (or is this NIC's, the first).
+    super::l3::prepare(nl, &mut sub)?;
+    match &cp.plan.l3 {
+        Some(netns) => sub.l3 = Some(netns.clone()),
+        None => cp.plan.l3 = sub.l3.clone(),
+    }
+    let nic = sub.nics[0].clone();
     // Intent first: a crash from here on leaves a NIC detach can undo by name.
     cp.plan.nics.push(nic.clone());
     cp.pending.push(nic.tap.name.clone());
@@ -229,6 +249,10 @@ fn add_one(
     cp.late.push(nic.tap.name.clone());
     done(cp);
     state.save(cp)?;
+    if nic.l3.is_some() {
+        // The table guards every routed TAP of the attachment.
+        super::l3::install_table(nl, &cp.plan)?;
+    }
     Ok(nic)
 }
 
@@ -258,6 +282,7 @@ fn split_off(cp: &mut Checkpoint, pick: impl Fn(&NicPlan) -> bool) -> (Plan, Vec
         nics: taken,
         taps: None,
         tc_redirect: cp.plan.tc_redirect.clone(),
+        l3: cp.plan.l3.clone(),
     };
     (sub, created)
 }

@@ -4,6 +4,7 @@
 //! a crash at any instant leaves something a plain detach can undo.
 
 mod build;
+pub(crate) mod l3;
 pub(crate) mod late;
 mod requests;
 mod taps;
@@ -37,9 +38,17 @@ pub fn fresh(
     let mut timings = Timings::default();
 
     let Survey {
-        desc, inventory, ..
-    } = survey(ns, nl)?;
-    let plan = plan::plan(&desc, &inventory, opts, id)?;
+        mut desc,
+        inventory,
+        ..
+    } = survey_without_orphans(ns, nl, id)?;
+    let mut plan = plan::plan(&desc, &inventory, opts, id)?;
+    if resolve_served_gateways(nl, &desc, &plan) {
+        // Their MACs are in the pod's neighbour table now: the description
+        // (and so the checkpoint) records them for the responder.
+        desc = desc.with_live_tables(scan::pod_view(ns, nl.ipv6_enabled, &mut scan::dump(nl)?));
+    }
+    l3::prepare(nl, &mut plan)?;
     // The netns thread opens what the TAPs are made with while this one
     // records the intent (nothing is made before that record is on disk).
     let prepared_taps = taps::prepare(nl, taps::nics(&plan).count());
@@ -73,7 +82,9 @@ pub fn fresh(
     );
 
     let mut created = Vec::new();
-    if let Err(e) = build::build(ns, nl, &plan, &mut timings, &mut created, prepared_taps) {
+    let built = build::build(ns, nl, &plan, &mut timings, &mut created, prepared_taps)
+        .and_then(|()| l3::install_table(nl, &plan));
+    if let Err(e) = built {
         return Err(rollback(nl, state, &plan, &created, e));
     }
 
@@ -157,6 +168,40 @@ pub(crate) fn recorded(ns: &NetNs, nl: &Netlink, recorded: Description) -> Resul
     Ok(recorded.with_live_tables(scan::pod_view(ns, nl.ipv6_enabled, &mut dump)))
 }
 
+/// The netns surveyed, after removing links of `id` that no checkpoint
+/// records (a teardown killed after it removed the checkpoint): they go
+/// before anything is built, so the pod interface never gets a second TAP.
+fn survey_without_orphans(ns: &NetNs, nl: &Netlink, id: &SandboxId) -> Result<Survey> {
+    let surveyed = survey(ns, nl)?;
+    if !surveyed.markers.iter().any(|m| plan::is_marker_of(m, id)) {
+        return Ok(surveyed);
+    }
+    tracing::warn!("sandbox {id}: removing podtap's links left without a checkpoint");
+    teardown::undo_by_markers(nl, id)?.into_result()?;
+    survey(ns, nl)
+}
+
+/// How long attach waits for the gateways of served NICs to answer.
+const RESOLVE_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Have the pod resolve the default gateway of each served NIC whose MAC
+/// its neighbour table lacks, while the pod interface still receives: once
+/// wired (tc redirects its ingress, a bridge takes it), the pod netns
+/// cannot learn it, and the responder gives that MAC to the guest as its
+/// router's. Returns whether it asked (the tables changed).
+fn resolve_served_gateways(nl: &Netlink, desc: &Description, plan: &Plan) -> bool {
+    let asks = plan.served_gateways_to_resolve(desc);
+    if asks.is_empty() {
+        return false;
+    }
+    if !crate::kernel::resolve::resolve_neighbours(&nl.batch, &asks, RESOLVE_WAIT) {
+        tracing::info!(
+            "a served NIC's gateway did not answer: the guest's router is the TAP's MAC"
+        );
+    }
+    true
+}
+
 /// The scan and plan phases, for `PODTAP_LOG=debug` (one event per NIC).
 fn log_plan(desc: &Description, plan: &Plan, us: u64) {
     let interfaces = desc.interfaces.len();
@@ -179,14 +224,12 @@ fn log_plan(desc: &Description, plan: &Plan, us: u64) {
 pub(crate) struct Survey {
     pub(crate) desc: Description,
     pub(crate) inventory: Inventory,
+    /// The markers (`IFLA_IFALIAS`) of podtap's own links in the netns.
+    pub(crate) markers: Vec<String>,
 }
 
 /// Dump the netns `nl` talks to and read what a plan needs.
 pub(crate) fn survey(ns: &NetNs, nl: &Netlink) -> Result<Survey> {
-    // The netns thread dumps the qdiscs (and then, in scan::dump, rules and
-    // routes) while this thread dumps the rest.
-    let side = nl.side.clone();
-    let qdiscs = nl.worker.start(move || tc::dump_qdiscs(&side))?;
     let mut dump = scan::dump(nl)?;
     let desc = scan::pod_view(ns, nl.ipv6_enabled, &mut dump);
     let eligible: BTreeSet<u32> = desc
@@ -195,7 +238,7 @@ pub(crate) fn survey(ns: &NetNs, nl: &Netlink) -> Result<Survey> {
         .filter(|i| i.eligible || i.named_only)
         .map(|i| i.ifindex)
         .collect();
-    let qdiscs = qdiscs.wait()?.map_err(|e| nl.err("dump qdiscs", "", e))?;
+    let qdiscs = tc::dump_qdiscs(&nl.batch).map_err(|e| nl.err("dump qdiscs", "", e))?;
     let hooks = tc::ingress_hooks(&nl.batch, qdiscs, &eligible)
         .map_err(|e| nl.err("dump ingress filters", "", e))?;
     // Bridge mode changes the pod interface's MAC, which flushes its
@@ -214,7 +257,18 @@ pub(crate) fn survey(ns: &NetNs, nl: &Netlink) -> Result<Survey> {
         lower_of_stacked: parse::stacked_lowers(&dump.links),
         txqlen: txqlens(&dump),
     };
-    Ok(Survey { desc, inventory })
+    let markers = dump
+        .links
+        .iter()
+        .filter(|l| l.is_podtap_kind())
+        .filter_map(|l| l.alias.clone())
+        .filter(|alias| plan::marked_id(alias).is_some())
+        .collect();
+    Ok(Survey {
+        desc,
+        inventory,
+        markers,
+    })
 }
 
 /// Each link's transmit queue length, by ifindex (the plan records the pod

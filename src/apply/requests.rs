@@ -50,13 +50,26 @@ pub fn unbridged(nics: &[NicPlan], taps: &[u32], group: u32, marker: &str) -> Ve
             "configure TAP",
             n.tap.name.clone(),
         ));
-        let Some(tcp) = &n.tc else { continue };
+        let Some(tcp) = &n.tc else {
+            if n.serve {
+                steps.push(step(
+                    tc::new_ingress_qdisc(tap),
+                    "add ingress qdisc",
+                    n.tap.name.clone(),
+                ));
+                steps.extend(stop_steps(n, tap));
+            }
+            continue;
+        };
         // The TAP's qdisc before the pod's: see the module comment.
         steps.push(step(
             tc::new_ingress_qdisc(tap),
             "add ingress qdisc",
             n.tap.name.clone(),
         ));
+        if n.serve {
+            steps.extend(stop_steps(n, tap));
+        }
         if tcp.create_pod_qdisc {
             steps.push(step(
                 tc::new_ingress_qdisc(n.pod.ifindex),
@@ -91,6 +104,15 @@ pub fn unbridged(nics: &[NicPlan], taps: &[u32], group: u32, marker: &str) -> Ve
     steps
 }
 
+/// A served NIC's stop filter on its TAP (`tc::stop_filter`).
+pub fn stop_steps(n: &NicPlan, tap: u32) -> Vec<Step> {
+    vec![Step {
+        request: Request::create(tc::stop_filter(tap)),
+        op: "add the filter that keeps a served guest's requests in",
+        on: n.tap.name.clone(),
+    }]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,7 +143,7 @@ mod tests {
                     restore: Default::default(),
                 })
             }
-            Wiring::Macvtap => {}
+            Wiring::Macvtap | Wiring::L3 => {}
         }
         n
     }

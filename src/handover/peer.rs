@@ -32,8 +32,8 @@ fn allowed(uid: u32, pid: i32, vmm_uid: Option<u32>) -> io::Result<()> {
         return Ok(());
     }
     let allowed = match vmm_uid {
-        Some(v) => format!("root or --vmm-uid {v}"),
-        None => "root (give --vmm-uid for a VMM that runs as another user)".into(),
+        Some(v) => format!("root or uid {v}"),
+        None => "root (the only uid allowed)".into(),
     };
     Err(io::Error::new(
         io::ErrorKind::PermissionDenied,

@@ -2,20 +2,18 @@
 //! pod netns, each proven to be the recorded link; and vhost-net fds.
 
 use std::fs::OpenOptions;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use nix::fcntl::{fcntl, FcntlArg, FdFlag};
-
-use crate::error::{Error, Result};
+use crate::error::{Error, Input, Result};
 use crate::kernel::macvtap;
 use crate::kernel::netns::NetNs;
 use crate::kernel::tap::{open_queues, TapFlags};
 use crate::model::Description;
 
 /// The vhost-net character device QEMU's `vhostfds=` wants.
-pub(crate) const VHOST_NET: &str = "/dev/vhost-net";
+const VHOST_NET: &str = "/dev/vhost-net";
 
 /// One list of open queue fds per attached interface, in description order.
 pub(crate) fn open_tap_fds(id: &str, ns: &NetNs, desc: &Description) -> Result<Vec<Vec<OwnedFd>>> {
@@ -33,10 +31,7 @@ pub(crate) fn open_tap_fds(id: &str, ns: &NetNs, desc: &Description) -> Result<V
         })
         .collect();
     if taps.is_empty() {
-        return Err(Error::Invalid(format!(
-            "exec: the description of netns {} has no TAPs",
-            desc.netns.path
-        )));
+        return Err(crate::render::RenderError::NoAttachedInterfaces.into());
     }
     // The netns thread reports which TAP failed next to the errno.
     let opened = ns.run(|| Ok(open_all(&taps)))?;
@@ -112,20 +107,20 @@ impl Opened {
         match self {
             Opened::Failed(name, queues, e) => Error::kernel(
                 &ns.display(),
-                format!("open {queues} queue(s) of TAP"),
-                format!("{name} (is a VMM already holding it?)"),
+                "open the queues of TAP",
+                format!("{name} ({queues} queue(s))"),
                 e,
             ),
             Opened::Stale(e) => Error::CheckFailed {
                 id: id.into(),
-                problems: e.to_string(),
+                problems: vec![e.to_string()],
             },
             Opened::Replaced(name, recorded, now) => Error::CheckFailed {
                 id: id.into(),
-                problems: format!(
+                problems: vec![format!(
                     "TAP {name} is now ifindex {}, but attach recorded {recorded} (it was replaced; detach and attach again)",
                     now.map_or_else(|| "none".into(), |i| i.to_string())
-                ),
+                )],
             },
         }
     }
@@ -134,10 +129,10 @@ impl Opened {
 /// One `/dev/vhost-net` fd per TAP queue.
 pub(super) fn open_vhost_fds(taps: &[Vec<OwnedFd>]) -> Result<Vec<Vec<OwnedFd>>> {
     if !Path::new(VHOST_NET).exists() {
-        return Err(Error::Invalid(format!(
-            "exec: --vhost needs {VHOST_NET}, which does not exist here \
-             (load the vhost_net module, or drop --vhost)"
-        )));
+        return Err(Error::invalid(
+            Input::VhostNet,
+            format!("{VHOST_NET} does not exist here (the vhost_net module is not loaded)"),
+        ));
     }
     taps.iter()
         .map(|queues| {
@@ -155,17 +150,4 @@ pub(super) fn open_vhost_fds(taps: &[Vec<OwnedFd>]) -> Result<Vec<Vec<OwnedFd>>>
                 .collect()
         })
         .collect()
-}
-
-/// Clear FD_CLOEXEC so the fd survives the exec into the VMM.
-pub(super) fn inherit_across_exec(fd: &OwnedFd) -> Result<()> {
-    fcntl(fd.as_fd(), FcntlArg::F_SETFD(FdFlag::empty()))
-        .map(drop)
-        .map_err(|e| {
-            Error::io(
-                "clear FD_CLOEXEC on",
-                PathBuf::from(format!("fd {}", fd.as_raw_fd())),
-                e.into(),
-            )
-        })
 }

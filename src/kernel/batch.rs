@@ -91,6 +91,9 @@ pub struct Batch {
     /// none): the kernel keeps one dump per socket and answers EBUSY to the
     /// next until that one is read out ([`super::dump`] drains it first).
     pub(super) open_dump: AtomicU32,
+    /// The most read of one dump of a table the pod fills
+    /// ([`super::dump::TABLE_ANSWER_LIMIT`] unless the caller said another).
+    pub(super) table_limit: usize,
 }
 
 impl Batch {
@@ -100,7 +103,14 @@ impl Batch {
             socket,
             sent: AtomicU32::new(0),
             open_dump: AtomicU32::new(0),
+            table_limit: super::dump::TABLE_ANSWER_LIMIT,
         }
+    }
+
+    /// Read at most `bytes` of one dump of a table the pod fills (routes,
+    /// rules, neighbours, addresses, next-hop objects).
+    pub fn set_table_answer_limit(&mut self, bytes: usize) {
+        self.table_limit = bytes;
     }
 
     /// Send `requests` in order and return one result per request (the

@@ -24,7 +24,7 @@
 //! is read out before the next dump starts ([`Batch::open_dump`]).
 
 use std::io;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use nix::errno::Errno;
 use rtnetlink::packet_core::{NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST};
@@ -45,30 +45,17 @@ use super::wire::{self, code, flags, frames, push, NLMSG_DONE, NLMSG_ERROR, NLM_
 pub const ATTEMPTS: u32 = 16;
 
 /// The most podtap reads, by default, of one answer to a dump of a table the
-/// pod fills (routes, rules, neighbours, addresses, next-hop objects; the
-/// node admin may set another bound: [`set_table_answer_limit`]): 16 MiB, about
-/// 280 000 IPv4 routes (120 000 routes take 7.2 MB; `docs/benchmarks.md`,
-/// "Routing size"). Whoever holds CAP_NET_ADMIN in a pod can add routes
-/// until its memory limit; podtap, root on the node, would hold several
-/// hundred bytes for each. Beyond this the dump fails, naming itself and
-/// the bound: scan and attach, and check and show where they read a bridged
-/// NIC's neighbours. Links, qdiscs and filters have no bound: detach reads
-/// only those, to prove what it deletes, and it must not fail.
+/// pod fills (routes, rules, neighbours, addresses, next-hop objects; a
+/// caller may pass another bound: `AttachOptions::table_answer_limit`): 16
+/// MiB, about 280 000 IPv4 routes (120 000 routes take 7.2 MB;
+/// `docs/benchmarks.md`, "Routing size"). Whoever holds CAP_NET_ADMIN in a
+/// pod can add routes until its memory limit; podtap, root on the node,
+/// would hold several hundred bytes for each. Beyond this the dump fails,
+/// naming itself and the bound: scan and attach, and check and show where
+/// they read a bridged NIC's neighbours. Links, qdiscs and filters have no
+/// bound: detach reads only those, to prove what it deletes, and it must
+/// not fail.
 pub const TABLE_ANSWER_LIMIT: usize = 16 << 20;
-
-/// The bound in force: [`TABLE_ANSWER_LIMIT`] unless the node admin set
-/// another (`PODTAP_TABLE_LIMIT_MIB`, `doors::table_limit`).
-static TABLE_LIMIT: AtomicUsize = AtomicUsize::new(TABLE_ANSWER_LIMIT);
-
-/// The most podtap reads of one answer to a dump of a pod's table.
-pub fn table_answer_limit() -> usize {
-    TABLE_LIMIT.load(Ordering::Relaxed)
-}
-
-/// Set [`table_answer_limit`] for the rest of the process.
-pub fn set_table_answer_limit(bytes: usize) {
-    TABLE_LIMIT.store(bytes, Ordering::Relaxed);
-}
 
 /// Dump answers thrown away because the kernel flagged them interrupted.
 static INTERRUPTED: AtomicU64 = AtomicU64::new(0);
@@ -145,7 +132,7 @@ fn what(request: &RouteNetlinkMessage) -> &'static str {
 }
 
 /// A dump request: a typed one, or the bytes of one rtnetlink's types do
-/// not cover (the pod's next-hop objects, read up to [`table_answer_limit`]).
+/// not cover (the pod's next-hop objects, read up to the table bound).
 enum Ask<'a> {
     Typed(&'a RouteNetlinkMessage),
     Raw {
@@ -163,10 +150,11 @@ impl Ask<'_> {
         }
     }
 
-    fn limit(&self) -> usize {
+    /// How much of its answer is read, with `table` the bound on a pod's table.
+    fn limit(&self, table: usize) -> usize {
         match self {
-            Ask::Typed(r) => limit_of(r),
-            Ask::Raw { .. } => table_answer_limit(),
+            Ask::Typed(r) => limit_of(r, table),
+            Ask::Raw { .. } => table,
         }
     }
 
@@ -217,7 +205,7 @@ impl Batch {
     /// [`Self::dump_raw`] for a table of the pod's that rtnetlink's types do
     /// not cover: message type `kind` with `body` (the family header and any
     /// attributes), named `what` in errors, its answer read up to
-    /// [`table_answer_limit`].
+    /// the table bound ([`Batch::set_table_answer_limit`]).
     pub fn dump_raw_bytes(
         &self,
         what: &'static str,
@@ -279,7 +267,7 @@ impl Batch {
                 sink(Piece::Again);
             }
             answer.clear();
-            let limit = request.limit();
+            let limit = request.limit(self.table_limit);
             // A reborrow for this asking only (`as_deref_mut` would keep
             // `sink` borrowed for as long as the closure lives).
             #[allow(clippy::option_as_ref_deref)]
@@ -322,7 +310,13 @@ impl Batch {
         reply: &mut Vec<u8>,
         answer: &mut Vec<u8>,
     ) -> io::Result<Answered> {
-        self.dump_once_within(request, reply, answer, request.limit(), None)
+        self.dump_once_within(
+            request,
+            reply,
+            answer,
+            request.limit(self.table_limit),
+            None,
+        )
     }
 
     /// Ask once and read the whole answer into `answer` (as
@@ -399,14 +393,14 @@ impl Batch {
     }
 }
 
-/// How much of an answer to `request` podtap reads: [`table_answer_limit`]
-/// for the tables a pod fills, all of it for the rest.
-fn limit_of(request: &RouteNetlinkMessage) -> usize {
+/// How much of an answer to `request` podtap reads: `table` for the tables
+/// a pod fills, all of it for the rest.
+fn limit_of(request: &RouteNetlinkMessage, table: usize) -> usize {
     match request {
         RouteNetlinkMessage::GetRoute(_)
         | RouteNetlinkMessage::GetRule(_)
         | RouteNetlinkMessage::GetNeighbour(_)
-        | RouteNetlinkMessage::GetAddress(_) => table_answer_limit(),
+        | RouteNetlinkMessage::GetAddress(_) => table,
         _ => usize::MAX,
     }
 }

@@ -17,7 +17,7 @@ use crate::error::{Error, KernelError};
 /// `op` on `on` (an interface, a filter; empty for none).
 pub fn in_netns(
     netns: &str,
-    op: impl Into<String>,
+    op: &'static str,
     on: impl AsRef<str>,
     e: impl Into<KernelError>,
 ) -> Error {
@@ -25,12 +25,12 @@ pub fn in_netns(
 }
 
 /// Entering the netns at `path` (or opening a socket there) failed with `e`:
-/// a permission problem is [`Error::Permission`] (exit 6), anything else a
+/// a permission problem is [`Error::Permission`], anything else a
 /// kernel failure in that netns.
 pub fn entering(path: &Path, e: io::Error) -> Error {
     match e.kind() {
         io::ErrorKind::PermissionDenied => Error::Permission {
-            what: "enter netns",
+            action: "enter netns",
             path: path.into(),
             source: e,
         },

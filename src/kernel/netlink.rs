@@ -6,8 +6,6 @@
 //! ([`NetNs::open_netlink`]) and then used from the caller's thread: a
 //! netlink socket keeps the netns it was created in, whichever thread uses it.
 
-use std::sync::Arc;
-
 use super::batch::Batch;
 use super::errno;
 use super::netns::{NetNs, OpeningLink};
@@ -16,12 +14,10 @@ use crate::error::{Error, KernelError, Result};
 
 /// A live rtnetlink session in one netns.
 pub struct Netlink {
-    /// The blocking socket every request and dump of the caller goes over.
+    /// The blocking socket every request and dump goes over.
     pub batch: Batch,
-    /// Another, for dumps the netns thread runs beside the caller's
-    /// (`scan::dump`): shared with that thread, used by one at a time.
-    pub side: Arc<Batch>,
-    /// A thread inside the netns, for work that must run there.
+    /// A thread inside the netns, for work that must run there (opening
+    /// `/dev/net/tun` fds, sysctls); never for dumps.
     pub worker: NetnsWorker,
     /// Whether IPv6 is enabled in the netns (`conf/all/disable_ipv6` is 0;
     /// false, not probed, after [`Netlink::connect_bare`]).
@@ -49,7 +45,6 @@ impl Netlink {
         let link = opening.finish(ns)?;
         Ok(Netlink {
             batch: Batch::new(link.batch),
-            side: Arc::new(Batch::new(link.side)),
             worker: link.worker,
             ipv6_enabled: link.ipv6_enabled,
             cookie: link.cookie,
@@ -57,8 +52,26 @@ impl Netlink {
         })
     }
 
+    /// Read at most `bytes` of one dump of a table the pod fills.
+    pub fn set_table_answer_limit(&mut self, bytes: usize) {
+        self.batch.set_table_answer_limit(bytes);
+    }
+
     /// Wrap a kernel failure with this netns and the operation.
-    pub fn err(&self, op: &str, on: impl AsRef<str>, e: impl Into<KernelError>) -> Error {
+    pub fn err(&self, op: &'static str, on: impl AsRef<str>, e: impl Into<KernelError>) -> Error {
         errno::in_netns(&self.netns, op, on, e)
+    }
+
+    /// A socket on the netns's nf_tables, made inside it by the netns thread.
+    pub fn nft(&self) -> Result<super::nft::Nft> {
+        self.worker.run(super::nft::Nft::open)
+    }
+
+    /// The nf_tables failure `e` of `op` in this netns.
+    pub fn nft_err(&self, op: &'static str, on: impl AsRef<str>, e: super::nft::Error) -> Error {
+        match e.errno() {
+            Some(errno) => self.err(op, on, errno),
+            None => self.err(op, on, KernelError::Netlink(e.to_string())),
+        }
     }
 }

@@ -20,7 +20,7 @@ use rtnetlink::sys::{protocols::NETLINK_ROUTE, Socket};
 use super::errno;
 use super::netns_id::{socket_cookie, NetnsId};
 use super::netns_worker::{NetnsWorker, Starting};
-use crate::error::{Error, Result};
+use crate::error::{Error, NotNetns, Result};
 
 /// `PROC_NET_INIT_INO`: the nsfs inode of the kernel's initial netns.
 const INIT_NET_INODE: u64 = 0xEFFF_FFF9;
@@ -38,8 +38,6 @@ pub struct NetNs {
 pub struct NetnsLink {
     /// A blocking socket for requests and dumps ([`super::batch`]).
     pub batch: Socket,
-    /// A second, for dumps the netns thread runs beside the caller's.
-    pub side: Socket,
     pub ipv6_enabled: bool,
     /// `SO_NETNS_COOKIE`: unlike the nsfs inode, never reused for a later netns.
     pub cookie: Option<u64>,
@@ -50,18 +48,17 @@ pub struct NetnsLink {
 /// The sockets of [`NetnsLink`] while the netns thread is still opening them.
 #[derive(Debug)]
 pub struct OpeningLink {
-    starting: Starting<(Socket, Socket, bool)>,
+    starting: Starting<(Socket, bool)>,
 }
 
 impl OpeningLink {
     /// Wait for the sockets of `ns` (the netns they were opened for).
     pub fn finish(self, ns: &NetNs) -> Result<NetnsLink> {
-        let (worker, (batch, side, ipv6_enabled)) =
+        let (worker, (batch, ipv6_enabled)) =
             self.starting.wait().map_err(|e| ns.entry_error(e))?;
         let cookie = socket_cookie(batch.as_fd());
         Ok(NetnsLink {
             batch,
-            side,
             ipv6_enabled,
             cookie,
             worker,
@@ -91,7 +88,7 @@ impl NetNs {
         if let Some(what) = not_a_file(pre.st_mode) {
             return Err(Error::NotNetns {
                 path: path.into(),
-                what: what.into(),
+                what,
             });
         }
         // nsfs is the filesystem behind `/proc/PID/ns/*` and pinned netns files.
@@ -101,9 +98,9 @@ impl NetNs {
             .0;
         if fs_type != libc::NSFS_MAGIC {
             let what = if pre.st_mode & libc::S_IFMT == libc::S_IFREG {
-                "a regular file".to_string()
+                NotNetns::RegularFile
             } else {
-                format!("filesystem type {fs_type:#x}")
+                NotNetns::Filesystem(fs_type)
             };
             return Err(Error::NotNetns {
                 path: path.into(),
@@ -128,7 +125,7 @@ impl NetNs {
         if ns_type != libc::CLONE_NEWNET {
             return Err(Error::NotNetns {
                 path: path.into(),
-                what: "another kind of namespace".into(),
+                what: NotNetns::OtherNamespace,
             });
         }
         let ns = NetNs {
@@ -192,7 +189,7 @@ impl NetNs {
     }
 
     /// The netns fd, for as long as `self` lives.
-    pub(super) fn borrow_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+    pub fn borrow_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.file.as_fd()
     }
 
@@ -231,8 +228,8 @@ impl NetNs {
         }
     }
 
-    /// Start a [`NetnsWorker`] inside the netns, which opens two rtnetlink
-    /// sockets there (one for requests and dumps, one for its own dumps) and
+    /// Start a [`NetnsWorker`] inside the netns, which opens an rtnetlink
+    /// socket there (for requests and dumps) and
     /// learns whether IPv6 is on, while the caller goes on with its locks
     /// and its runtime; [`OpeningLink::finish`] collects them. Opening
     /// sockets changes nothing in the netns, so this may run before any
@@ -253,14 +250,13 @@ impl NetNs {
     fn open_sockets(&self, probe_ipv6: bool) -> Result<OpeningLink> {
         let starting = NetnsWorker::spawn(self.fd_clone()?, self.display(), move || {
             let batch = netlink_socket()?;
-            let side = netlink_socket()?;
             // /proc/sys/net shows the netns of the thread that opens it.
             let ipv6 = probe_ipv6
                 && match std::fs::read_to_string("/proc/sys/net/ipv6/conf/all/disable_ipv6") {
                     Ok(s) => s.trim() == "0",
                     Err(_) => false,
                 };
-            Ok((batch, side, ipv6))
+            Ok((batch, ipv6))
         })
         .map_err(|e| self.entry_error(e))?;
         Ok(OpeningLink { starting })
@@ -297,47 +293,20 @@ pub fn is_host_identity((dev, inode): (u64, u64)) -> Result<bool> {
 
 /// What a non-regular file is, for the "not a network namespace" message.
 /// nsfs files (pinned or `/proc/PID/ns/net`) stat as regular files.
-fn not_a_file(mode: libc::mode_t) -> Option<&'static str> {
+fn not_a_file(mode: libc::mode_t) -> Option<NotNetns> {
     match mode & libc::S_IFMT {
-        libc::S_IFDIR => Some("a directory"),
-        libc::S_IFIFO => Some("a FIFO"),
-        libc::S_IFSOCK => Some("a socket"),
-        libc::S_IFCHR => Some("a character device"),
-        libc::S_IFBLK => Some("a block device"),
+        libc::S_IFDIR => Some(NotNetns::Directory),
+        libc::S_IFIFO => Some(NotNetns::Fifo),
+        libc::S_IFSOCK => Some(NotNetns::Socket),
+        libc::S_IFCHR => Some(NotNetns::CharDevice),
+        libc::S_IFBLK => Some(NotNetns::BlockDevice),
         _ => None,
     }
 }
 
 fn open_error(path: &Path, e: io::Error) -> Error {
     match e.kind() {
-        io::ErrorKind::NotFound => Error::NetnsMissing {
-            path: path.into(),
-            hint: proc_hint(path),
-        },
+        io::ErrorKind::NotFound => Error::NetnsMissing { path: path.into() },
         _ => Error::io("netns", path, e),
-    }
-}
-
-/// For `/proc/PID/ns/net` paths, say why they vanish.
-fn proc_hint(path: &Path) -> &'static str {
-    let s = path.to_string_lossy();
-    if s.starts_with("/proc/") && s.ends_with("/ns/net") {
-        " (has its process exited?)"
-    } else {
-        ""
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn proc_paths_get_a_hint() {
-        assert_eq!(
-            proc_hint(Path::new("/proc/123/ns/net")),
-            " (has its process exited?)"
-        );
-        assert_eq!(proc_hint(Path::new("/var/run/netns/x")), "");
     }
 }

@@ -55,7 +55,7 @@ impl NetNs {
                 Errno::EWOULDBLOCK => {
                     return Err(Error::Busy {
                         id: id.to_string(),
-                        path: self.path().to_path_buf(),
+                        lock: self.path().to_path_buf(),
                     })
                 }
                 e => return Err(Error::io("lock netns", self.path(), e.into())),

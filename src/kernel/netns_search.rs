@@ -64,19 +64,57 @@ fn is(ns: &NetNs, want: &NetnsId) -> bool {
 
 /// Mount points of nsfs mounts of netns `inode` (pinned netns files, wherever they are).
 fn nsfs_mounts(inode: u64) -> Vec<PathBuf> {
+    let root = format!("net:[{inode}]");
+    netns_mounts()
+        .into_iter()
+        .filter(|(r, _)| *r == root)
+        .map(|(_, path)| path)
+        .collect()
+}
+
+/// Every nsfs mount of a netns in this mount namespace: (`net:[INODE]`,
+/// mount point).
+fn netns_mounts() -> Vec<(String, PathBuf)> {
     let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return Vec::new();
     };
-    let root = format!("net:[{inode}]");
     text.lines()
         .filter_map(|line| {
             let fields: Vec<&str> = line.split(' ').collect();
             let sep = fields.iter().position(|f| *f == "-")?;
             let fstype = fields.get(sep + 1)?;
+            let root = fields.get(3)?;
             let mount_point = fields.get(4)?;
-            (*fstype == "nsfs" && fields.get(3) == Some(&root.as_str()))
-                .then(|| PathBuf::from(unescape(mount_point)))
+            (*fstype == "nsfs" && root.starts_with("net:["))
+                .then(|| (root.to_string(), PathBuf::from(unescape(mount_point))))
         })
+        .collect()
+}
+
+/// Every network namespace of the node this process can see, but the
+/// host's, once each: pinned (nsfs mounts of this mount namespace) or held
+/// by a root-owned process inside it. (One held only by an open fd is not
+/// listed: every pod netns is pinned or has a process.)
+pub fn every() -> Vec<NetNs> {
+    let mut seen = std::collections::BTreeSet::new();
+    let pinned = netns_mounts()
+        .into_iter()
+        .filter_map(|(_, path)| NetNs::open(&path, false).ok());
+    let procs = root_procs(true);
+    let inside_procs = procs.iter().filter_map(|(pid, dir)| {
+        let path = PathBuf::from(format!("/proc/{pid}/ns/net"));
+        let fd = openat(
+            dir,
+            "ns/net",
+            OFlag::O_PATH | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?;
+        NetNs::from_opath(&path, fd, false).ok()
+    });
+    pinned
+        .chain(inside_procs)
+        .filter(|ns| seen.insert(ns.identity()))
         .collect()
 }
 

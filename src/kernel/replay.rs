@@ -10,7 +10,7 @@ use rtnetlink::packet_core::{
     NetlinkDeserializable, NetlinkHeader, NetlinkSerializable, NLM_F_CREATE, NLM_F_REPLACE,
 };
 use rtnetlink::packet_route::neighbour::NeighbourAttribute;
-use rtnetlink::packet_route::route::RouteFlags;
+use rtnetlink::packet_route::route::{RouteFlags, RouteMessage};
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use serde::{Deserialize, Serialize};
 
@@ -53,18 +53,21 @@ impl Recorded {
     }
 }
 
+/// A dumped route as a request: without the state the kernel reports but
+/// refuses in a request (dead, linkdown).
+pub fn requestable(mut r: RouteMessage) -> RouteMessage {
+    r.header.flags.remove(RouteFlags::Dead);
+    r.header.flags.remove(RouteFlags::Linkdown);
+    r
+}
+
 /// Put a recorded object back (create, or replace one with the same key).
 pub fn restore(batch: &Batch, rec: &Recorded) -> Result<(), KernelError> {
     let msg = rec
         .message()
         .ok_or_else(|| KernelError::Netlink("unreadable recorded netlink message".into()))?;
     let msg = match msg {
-        RouteNetlinkMessage::NewRoute(mut r) => {
-            // State the kernel reports but refuses in a request.
-            r.header.flags.remove(RouteFlags::Dead);
-            r.header.flags.remove(RouteFlags::Linkdown);
-            RouteNetlinkMessage::NewRoute(r)
-        }
+        RouteNetlinkMessage::NewRoute(r) => RouteNetlinkMessage::NewRoute(requestable(r)),
         RouteNetlinkMessage::NewNeighbour(mut n) => {
             n.attributes.retain(|a| {
                 matches!(

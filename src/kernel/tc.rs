@@ -8,15 +8,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use rtnetlink::packet_core::DefaultNla;
 use rtnetlink::packet_route::tc::{
     TcAction, TcActionAttribute, TcActionGeneric, TcActionMirror, TcActionMirrorOption,
-    TcActionOption, TcActionType, TcAttribute, TcBpfFlags, TcFilterBpfOption, TcFilterU32,
-    TcFilterU32Option, TcHandle, TcMessage, TcMirror, TcMirrorActionType, TcOption, TcU32Key,
-    TcU32Selector, TcU32SelectorFlags,
+    TcActionOption, TcActionType, TcAttribute, TcBpfFlags, TcFilterBpf, TcFilterBpfOption,
+    TcFilterU32, TcFilterU32Option, TcHandle, TcMessage, TcMirror, TcMirrorActionType, TcOption,
+    TcU32Key, TcU32Selector, TcU32SelectorFlags,
 };
 use rtnetlink::packet_route::RouteNetlinkMessage;
 
-use super::batch::{Batch, Request};
+use super::batch::Batch;
 use super::errno::{is_gone, kernel_error};
 use crate::error::KernelError;
 
@@ -227,12 +228,8 @@ fn bpf_target(f: &TcMessage) -> Option<u32> {
         .filter(|c| direct && ours && *c != 0)
 }
 
-/// Add an `ingress` qdisc (`ffff:`); fails with EEXIST when the link has one.
-pub fn add_ingress_qdisc(batch: &Batch, ifindex: u32) -> Result<(), KernelError> {
-    batch.request(Request::create(new_ingress_qdisc(ifindex)))
-}
-
-/// The request for [`add_ingress_qdisc`], to send with `NLM_F_CREATE | NLM_F_EXCL`.
+/// The request that adds an `ingress` qdisc (`ffff:`), to send with
+/// `NLM_F_CREATE | NLM_F_EXCL` (EEXIST when the link has one).
 pub fn new_ingress_qdisc(ifindex: u32) -> RouteNetlinkMessage {
     let mut msg = TcMessage::with_index(index(ifindex));
     msg.header.parent = TcHandle::INGRESS;
@@ -250,12 +247,8 @@ pub fn del_ingress_qdisc(ifindex: u32) -> RouteNetlinkMessage {
     RouteNetlinkMessage::DelQueueDiscipline(msg)
 }
 
-/// `u32 match u8 0 0 action mirred egress redirect dev <to>` at `prio` on `from`'s ingress.
-pub fn add_redirect(batch: &Batch, from: u32, to: u32, prio: u16) -> Result<(), KernelError> {
-    batch.request(Request::create(new_redirect(from, to, prio)))
-}
-
-/// The request for [`add_redirect`], to send with `NLM_F_CREATE | NLM_F_EXCL`:
+/// `u32 match u8 0 0 action mirred egress redirect dev <to>` at `prio` on
+/// `from`'s ingress, to send with `NLM_F_CREATE | NLM_F_EXCL`:
 /// the filter rtnetlink's `TrafficFilterNewRequest::redirect` builds (and
 /// `tc filter add dev FROM ingress prio PRIO protocol all u32 match u8 0 0
 /// action mirred egress redirect dev TO`), built here so that it can also go
@@ -283,6 +276,71 @@ pub fn new_redirect(from: u32, to: u32, prio: u16) -> RouteNetlinkMessage {
         ],
     )
 }
+
+/// The priority of the filter that stops a served guest's DHCPv4, DHCPv6
+/// and router solicitations on its TAP: below every redirect of podtap's,
+/// so it runs first.
+pub const STOP_PRIO: u16 = 0xC0D0;
+
+/// The filter that drops what a served guest asks the network for, on its
+/// TAP's ingress, ahead of podtap's wiring (tc redirect, the bridge, the
+/// routed stack): the responder's packet socket, bound to the TAP for
+/// every protocol, has seen each frame before tc runs. A cls_bpf filter in
+/// direct-action mode with a classic program ([`STOP_PROGRAM`]): it
+/// answers `TC_ACT_SHOT` for IPv4 UDP to port 67 (not a non-first
+/// fragment), IPv6 UDP to port 547 and ICMPv6 router solicitations, and
+/// `TC_ACT_UNSPEC` (the next filter decides) for anything else. Classic BPF
+/// needs neither the bpf() system call nor a loaded object, and this kernel
+/// family may lack `act_gact` (no `action drop`). Like the responder's own
+/// filter, it looks only at an IPv6 packet without extension headers: a
+/// request behind one is neither stopped nor answered.
+pub fn stop_filter(tap: u32) -> RouteNetlinkMessage {
+    // TCA_BPF_OPS_LEN and TCA_BPF_OPS: the program, as the kernel's
+    // struct sock_filter array (native endian).
+    const TCA_BPF_OPS_LEN: u16 = 4;
+    const TCA_BPF_OPS: u16 = 5;
+    let mut ops = Vec::with_capacity(STOP_PROGRAM.len() * 8);
+    for (code, jt, jf, k) in STOP_PROGRAM {
+        ops.extend_from_slice(&code.to_ne_bytes());
+        ops.extend_from_slice(&[jt, jf]);
+        ops.extend_from_slice(&k.to_ne_bytes());
+    }
+    let len = u16::try_from(STOP_PROGRAM.len()).unwrap_or(u16::MAX);
+    let options = vec![
+        TcOption::Bpf(TcFilterBpfOption::Other(DefaultNla::new(
+            TCA_BPF_OPS_LEN,
+            len.to_ne_bytes().to_vec(),
+        ))),
+        TcOption::Bpf(TcFilterBpfOption::Other(DefaultNla::new(TCA_BPF_OPS, ops))),
+        TcOption::Bpf(TcFilterBpfOption::Flags(TcBpfFlags::DirectAction)),
+    ];
+    new_filter(tap, STOP_PRIO, TcFilterBpf::KIND, options)
+}
+
+/// The stop filter's program, `(code, jt, jf, k)`; offsets from the
+/// Ethernet header (cls_bpf puts it back in front at ingress), jumps
+/// relative to the next instruction.
+pub const STOP_PROGRAM: [(u16, u8, u8, u32); 19] = [
+    /* 0 */ (0x28, 0, 0, 12), // ldh [12]: ethertype
+    /* 1 */ (0x15, 0, 7, 0x0800), // IPv4? else 9
+    /* 2 */ (0x30, 0, 0, 23), // ldb [23]: protocol
+    /* 3 */ (0x15, 0, 14, 17), // UDP? else pass
+    /* 4 */ (0x28, 0, 0, 20), // ldh [20]: flags, fragment offset
+    /* 5 */ (0x45, 12, 0, 0x1fff), // a non-first fragment: pass
+    /* 6 */ (0xb1, 0, 0, 14), // ldxb 4*([14]&0xf): header length
+    /* 7 */ (0x48, 0, 0, 16), // ldh [x+16]: UDP destination port
+    /* 8 */ (0x15, 8, 9, 67), // DHCPv4 server port: drop, else pass
+    /* 9 */ (0x15, 0, 8, 0x86dd), // IPv6? else pass
+    /* 10 */ (0x30, 0, 0, 20), // ldb [20]: next header
+    /* 11 */ (0x15, 0, 2, 17), // UDP? else 14
+    /* 12 */ (0x28, 0, 0, 56), // ldh [56]: UDP destination port
+    /* 13 */ (0x15, 3, 4, 547), // DHCPv6 server port: drop, else pass
+    /* 14 */ (0x15, 0, 3, 58), // ICMPv6? else pass
+    /* 15 */ (0x30, 0, 0, 54), // ldb [54]: ICMPv6 type
+    /* 16 */ (0x15, 0, 1, 133), // router solicitation: drop, else pass
+    /* 17 */ (0x06, 0, 0, 2), // TC_ACT_SHOT
+    /* 18 */ (0x06, 0, 0, u32::MAX), // TC_ACT_UNSPEC: the next filter
+];
 
 /// `match u8 0 0`: the u32 selector that matches every packet.
 pub fn match_all() -> TcU32Selector {

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sys::wait::waitpid;
-use rtnetlink::packet_core::{NetlinkMessage, NLM_F_ACK, NLM_F_REQUEST};
+use rtnetlink::packet_core::{NLM_F_ACK, NLM_F_REQUEST};
 use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
@@ -46,6 +46,7 @@ use super::errno;
 use super::netns_worker::{NetnsWorker, Pending};
 use super::nlrecv;
 use super::unlist_child::{self, seq_of, Defer};
+use super::wire;
 
 /// One link deletion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,15 +66,28 @@ pub enum When {
     /// At once; the caller returns once the links are unlisted.
     Now,
     /// Once the kernel announces the deletion of one of these pod
-    /// interfaces (or after half a second), and a little later: the
-    /// caller returns at once, every request counted as done. `netns_lock`
-    /// is the fd of the netns the caller holds the attach lock on: the
-    /// child keeps the lock until it is done (see
+    /// interfaces (or after `after.at_most`), and `after.settle` later:
+    /// the caller returns at once, every request counted as done.
+    /// `netns_lock` is the fd of the netns the caller holds the attach lock
+    /// on: the child keeps the lock until it is done (see
     /// [`crate::kernel::netns_lock::NetnsLock::hand_over`]).
     AfterPodLinks {
         pod_links: Vec<u32>,
         netns_lock: std::os::fd::RawFd,
+        after: AfterPodLinks,
     },
+}
+
+/// How long a deferred deletion waits: the caller's timing (a CNI chain's
+/// next plugin deletes the pod's veth a few milliseconds after DEL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AfterPodLinks {
+    /// The longest wait for a pod interface's deletion before going ahead.
+    pub at_most: Duration,
+    /// The wait after that deletion was announced (the deleting plugin's
+    /// own `rcu_barrier()` in the kernel, which a deletion of ours in
+    /// between would double).
+    pub settle: Duration,
 }
 
 /// How long to wait for the announcements before waiting for the child itself.
@@ -143,7 +157,7 @@ pub fn delete(
     let requests: Vec<Vec<u8>> = deletes
         .iter()
         .enumerate()
-        .map(|(i, d)| serialize(*d, seq_of(i)))
+        .map(|(i, d)| request(*d, seq_of(i)))
         .collect();
     let drain_from = deletes
         .iter()
@@ -176,18 +190,21 @@ struct Job {
     when: When,
 }
 
-fn serialize(d: Delete, seq: u32) -> Vec<u8> {
+/// The request for `d`, as dump `seq`, in the encoding every request has
+/// ([`wire::push`]), made before the fork.
+fn request(d: Delete, seq: u32) -> Vec<u8> {
     let mut link = LinkMessage::default();
     match d {
         Delete::Group(g) => link.attributes.push(LinkAttribute::Group(g)),
         Delete::Link(i) | Delete::Drained(i) => link.header.index = i,
     }
-    let mut msg = NetlinkMessage::from(RouteNetlinkMessage::DelLink(link));
-    msg.header.flags = NLM_F_REQUEST | NLM_F_ACK;
-    msg.header.sequence_number = seq;
-    msg.finalize();
-    let mut buf = vec![0u8; msg.buffer_len()];
-    msg.serialize(&mut buf);
+    let mut buf = Vec::new();
+    wire::push(
+        &mut buf,
+        RouteNetlinkMessage::DelLink(link),
+        NLM_F_REQUEST | NLM_F_ACK,
+        seq,
+    );
     buf
 }
 
@@ -207,12 +224,14 @@ impl Job {
             When::AfterPodLinks {
                 pod_links,
                 netns_lock,
+                after,
             } => (
                 None,
                 Some(Defer {
                     watch,
                     pod_links,
                     netns_lock,
+                    after,
                 }),
             ),
         };
@@ -393,7 +412,7 @@ mod tests {
 
     #[test]
     fn a_delete_request_carries_ack_and_its_sequence_number() {
-        let bytes = serialize(Delete::Group(7), 3);
+        let bytes = request(Delete::Group(7), 3);
         let (kind, seq, body) = messages(&bytes).next().unwrap();
         assert_eq!(kind, RTM_DELLINK);
         assert_eq!(seq, 3);
@@ -404,10 +423,10 @@ mod tests {
 
     #[test]
     fn dellink_announcements_remove_their_ifindex() {
-        let mut announce = serialize(Delete::Link(42), 0);
-        let mut other = serialize(Delete::Link(43), 0);
+        let mut announce = request(Delete::Link(42), 0);
+        let mut other = request(Delete::Link(43), 0);
         announce.append(&mut other);
-        let mut port_left = serialize(Delete::Link(44), 0);
+        let mut port_left = request(Delete::Link(44), 0);
         port_left[NLMSG_HDRLEN] = 7; // AF_BRIDGE
         announce.append(&mut port_left);
         let gone: Vec<u32> = unlist_child::unlisted_in(&announce).collect();

@@ -35,23 +35,8 @@ pub(super) fn seq_of(i: usize) -> u32 {
 /// unlocked (the lock only spreads bridge deletions out).
 pub(super) const DRAIN_LOCK_WAIT: Duration = Duration::from_secs(30);
 
-/// How long a deferred deletion waits for the pod's own interfaces to go
-/// before it goes ahead ([`Defer`]). The next plugin of a CNI chain starts
-/// a few milliseconds after podtap's DEL returns; this leaves room for a
-/// loaded node. Past it, the deletion only overlaps the plugin's again.
-pub(super) const DEFER_AT_MOST: Duration = Duration::from_millis(500);
-
-/// How long a deferred deletion waits after the pod interface's
-/// `RTM_DELLINK`: the kernel announces the link while it unregisters it,
-/// then the deleting plugin waits 10-15 ms more in `netdev_run_todo` (an
-/// `rcu_barrier()`). A deletion of ours started in between makes that wait
-/// a second barrier long; one started after it costs the plugin nothing.
-/// Measured on 6.18 with bridge + host-local: 30 ms after the
-/// announcement left the chain's DEL +1.9 ms p50 over the chain alone.
-pub(super) const SETTLE_AFTER_POD_LINKS: Duration = Duration::from_millis(30);
-
 /// A deletion put off until one of the pod's own interfaces is deleted
-/// (or [`DEFER_AT_MOST`] has passed), then [`SETTLE_AFTER_POD_LINKS`].
+/// (or `after.at_most` has passed), then `after.settle`.
 pub(super) struct Defer {
     /// A socket subscribed to link announcements before the caller returned.
     pub watch: Socket,
@@ -60,6 +45,8 @@ pub(super) struct Defer {
     /// The netns fd the caller holds the attach lock on: the child keeps it
     /// (and so the lock) until it is done, so an attach into the netns waits.
     pub netns_lock: RawFd,
+    /// How long to wait.
+    pub after: super::unlist::AfterPodLinks,
 }
 
 /// The ifindexes the `RTM_DELLINK` announcements in `buf` unlist (a port
@@ -204,8 +191,8 @@ fn child(a: &ChildArgs) -> ! {
     }
     // With no pod interface left to wait for, nothing is to be waited out.
     if let Some(d) = a.defer.as_ref().filter(|d| !d.pod_links.is_empty()) {
-        wait_for_pod_links(d.watch.as_raw_fd(), &d.pod_links, &mut buf);
-        sys::sleep_ms(millis(SETTLE_AFTER_POD_LINKS));
+        wait_for_pod_links(d, &mut buf);
+        sys::sleep_ms(millis(d.after.settle));
     }
     for (i, req) in a.requests.iter().enumerate() {
         if let (true, Some(lock)) = (i == a.drain_from, a.drain_lock) {
@@ -223,11 +210,12 @@ fn child(a: &ChildArgs) -> ! {
     sys::exit(0)
 }
 
-/// Return once the kernel announces the deletion of one of `pod_links` on
-/// `watch` (non-blocking, subscribed), or after [`DEFER_AT_MOST`], or when
-/// announcements were lost (ENOBUFS: nothing more can be known).
-fn wait_for_pod_links(watch: RawFd, pod_links: &[u32], buf: &mut [u8]) {
-    let deadline = sys::now_ms().saturating_add(u64::from(millis(DEFER_AT_MOST)));
+/// Return once the kernel announces the deletion of one of `d.pod_links`
+/// on `d.watch` (non-blocking, subscribed), or after `d.after.at_most`, or
+/// when announcements were lost (ENOBUFS: nothing more can be known).
+fn wait_for_pod_links(d: &Defer, buf: &mut [u8]) {
+    let (watch, pod_links) = (d.watch.as_raw_fd(), &d.pod_links);
+    let deadline = sys::now_ms().saturating_add(u64::from(millis(d.after.at_most)));
     loop {
         let now = sys::now_ms();
         if now >= deadline || !sys::readable_within(watch, deadline - now) {

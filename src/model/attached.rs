@@ -13,27 +13,51 @@ pub enum Wiring {
     /// A macvtap in passthru mode on top of the pod interface: the VMM opens
     /// its character device (`tap.device`) instead of a TAP.
     Macvtap,
+    /// Routed: the pod netns forwards the pod's addresses between the pod
+    /// interface and the TAP, so its netfilter (service mesh, network
+    /// policy, port-forward) sees the guest's traffic.
+    L3,
 }
 
 impl Wiring {
     /// Every mode, the default ([`Wiring::Tc`]) first.
-    pub const ALL: [Wiring; 3] = [Wiring::Tc, Wiring::Bridge, Wiring::Macvtap];
+    pub const ALL: [Wiring; 4] = [Wiring::Tc, Wiring::Bridge, Wiring::Macvtap, Wiring::L3];
     /// Their names, in the order of [`Wiring::ALL`]: `--mode`'s values.
-    pub const NAMES: [&'static str; 3] = [
+    pub const NAMES: [&'static str; 4] = [
         Wiring::ALL[0].as_str(),
         Wiring::ALL[1].as_str(),
         Wiring::ALL[2].as_str(),
+        Wiring::ALL[3].as_str(),
     ];
 
     /// The name used in JSON, on command lines and in annotations: `tc`,
-    /// `bridge` or `macvtap` (serde's lowercase names, spelled here once).
+    /// `bridge`, `macvtap` or `l3` (serde's lowercase names, spelled here once).
     pub const fn as_str(self) -> &'static str {
         match self {
             Wiring::Tc => "tc",
             Wiring::Bridge => "bridge",
             Wiring::Macvtap => "macvtap",
+            Wiring::L3 => "l3",
         }
     }
+}
+
+/// What a guest behind a routed (`l3`) TAP is routed through: the pod
+/// netns's own addresses on the TAP, and the MAC the guest sees for every
+/// next hop (the TAP's: the netns answers ARP and neighbour solicitation
+/// for the pod's gateways and peers with it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct L3Info {
+    /// The TAP's MAC: the link-layer address of every next hop the guest has.
+    pub router_mac: String,
+    /// The netns's IPv4 address on the TAP (`169.254.0.1`): the next hop of
+    /// the guest's device-only IPv4 routes, when the pod has IPv4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router4: Option<String>,
+    /// The netns's IPv6 link-local address on the TAP (`fe80::1`): the next
+    /// hop of every IPv6 route of the guest, when the pod has IPv6.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router6: Option<String>,
 }
 
 /// The TAP podtap built for one pod interface.
@@ -63,6 +87,11 @@ pub struct TapInfo {
     /// (`/dev/podtap/ID.NAME`), which the VMM opens once per queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
+    /// podtap answers the guest's DHCPv4, DHCPv6 and router solicitations
+    /// on this TAP (`podtap serve`, `podtap watch --serve`): the guest can
+    /// configure itself with no seed or kernel arguments.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub served: bool,
 }
 
 /// The bridge built in bridge mode.

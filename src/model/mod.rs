@@ -12,7 +12,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-pub use attached::{Attachment, BridgeInfo, TapInfo, Timings, Wiring};
+pub use attached::{Attachment, BridgeInfo, L3Info, TapInfo, Timings, Wiring};
 pub(crate) use tables::RoutesDigest;
 
 /// A name from one of the kernel's fixed tables (a route's scope, protocol
@@ -160,6 +160,13 @@ pub struct Interface {
     pub mtu: u32,
     /// Operational state as iproute2 prints it: UP, DOWN, UNKNOWN, LOWERLAYERDOWN, ...
     pub oper_state: String,
+    /// The link's flags (`ifi_flags`) as iproute2 names them: `UP`,
+    /// `BROADCAST`, `MULTICAST`, `NOARP` (an L3-only link: no ARP or
+    /// neighbour discovery on it), `POINTOPOINT`, `LOWER_UP`, ...; what the
+    /// Kata agent reads as `raw_flags` ([`flag_bits`] gives them back).
+    /// Empty in a description written before podtap read them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<String>,
     /// Name of the controller (bridge/bond master), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub controller: Option<String>,
@@ -192,6 +199,9 @@ pub struct Interface {
     /// The bridge built in bridge mode (attach only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bridge: Option<BridgeInfo>,
+    /// What the guest is routed through in `l3` mode (attach only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l3: Option<L3Info>,
 }
 
 /// One address with its details.
@@ -345,6 +355,46 @@ pub struct Neighbour {
     pub gateway: bool,
 }
 
+/// The `IFF_*` link flags, by bit, as iproute2 names them (`linux/if.h`).
+pub const LINK_FLAGS: [(u32, &str); 19] = [
+    (0x1, "UP"),
+    (0x2, "BROADCAST"),
+    (0x4, "DEBUG"),
+    (0x8, "LOOPBACK"),
+    (0x10, "POINTOPOINT"),
+    (0x20, "NOTRAILERS"),
+    (0x40, "RUNNING"),
+    (0x80, "NOARP"),
+    (0x100, "PROMISC"),
+    (0x200, "ALLMULTI"),
+    (0x400, "MASTER"),
+    (0x800, "SLAVE"),
+    (0x1000, "MULTICAST"),
+    (0x2000, "PORTSEL"),
+    (0x4000, "AUTOMEDIA"),
+    (0x8000, "DYNAMIC"),
+    (0x1_0000, "LOWER_UP"),
+    (0x2_0000, "DORMANT"),
+    (0x4_0000, "ECHO"),
+];
+
+/// The names of the flags set in `bits` ([`LINK_FLAGS`]), in bit order.
+pub fn link_flags(bits: u32) -> Vec<String> {
+    LINK_FLAGS
+        .iter()
+        .filter(|(bit, _)| bits & bit != 0)
+        .map(|(_, name)| (*name).to_string())
+        .collect()
+}
+
+/// The bits of the flags `names` names (unknown names count for nothing).
+pub fn flag_bits(names: &[String]) -> u32 {
+    LINK_FLAGS
+        .iter()
+        .filter(|(_, name)| names.iter().any(|n| n == name))
+        .fold(0, |bits, (bit, _)| bits | bit)
+}
+
 /// Resolver configuration for the guest: the fields of CNI's `DNS` type
 /// (what a resolv.conf holds). Lists keep their given order; empty lists and
 /// a missing `domain` are left out of the JSON.
@@ -403,5 +453,39 @@ impl Description {
             r.interface.as_deref() == Some(ifname)
                 || r.nexthops.iter().any(|h| h.interface == ifname)
         })
+    }
+
+    /// The gateways of the default routes out of `ifname`, IPv6 first.
+    pub fn default_gateways(&self, ifname: &str) -> Vec<std::net::IpAddr> {
+        let mut gateways: Vec<std::net::IpAddr> = self
+            .routes_via(ifname)
+            .filter(|r| r.destination == "default" || r.destination.ends_with("/0"))
+            .filter_map(|r| r.gateway.as_deref()?.parse().ok())
+            .collect();
+        gateways.sort_by_key(|g| !g.is_ipv6());
+        gateways
+    }
+
+    /// The default gateway of `iface` to resolve for a served guest, whose
+    /// router MAC is that gateway's when not routed: `None` when routed or
+    /// when the pod's neighbour table has a MAC for one of its gateways.
+    pub fn gateway_to_resolve(&self, iface: &Interface) -> Option<std::net::IpAddr> {
+        let gateways = self.default_gateways(&iface.name);
+        let known = gateways
+            .iter()
+            .any(|g| self.neighbour_mac(&iface.name, *g).is_some());
+        if iface.l3.is_some() || known {
+            return None;
+        }
+        gateways.into_iter().next()
+    }
+
+    /// The MAC the pod's neighbour table holds for `ip` on `ifname`.
+    pub fn neighbour_mac(&self, ifname: &str, ip: std::net::IpAddr) -> Option<&str> {
+        self.neighbours
+            .iter()
+            .filter(|n| n.interface == ifname && !n.mac.is_empty())
+            .find(|n| n.ip.parse::<std::net::IpAddr>().ok() == Some(ip))
+            .map(|n| n.mac.as_str())
     }
 }

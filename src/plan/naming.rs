@@ -32,6 +32,27 @@ pub fn unique_name(prefix: &str, iface: &Interface, taken: &mut BTreeSet<String>
     name
 }
 
+/// Why `name` cannot be the TAP name a caller asked for, if it cannot:
+/// not a name every renderer carries, a link of the netns has it, or
+/// another NIC asked for it.
+pub(super) fn tap_name_refusal(
+    name: &str,
+    links: &BTreeSet<String>,
+    asked: &BTreeSet<String>,
+) -> Option<&'static str> {
+    if name.len() > crate::model::ifname::MAX_IFNAME {
+        Some("longer than 15 bytes, the kernel's limit")
+    } else if !is_safe_ifname(name) {
+        Some("not a name of letters, digits and -_. (not starting with - or .)")
+    } else if links.contains(name) {
+        Some("a link of the netns already has it")
+    } else if asked.contains(name) {
+        Some("asked for another NIC too")
+    } else {
+        None
+    }
+}
+
 /// The first of podtap's priorities no filter on the hook uses; `None` when
 /// every one is taken (podtap never shares a priority: its detach deletes
 /// everything at its priority).
@@ -81,6 +102,15 @@ fn fnv1a(bytes: &[u8]) -> u32 {
 /// The ifalias podtap puts on its own TAPs and bridges.
 pub fn marker(id: &SandboxId) -> String {
     format!("podtap:{id}")
+}
+
+/// The sandbox id the marker `alias` names, if it is one of podtap's.
+pub fn marked_id(alias: &str) -> Option<&str> {
+    alias
+        .split(' ')
+        .next()?
+        .strip_prefix("podtap:")
+        .filter(|id| !id.is_empty())
 }
 
 /// Whether `alias` is podtap's marker for `id` (a bridge marker carries more fields after it).

@@ -7,7 +7,7 @@ use super::{
     AttachOptions, BridgePlan, IngressState, Inventory, MacvtapPlan, NicPlan, PinnedNeighbour,
     PodSide, TapPlan, TcPlan, TC_PRIO_BASE, TC_PRIO_SPAN,
 };
-use crate::error::{Error, Result};
+use crate::error::{Error, Invalid, Result};
 use crate::id::SandboxId;
 use crate::kernel::mac::MacAddr;
 use crate::model::{Description, Interface, LinkKind, Wiring};
@@ -23,13 +23,31 @@ pub(super) fn plan_nic(
     taken: &mut BTreeSet<String>,
 ) -> Result<NicPlan> {
     let mac: Option<MacAddr> = iface.mac.as_deref().and_then(|m| m.parse().ok());
-    let tap_name = unique_name("tap", iface, taken);
-    let (wiring, wiring_note) = choose_wiring(opts.mode, iface, mac, inv);
+    let chosen = opts.nic(&iface.name);
+    // An asked-for name was checked against the netns and is in `taken`.
+    let tap_name = match chosen.and_then(|c| c.tap_name.clone()) {
+        Some(name) => name,
+        None => unique_name("tap", iface, taken),
+    };
+    let queues = chosen.and_then(|c| c.queues).unwrap_or(opts.queues);
+    let (owner, group) = match chosen.and_then(|c| c.owner) {
+        Some(o) => (Some(o.uid), o.gid),
+        None => (opts.owner, opts.group),
+    };
+    let (mut wiring, mut wiring_note) = choose_wiring(opts.mode, iface, mac, inv);
+    let l3 = (wiring == Wiring::L3)
+        .then(|| super::l3::plan_nic(iface))
+        .flatten();
+    if wiring == Wiring::L3 && l3.is_none() {
+        wiring = Wiring::Tc;
+        wiring_note = Some("no address to route; wired with tc redirect instead".into());
+    }
+    let serve = serve_choice(opts.serve, chosen.and_then(|c| c.serve), iface, wiring)?;
     let ingress = inv.ingress.get(&iface.ifindex).cloned().unwrap_or_default();
     refuse_second_redirect(iface, &ingress)?;
     let tc = match wiring {
         Wiring::Tc => Some(tc_plan(iface, &ingress)?),
-        Wiring::Bridge | Wiring::Macvtap => None,
+        Wiring::Bridge | Wiring::Macvtap | Wiring::L3 => None,
     };
     let bridge = (wiring == Wiring::Bridge).then(|| BridgePlan {
         name: unique_name("br", iface, taken),
@@ -54,18 +72,54 @@ pub(super) fn plan_nic(
         tap: TapPlan {
             name: tap_name,
             mtu: iface.mtu,
-            queues: opts.queues,
+            queues,
             vnet_hdr: opts.vnet_hdr,
-            multi_queue: opts.queues > 1,
-            owner: opts.owner,
-            group: opts.group,
+            multi_queue: queues > 1,
+            owner,
+            group,
         },
+        guest_mac: chosen.and_then(|c| c.guest_mac),
         wiring,
         wiring_note,
         tc,
         bridge,
         macvtap,
+        l3,
+        serve,
     })
+}
+
+/// Whether `iface`, wired as `wiring`, is served: `all` (the attachment's
+/// choice) unless `explicit` (the NIC's) says otherwise. A NIC that cannot
+/// be served is passed over, or refused when it was asked for explicitly.
+fn serve_choice(
+    all: bool,
+    explicit: Option<bool>,
+    iface: &Interface,
+    wiring: Wiring,
+) -> Result<bool> {
+    if !explicit.unwrap_or(all) {
+        return Ok(false);
+    }
+    let why = if wiring == Wiring::Macvtap {
+        Some("a macvtap's guest cannot be served: its frames leave through the macvtap, where podtap can neither see them first nor answer them")
+    } else if iface.address_details.iter().all(|a| a.link_local) {
+        Some("the interface has no address to lease: its network configures the guest itself (DHCP through the wiring)")
+    } else {
+        None
+    };
+    match (why, explicit) {
+        (None, _) => Ok(true),
+        (Some(why), Some(true)) => Err(Error::Invalid(Invalid::nic_option(
+            crate::error::Input::Serve,
+            &iface.name,
+            why,
+        ))),
+        (Some(why), _) => {
+            tracing::info!(interface = iface.name.as_str(), "not served: {why}");
+            Ok(false)
+        }
+    }
 }
 
 /// The wiring `iface` gets in `mode`, and why it differs when it does.
@@ -103,11 +157,10 @@ fn choose_wiring(
 /// tell whose ingress qdisc it is: one attachment per pod interface.
 fn refuse_second_redirect(iface: &Interface, ingress: &IngressState) -> Result<()> {
     match ingress.redirects.iter().find(|p| is_podtap_prio(**p)) {
-        Some(p) => Err(Error::Invalid(format!(
-            "interface {}: already wired by another podtap attachment (tc filter prio {p}); \
-             detach it first, or choose others with --interfaces",
-            iface.name
-        ))),
+        Some(p) => Err(Error::Invalid(Invalid::AlreadyWired {
+            name: iface.name.clone(),
+            prio: *p,
+        })),
         None => Ok(()),
     }
 }
@@ -115,12 +168,11 @@ fn refuse_second_redirect(iface: &Interface, ingress: &IngressState) -> Result<(
 /// The tc redirect of `iface`: a free priority, and whether its ingress qdisc is podtap's.
 fn tc_plan(iface: &Interface, ingress: &IngressState) -> Result<TcPlan> {
     let prio = naming::free_prio(&ingress.prios).ok_or_else(|| {
-        Error::Invalid(format!(
-            "interface {}: every tc priority podtap may use ({TC_PRIO_BASE}..{}) \
-             is held by other filters; nothing was built",
-            iface.name,
-            TC_PRIO_BASE + TC_PRIO_SPAN - 1
-        ))
+        Error::Invalid(Invalid::NoFreePriority {
+            name: iface.name.clone(),
+            first: TC_PRIO_BASE,
+            last: TC_PRIO_BASE + TC_PRIO_SPAN - 1,
+        })
     })?;
     Ok(TcPlan {
         prio,

@@ -2,7 +2,8 @@
 
 use std::str::FromStr;
 
-use crate::error::Error;
+use crate::error::{Error, Input};
+use crate::kernel::mac::MacAddr;
 use crate::model::{Dns, Wiring};
 
 /// Most queues one TAP may have (the kernel's limit is 256).
@@ -13,7 +14,8 @@ pub const MAX_QUEUES: u32 = 256;
 pub struct AttachOptions {
     /// How each pod interface is wired to its TAP.
     pub mode: Wiring,
-    /// Queues per TAP, 1 to [`MAX_QUEUES`]; more than 1 makes a multi-queue TAP.
+    /// Queues per TAP, 1 to [`MAX_QUEUES`]; more than 1 makes a multi-queue
+    /// TAP. A NIC's own [`NicOptions::queues`] wins.
     pub queues: u32,
     /// Create TAPs with `IFF_VNET_HDR` (what virtio-net wants).
     pub vnet_hdr: bool,
@@ -25,7 +27,21 @@ pub struct AttachOptions {
     pub interfaces: Option<Vec<String>>,
     /// The guest's resolver configuration, recorded as the description's `dns`.
     pub dns: Option<Dns>,
+    /// Choices for single pod interfaces: TAP name, guest MAC, queues, owner.
+    pub nics: Vec<NicOptions>,
+    /// Answer every NIC's guest's DHCPv4, DHCPv6 and router solicitations
+    /// (`podtap serve`, `watch`), for the NICs that can be served: not in
+    /// macvtap mode, and not an interface without an address (its network
+    /// configures the guest itself). A NIC's own [`NicOptions::serve`] wins.
+    pub serve: bool,
+    /// The most podtap reads of one dump of the pod's tables (routes,
+    /// rules, neighbours, addresses): [`TABLE_ANSWER_LIMIT`] unless the
+    /// caller raises it for a pod with a larger table. Past it, attach
+    /// fails with nothing built.
+    pub table_answer_limit: usize,
 }
+
+pub use crate::kernel::dump::TABLE_ANSWER_LIMIT;
 
 impl Default for AttachOptions {
     fn default() -> Self {
@@ -37,6 +53,9 @@ impl Default for AttachOptions {
             group: None,
             interfaces: None,
             dns: None,
+            nics: Vec::new(),
+            serve: false,
+            table_answer_limit: TABLE_ANSWER_LIMIT,
         }
     }
 }
@@ -48,42 +67,35 @@ impl AttachOptions {
         self.group = owner.gid;
         self
     }
+
+    /// The choices for pod interface `name`, if the caller made any.
+    pub fn nic(&self, name: &str) -> Option<&NicOptions> {
+        self.nics.iter().find(|n| n.interface == name)
+    }
 }
 
-/// The environment variable that names tc mode's redirect filter for every
-/// attach of this process; a node setting, read from the environment the
-/// node admin gives the CLI, the CNI plugin and the OCI hook.
-pub const TC_REDIRECT_ENV: &str = "PODTAP_TC_REDIRECT";
-
-/// tc mode's one redirect filter, u32 match-all with a mirred egress
-/// redirect, as `--tc-redirect`, `PODTAP_TC_REDIRECT` and the CNI key
-/// `tcRedirect` name it. An earlier release also took `bpf` and `auto`;
-/// they are refused now, as any other value is.
-pub const TC_REDIRECT: &str = "u32";
-
-/// Check a tc redirect setting: [`TC_REDIRECT`], or empty for the default
-/// (the same filter).
-pub fn check_tc_redirect(value: &str) -> Result<(), Error> {
-    if value.is_empty() || value == TC_REDIRECT {
-        return Ok(());
-    }
-    Err(Error::Invalid(format!(
-        "{:?}: the tc redirect must be {TC_REDIRECT}",
-        value.chars().take(32).collect::<String>()
-    )))
-}
-
-/// Check `PODTAP_TC_REDIRECT` ([`check_tc_redirect`]); unset is the default.
-pub fn check_tc_redirect_env() -> Result<(), Error> {
-    match std::env::var(TC_REDIRECT_ENV) {
-        Err(std::env::VarError::NotPresent) => Ok(()),
-        Err(std::env::VarError::NotUnicode(_)) => Err(Error::Invalid(format!(
-            "{TC_REDIRECT_ENV}: not UTF-8: the tc redirect must be {TC_REDIRECT}"
-        ))),
-        Ok(v) => {
-            check_tc_redirect(&v).map_err(|e| Error::Invalid(format!("{TC_REDIRECT_ENV}: {e}")))
-        }
-    }
+/// What the caller chose for one pod interface; `None` keeps the
+/// attachment's own setting ([`AttachOptions`]) or podtap's default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NicOptions {
+    /// The pod interface these choices are for.
+    pub interface: String,
+    /// The TAP's (or macvtap's) name, instead of `tap_<interface>`: at most
+    /// 15 bytes of letters, digits and `-_.`, and no link of the netns may
+    /// have it (KubeVirt's tap binding wants `tap0`, Istio's Kata mode
+    /// `tap0_kata`).
+    pub tap_name: Option<String>,
+    /// The guest NIC's MAC, instead of the pod interface's own: a unicast
+    /// address no other NIC of the attachment has. Not in macvtap mode
+    /// (passthru gives the guest the pod interface's MAC).
+    pub guest_mac: Option<MacAddr>,
+    /// Queues of this NIC's TAP.
+    pub queues: Option<u32>,
+    /// Who may open this NIC's TAP without CAP_NET_ADMIN.
+    pub owner: Option<TapOwner>,
+    /// Serve this NIC's guest its configuration; asked for explicitly, a
+    /// NIC that cannot be served is an error.
+    pub serve: Option<bool>,
 }
 
 /// Whether `queues` is a queue count attach accepts; the message says why not.
@@ -93,15 +105,6 @@ pub fn check_queues(queues: u32) -> Result<u32, String> {
     } else {
         Err(format!("{queues} queues: must be 1..={MAX_QUEUES}"))
     }
-}
-
-/// Parse a queue count (for text inputs: annotations, `CNI_ARGS`).
-pub fn parse_queues(text: &str) -> Result<u32, String> {
-    let n: u32 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("{text:?} is not a number of queues (1..={MAX_QUEUES})"))?;
-    check_queues(n)
 }
 
 /// `UID` or `UID:GID`: who may open the TAPs without CAP_NET_ADMIN.
@@ -117,7 +120,12 @@ impl FromStr for TapOwner {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self, Error> {
-        let bad = || Error::Invalid(format!("{s:?}: expected UID or UID:GID (numbers)"));
+        let bad = || {
+            Error::invalid(
+                Input::TapOwner,
+                format!("{s:?}: expected UID or UID:GID (numbers)"),
+            )
+        };
         let (uid, gid) = match s.split_once(':') {
             Some((u, g)) => (u, Some(g)),
             None => (s, None),
@@ -144,10 +152,13 @@ impl FromStr for Wiring {
             .into_iter()
             .find(|mode| mode.as_str() == s)
             .ok_or_else(|| {
-                Error::Invalid(format!(
-                    "unknown mode {s:?}: expected {}",
-                    one_of(&Wiring::NAMES.map(|n| format!("{n:?}")))
-                ))
+                Error::invalid(
+                    Input::Mode,
+                    format!(
+                        "unknown mode {s:?}: expected {}",
+                        one_of(&Wiring::NAMES.map(|n| format!("{n:?}")))
+                    ),
+                )
             })
     }
 }
@@ -172,19 +183,13 @@ mod tests {
             assert_eq!(serde_json::to_value(mode).unwrap(), mode.as_str());
             assert_eq!(mode.as_str().parse::<Wiring>().unwrap(), mode);
         }
-        assert_eq!(Wiring::NAMES, ["tc", "bridge", "macvtap"]);
+        assert_eq!(Wiring::NAMES, ["tc", "bridge", "macvtap", "l3"]);
         let e = "vlan".parse::<Wiring>().unwrap_err().to_string();
-        assert!(e.contains(r#"expected "tc", "bridge" or "macvtap""#), "{e}");
-    }
-
-    #[test]
-    fn tc_redirect_names() {
-        assert!(check_tc_redirect("").is_ok());
-        assert!(check_tc_redirect("u32").is_ok());
-        for gone in ["bpf", "auto", "BPF\n"] {
-            let e = check_tc_redirect(gone).unwrap_err().to_string();
-            assert!(e.contains("must be u32") && !e.contains('\n'), "{e}");
-        }
+        assert!(e.starts_with("mode: unknown mode \"vlan\""), "{e}");
+        assert!(
+            e.contains(r#"expected "tc", "bridge", "macvtap" or "l3""#),
+            "{e}"
+        );
     }
 
     #[test]
@@ -195,7 +200,16 @@ mod tests {
         assert_eq!((o.uid, o.gid), (1000, Some(100)));
         for bad in ["bob", "1:x", "", "4294967295", "1:4294967295", "-1"] {
             let e = bad.parse::<TapOwner>().unwrap_err();
-            assert_eq!(e.exit_code(), crate::error::exit::INVALID, "{bad:?}");
+            assert!(
+                matches!(
+                    e,
+                    Error::Invalid(crate::error::Invalid::Option {
+                        input: Input::TapOwner,
+                        ..
+                    })
+                ),
+                "{bad:?}"
+            );
         }
     }
 
@@ -205,9 +219,9 @@ mod tests {
         assert_eq!("bridge".parse::<Wiring>().unwrap(), Wiring::Bridge);
         assert_eq!("macvtap".parse::<Wiring>().unwrap(), Wiring::Macvtap);
         assert!("vepa".parse::<Wiring>().is_err());
-        assert_eq!(parse_queues(" 4 ").unwrap(), 4);
-        for bad in ["0", "257", "x", ""] {
-            assert!(parse_queues(bad).is_err(), "{bad:?}");
+        assert_eq!(check_queues(4), Ok(4));
+        for bad in [0, 257] {
+            assert!(check_queues(bad).is_err(), "{bad:?}");
         }
     }
 }

@@ -17,6 +17,7 @@ fn iface(name: &str, ifindex: u32, kind: LinkKind) -> Interface {
         mac: Some(format!("aa:bb:cc:00:00:{ifindex:02x}")),
         mtu: 1500,
         oper_state: "UP".into(),
+        flags: Vec::new(),
         controller: None,
         eligible: kind.eligible(),
         named_only: false,
@@ -28,6 +29,7 @@ fn iface(name: &str, ifindex: u32, kind: LinkKind) -> Interface {
         wiring: None,
         wiring_note: None,
         bridge: None,
+        l3: None,
     }
 }
 

@@ -64,13 +64,15 @@ pub struct Plan {
     /// NIC's are used).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) taps: Option<TapOptions>,
-    /// The redirect filter of the tc NICs, as the checkpoint records it
-    /// for an earlier release that reads it (its watch adds late NICs'
-    /// filters of this kind): podtap writes `u32`; an earlier release also
-    /// wrote `bpf`, or nothing for `auto`, and that is kept as it was read.
-    /// Teardown goes by the filters a dump shows, whatever this says.
+    /// The redirect filter of the tc NICs, as an earlier release recorded
+    /// it (`u32`, `bpf`, or nothing for `auto`): read and kept, never
+    /// written anew. Teardown goes by the filters a dump shows, whatever
+    /// this says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) tc_redirect: Option<String>,
+    /// What routed NICs hold for the whole netns (their nftables table).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) l3: Option<super::l3::L3Netns>,
 }
 
 /// The TAP options of an attachment.
@@ -82,6 +84,9 @@ pub struct TapOptions {
     pub(crate) owner: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) group: Option<u32>,
+    /// Every NIC served (a late one too), where it can be.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) serve: bool,
 }
 
 /// One pod interface and what is built for it.
@@ -89,6 +94,9 @@ pub struct TapOptions {
 pub struct NicPlan {
     pub(crate) pod: PodSide,
     pub(crate) tap: TapPlan,
+    /// The guest MAC the caller chose; `None`: the pod interface's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) guest_mac: Option<MacAddr>,
     pub(crate) wiring: Wiring,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) wiring_note: Option<String>,
@@ -98,6 +106,13 @@ pub struct NicPlan {
     pub(crate) bridge: Option<BridgePlan>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) macvtap: Option<MacvtapPlan>,
+    /// Routed wiring.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) l3: Option<super::l3::L3Plan>,
+    /// Whether the guest is served its configuration (DHCP, router
+    /// advertisements): the TAP stops the guest's requests from leaving.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) serve: bool,
 }
 
 /// A macvtap (passthru) on the pod interface; `tap` names and sizes it.

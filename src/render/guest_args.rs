@@ -6,6 +6,8 @@
 //!   (TABLE only for another table than main);
 //! - `podtap.rule=PRIORITY,FROM,TO,FWMARK,TABLE` per policy rule (`-` for any);
 //! - `podtap.neigh=IP,LLADDR,MAC` per neighbour of a NIC;
+//! - `podtap.noarp=MAC` per NIC whose pod interface is `NOARP` (an L3-only
+//!   link: the guest's NIC gets `arp off`);
 //! - `podtap.dns=IP[,IP...]` and `podtap.search=DOMAIN[,DOMAIN...]`, once each,
 //!   when the description's `dns` has name servers / a search list.
 
@@ -27,6 +29,11 @@ pub(crate) fn render_guest_args(desc: &Description) -> Result<String, RenderErro
     let mut entries = Vec::new();
     for nic in &nics {
         entries.push(nic_entry(nic)?);
+        // Routed, the guest's link is the TAP, which resolves addresses
+        // whatever the pod interface does.
+        if nic.interface.l3.is_none() && nic.interface.flags.iter().any(|f| f == "NOARP") {
+            entries.push(format!("podtap.noarp={}", nic.mac));
+        }
     }
     for nic in &nics {
         for route in guest_routes(desc, &nic.interface.name)? {

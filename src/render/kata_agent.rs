@@ -15,10 +15,11 @@
 //! feature, used by `kata-agent-ctl`), which uses the rust-protobuf field
 //! names, i.e. the proto names.
 //!
-//! The two `Interface` fields whose spellings differ between those readers
-//! are left out, at their proto3 defaults: `raw_flags` (proto3 JSON
-//! `rawFlags`; 0 keeps ARP on, and the description records no `NOARP`) and
-//! `type` (rust-protobuf `type_`; the agent does not read it).
+//! `raw_flags` is written under its proto name too (proto3 JSON would say
+//! `rawFlags`), and only when it is not 0: it carries the pod interface's
+//! flags a guest NIC takes on (`NOARP`, which the agent turns into `arp
+//! off`, `MULTICAST`, `ALLMULTI`, `PROMISC`). `type` (rust-protobuf
+//! `type_`) is left out at its default; the agent does not read it.
 //!
 //! # JSON values
 //!
@@ -67,8 +68,8 @@ struct UpdateInterfaceRequest {
     interface: Interface,
 }
 
-/// types.proto `Interface`, fields 1-6 in field-number order (`type` = 7
-/// and `raw_flags` = 8 stay at their defaults, see the module comment).
+/// types.proto `Interface`, fields 1-6 and 8 in field-number order (`type`
+/// = 7 stays at its default, see the module comment).
 #[derive(Debug, Serialize)]
 struct Interface {
     device: String,
@@ -81,6 +82,27 @@ struct Interface {
     /// Empty: the NIC is there at boot, so the agent need not wait for a PCI device.
     #[serde(rename = "devicePath")]
     device_path: String,
+    /// The `IFF_*` flags of [`GUEST_FLAGS`] the pod interface has.
+    #[serde(skip_serializing_if = "is_zero")]
+    raw_flags: u32,
+}
+
+/// The flags a guest NIC takes on from its pod interface: `IFF_PROMISC`,
+/// `IFF_NOARP`, `IFF_ALLMULTI`, `IFF_MULTICAST`. The rest (`UP`,
+/// `LOWER_UP`, `MASTER`...) are the host link's state.
+const GUEST_FLAGS: u32 = 0x100 | 0x80 | 0x200 | 0x1000;
+
+/// [`GUEST_FLAGS`] for `nic`: routed, not `IFF_NOARP` (the guest's link is
+/// the TAP, which resolves addresses whatever the pod interface does).
+fn guest_flags(nic: &Nic<'_>) -> u32 {
+    match nic.interface.l3 {
+        Some(_) => GUEST_FLAGS & !0x80,
+        None => GUEST_FLAGS,
+    }
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 /// types.proto `IPAddress { IPFamily family; string address; string mask; }`.
@@ -216,6 +238,7 @@ fn interface(nic: &Nic<'_>, addresses: &[IpNetwork]) -> Interface {
         mtu: u64::from(nic.interface.mtu),
         hw_addr: nic.mac.clone(),
         device_path: String::new(),
+        raw_flags: crate::model::flag_bits(&nic.interface.flags) & guest_flags(nic),
     }
 }
 
@@ -341,6 +364,13 @@ fn arp_neighbor(neighbour: &Neighbour, nic: &Nic<'_>) -> Result<Option<ArpNeighb
         .parse()
         .map_err(|_| invalid("not an IP address"))?;
     let lladdr = normalize_mac(&neighbour.mac).ok_or_else(|| invalid("not a MAC address"))?;
+    // Routed: every next hop the guest has is the TAP, whatever the pod's
+    // own neighbour says.
+    let lladdr = match &nic.interface.l3 {
+        Some(l3) => normalize_mac(&l3.router_mac)
+            .ok_or_else(|| invalid("router MAC is not a MAC address"))?,
+        None => lladdr,
+    };
     Ok(Some(ArpNeighbor {
         to_ip_address: ip_address(ip, String::new()),
         device: nic.interface.name.clone(),

@@ -18,7 +18,7 @@ mod kernel_cmdline;
 mod libvirt;
 mod nic;
 mod qemu;
-mod route;
+pub(crate) mod route;
 
 #[cfg(test)]
 mod policy_tests;

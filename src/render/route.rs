@@ -71,8 +71,99 @@ pub(crate) fn guest_routes(
             });
         }
     }
+    if let Some(l3) = desc.interface(ifname).and_then(|i| i.l3.as_ref()) {
+        routed(desc, ifname, l3, &mut routes);
+    }
     routes.sort_by_key(|route| route.gateway.is_some());
     Ok(routes)
+}
+
+/// A routed (`l3`) NIC's routes as the guest needs them. Its link reaches
+/// only the pod netns, which answers ARP for everything it routes
+/// elsewhere, but IPv6 neighbour solicitations only for its own addresses.
+/// So an IPv4 device-only route (an L3-only pod link) goes via the netns's
+/// address on the TAP, `onlink` (a host route stays: proxy ARP answers
+/// it); every IPv6 route goes via the TAP's `fe80::1`, and so does each
+/// IPv6 on-link prefix of the guest's addresses, at metric 1, ahead of the
+/// prefix route the guest's kernel makes (metric 256).
+fn routed(
+    desc: &Description,
+    ifname: &str,
+    l3: &crate::model::L3Info,
+    routes: &mut Vec<GuestRoute>,
+) {
+    let router4 = l3.router4.as_deref().and_then(|r| r.parse::<IpAddr>().ok());
+    let router6 = l3.router6.as_deref().and_then(|r| r.parse::<IpAddr>().ok());
+    for r in routes.iter_mut() {
+        match r.destination {
+            IpNetwork::V4(d) if d.prefix() < 32 && r.gateway.is_none() => {
+                r.gateway = router4;
+                r.onlink = true;
+            }
+            IpNetwork::V6(_) => {
+                r.gateway = router6;
+                r.onlink = false;
+            }
+            IpNetwork::V4(_) => {}
+        }
+    }
+    // The netns's own address on the TAP: the source of what the netns
+    // itself sends the guest (port-forward's SNAT, ICMP errors), which the
+    // guest must reach even where the pod has no default route. On one NIC
+    // only, the first routed one with IPv4 (the one port-forward reaches):
+    // the same /32 on a second NIC is a route the guest already has.
+    let first_routed4 = desc
+        .interfaces
+        .iter()
+        .find(|i| i.l3.as_ref().is_some_and(|l| l.router4.is_some()))
+        .map(|i| i.name.as_str());
+    if let (Some(IpAddr::V4(router)), true) = (router4, first_routed4 == Some(ifname)) {
+        if let Ok(host) = ipnetwork::Ipv4Network::new(router, 32) {
+            routes.push(GuestRoute {
+                destination: IpNetwork::V4(host),
+                gateway: None,
+                metric: 0,
+                onlink: false,
+                mtu: None,
+                multipath: false,
+                scope: crate::model::Name::from("link"),
+                source: None,
+                table: 254,
+            });
+        }
+    }
+    let Some(interface) = desc.interface(ifname) else {
+        return;
+    };
+    for a in &interface.address_details {
+        let Ok(IpNetwork::V6(net)) = a.cidr.parse::<IpNetwork>() else {
+            continue;
+        };
+        if a.link_local || net.prefix() >= 128 || is_ipv6_link_local(IpAddr::V6(net.ip())) {
+            continue;
+        }
+        let Ok(prefix) = ipnetwork::Ipv6Network::new(net.network(), net.prefix()) else {
+            continue;
+        };
+        let destination = IpNetwork::V6(prefix);
+        if routes
+            .iter()
+            .any(|r| r.destination == destination && r.table == 254)
+        {
+            continue;
+        }
+        routes.push(GuestRoute {
+            destination,
+            gateway: router6,
+            metric: 1,
+            onlink: false,
+            mtu: None,
+            multipath: false,
+            scope: crate::model::Name::from("global"),
+            source: None,
+            table: 254,
+        });
+    }
 }
 
 fn is_kernel_prefix_route(route: &Route) -> bool {
@@ -178,6 +269,31 @@ mod tests {
                 "172.16.0.0/16 via 10.244.1.1",
             ]
         );
+    }
+
+    #[test]
+    fn a_routed_nic_goes_via_the_netns_for_device_routes_and_its_ipv6_prefix() {
+        let mut desc = samples::pod();
+        samples::interface_mut(&mut desc, "eth0").l3 = Some(crate::model::L3Info {
+            router_mac: "02:00:00:00:00:01".into(),
+            router4: Some("169.254.0.1".into()),
+            router6: Some("fe80::1".into()),
+        });
+        let routes = guest_routes(&desc, "eth0").unwrap();
+        assert_eq!(
+            summary(&routes),
+            [
+                "169.254.0.1/32 dev",
+                "0.0.0.0/0 via 169.254.1.1",
+                "10.100.0.0/16 via 10.244.1.1",
+                "10.96.0.0/12 via 169.254.0.1",
+                "::/0 via fe80::1",
+                "172.16.0.0/16 via 10.244.1.1",
+                "fd00:10:244:1::/64 via fe80::1",
+            ]
+        );
+        assert!(routes[3].onlink);
+        assert_eq!(routes[6].metric, 1);
     }
 
     #[test]

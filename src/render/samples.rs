@@ -195,6 +195,7 @@ fn interface(
         mac: Some(format!("52:54:00:12:34:{ifindex:02x}")).filter(|_| name != "lo"),
         mtu,
         oper_state: "up".into(),
+        flags: Vec::new(),
         controller: None,
         eligible: kind.eligible(),
         named_only: false,
@@ -206,6 +207,7 @@ fn interface(
         tap,
         wiring_note: None,
         bridge: None,
+        l3: None,
     }
 }
 
@@ -234,6 +236,7 @@ fn tap(name: &str, queues: u32) -> TapInfo {
         group: None,
         mac: None,
         device: None,
+        served: false,
     }
 }
 

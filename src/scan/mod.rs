@@ -13,7 +13,6 @@ mod routes;
 mod routes_tests;
 
 use std::path::Path;
-use std::sync::mpsc;
 
 use nix::errno::Errno;
 
@@ -24,21 +23,8 @@ use rtnetlink::packet_route::rule::{RuleAction, RuleMessage};
 use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 
 use crate::error::Result;
-use crate::kernel::batch::Batch;
 use crate::kernel::dump::Piece;
-/// The bound on one dump of a pod's tables (routes, rules, neighbours,
-/// addresses, next-hop objects), for the whole process: a scan or attach
-/// whose dump is larger fails, naming the dump and the bound, before
-/// anything is built. The CLI, the CNI plugin and the OCI hook take it
-/// from `PODTAP_TABLE_LIMIT_MIB`; a program that calls the library sets it
-/// here.
-///
-/// ```no_run
-/// // A pod with a full Internet routing table (about 60 MiB of netlink).
-/// podtap::scan::set_table_answer_limit(128 << 20);
-/// assert_eq!(podtap::scan::table_answer_limit(), 128 << 20);
-/// ```
-pub use crate::kernel::dump::{set_table_answer_limit, table_answer_limit, TABLE_ANSWER_LIMIT};
+pub use crate::kernel::dump::TABLE_ANSWER_LIMIT;
 use crate::kernel::netlink::Netlink;
 use crate::kernel::netns::NetNs;
 use crate::kernel::wire::nexthop;
@@ -46,77 +32,80 @@ use crate::kernel::{links, wire};
 use crate::model::{Description, NetnsRef, Route, SCHEMA};
 pub(crate) use parse::Dump;
 
+/// What a scan may read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanOptions {
+    /// Read the host's own netns too (refused by default).
+    pub allow_host_netns: bool,
+    /// The most read of one dump of the pod's tables (routes, rules,
+    /// neighbours, addresses): [`TABLE_ANSWER_LIMIT`] unless the caller
+    /// raises it for a pod with a larger table (a full Internet routing
+    /// table is about 60 MiB). Past it the scan fails, naming the dump.
+    pub table_answer_limit: usize,
+}
+
+impl Default for ScanOptions {
+    fn default() -> Self {
+        ScanOptions {
+            allow_host_netns: false,
+            table_answer_limit: TABLE_ANSWER_LIMIT,
+        }
+    }
+}
+
 /// Scan the netns at `netns` (a pinned file such as `/run/netns/NAME`, or
 /// `/proc/PID/ns/net`) into a description, without changing anything.
-///
-/// The host's own netns is refused unless `allow_host_netns` is set.
 /// Blocks the calling thread for the few netlink round trips it takes.
-pub fn scan(netns: &Path, allow_host_netns: bool) -> Result<Description> {
-    let ns = NetNs::open(netns, allow_host_netns)?;
-    scan_ns(&ns)
+pub fn scan(netns: &Path, opts: &ScanOptions) -> Result<Description> {
+    let ns = NetNs::open(netns, opts.allow_host_netns)?;
+    scan_ns_with(&ns, opts.table_answer_limit, from_dump)
 }
 
-/// Scan an already opened netns.
-pub(crate) fn scan_ns(ns: &NetNs) -> Result<Description> {
-    scan_ns_with(ns, from_dump)
-}
-
-/// [`pod_view`] of the netns `ns` (dumped now).
-pub(crate) fn pod_view_ns(ns: &NetNs) -> Result<Description> {
-    scan_ns_with(ns, pod_view)
+/// [`pod_view`] of the netns `ns` (dumped now), reading at most
+/// `table_answer_limit` of one table.
+pub(crate) fn pod_view_ns(ns: &NetNs, table_answer_limit: usize) -> Result<Description> {
+    scan_ns_with(ns, table_answer_limit, pod_view)
 }
 
 fn scan_ns_with(
     ns: &NetNs,
+    table_answer_limit: usize,
     view: fn(&NetNs, bool, &mut Dump) -> Description,
 ) -> Result<Description> {
-    let nl = Netlink::connect(ns)?;
+    let mut nl = Netlink::connect(ns)?;
+    nl.set_table_answer_limit(table_answer_limit);
     let mut dump = dump(&nl)?;
     Ok(view(ns, nl.ipv6_enabled, &mut dump))
 }
 
-/// Dump links, addresses, routes (all families, every table), neighbours
-/// and policy rules.
-///
-/// The kernel allows one dump in flight per socket, and a dump on the batch
-/// socket costs a few system calls (`kernel::dump`). Rules and routes (most of the work) are
-/// dumped by the netns thread on a socket of its own while this thread dumps
-/// the rest, and then translates the routes as that thread hands them
-/// over, datagram by datagram: two CPUs share the kernel's work and the
-/// parse. Links and routes are read raw, by `kernel::wire::link` and
-/// `kernel::wire::route` (the one parsers of those messages).
+/// Dump links, addresses, neighbours, policy rules and routes (all
+/// families, every table), one after another on the session's one socket
+/// (the kernel allows one dump in flight per socket). Links and routes are
+/// read raw, by `kernel::wire::link` and `kernel::wire::route` (the one
+/// parsers of those messages), and the routes translated datagram by
+/// datagram as the kernel hands them over: a table of 100 000 routes is
+/// never held as messages.
 pub(crate) fn dump(nl: &Netlink) -> Result<Dump> {
-    let mut beside = vec![("dump IPv4 rules", rules_of(AddressFamily::Inet))];
-    if nl.ipv6_enabled {
-        beside.push(("dump IPv6 rules", rules_of(AddressFamily::Inet6)));
-    }
-    let side = nl.side.clone();
-    let asked: Vec<RouteNetlinkMessage> = beside.iter().map(|(_, m)| m.clone()).collect();
-    let (to_here, handed) = mpsc::channel();
-    let (give_back, back) = mpsc::channel();
-    let pending = nl
-        .worker
-        .start(move || dump_beside(&side, &asked, &to_here, &back))?;
     let mut dump = Dump::default();
     dump_here(nl, &mut dump)?;
     // The rules come first: the routes' tables follow from them.
-    let rules = match handed.recv() {
-        Ok(Handed::Rules(rules)) => rules,
-        _ => return Err(gone(nl, pending.wait()?)),
-    };
-    answered(nl, beside.iter().map(|(what, _)| *what), rules, &mut dump)?;
-    let mut routes = routes::Translator::new(&dump.links, &dump.rules);
-    for piece in handed {
-        match piece {
-            Handed::Routes(messages) => {
-                routes.add_messages(&messages);
-                let _ = give_back.send(messages);
-            }
-            Handed::Again => routes.clear(),
-            Handed::Rules(_) => {}
-        }
+    let mut rules = vec![("dump IPv4 rules", rules_of(AddressFamily::Inet))];
+    if nl.ipv6_enabled {
+        rules.push(("dump IPv6 rules", rules_of(AddressFamily::Inet6)));
     }
-    dump.routes = routes_read(nl, routes, pending.wait()?)?;
+    let asked: Vec<RouteNetlinkMessage> = rules.iter().map(|(_, m)| m.clone()).collect();
+    let answers = nl.batch.dumps(&asked);
+    answered(nl, rules.iter().map(|(what, _)| *what), answers, &mut dump)?;
+    let mut routes = routes::Translator::new(&dump.links, &dump.rules);
+    let done = nl.batch.dump_streamed(
+        RouteNetlinkMessage::GetRoute(RouteMessage::default()),
+        |piece| match piece {
+            Piece::Messages(messages) => routes.add_messages(messages),
+            Piece::Again => routes.clear(),
+        },
+    );
+    let routes = routes_read(nl, routes, done)?;
+    dump.routes = routes;
     Ok(dump)
 }
 
@@ -158,18 +147,6 @@ fn routes_read(
     Ok(routes.into_routes())
 }
 
-/// The error of a netns thread that handed over no rules: its route dump's
-/// failure (it is sent the rules before it dumps the routes, so only a
-/// thread that ended can fail to).
-fn gone(nl: &Netlink, routes: RoutesRead) -> crate::error::Error {
-    let failure = match routes {
-        Err(e) => crate::kernel::errno::kernel_error(&e),
-        Ok(Err(e)) => e.into(),
-        Ok(Ok(())) => Errno::EPIPE.into(),
-    };
-    nl.err("dump routes", "", failure)
-}
-
 /// Links, then addresses and neighbours, one after another on the batch
 /// socket, into `dump`: a socket error stops them all; a refused dump is
 /// reported (before the ones after it) once they have all run.
@@ -198,56 +175,17 @@ fn dump_here(nl: &Netlink, dump: &mut Dump) -> Result<()> {
     answered(nl, named, answers, dump)
 }
 
-/// What the netns thread hands the scanning thread while it dumps.
-enum Handed {
-    /// The answers of the rule dumps, first.
-    Rules(Answers),
-    /// The messages one datagram of the route dump held (whole, as
-    /// `kernel::dump` hands them), in a buffer to give back.
-    Routes(Vec<u8>),
-    /// The route dump is asked again: the routes handed so far are void.
-    Again,
-}
-
 /// The answers of several dumps (`Batch::dumps`).
 type Answers = std::io::Result<Vec<std::result::Result<Vec<RouteNetlinkMessage>, Errno>>>;
 
 /// How the route dump ended.
 type RoutesRead = std::io::Result<std::result::Result<(), Errno>>;
 
-/// On the netns thread: the rule dumps `rules`, then the route dump, all
-/// handed to `to` as they are read, each datagram's messages copied into a
-/// buffer that came `back` (or a new one). Nothing else runs here while
-/// the kernel dumps: its work, in each `recvmsg`, is most of a big scan.
-fn dump_beside(
-    side: &Batch,
-    rules: &[RouteNetlinkMessage],
-    to: &mpsc::Sender<Handed>,
-    back: &mpsc::Receiver<Vec<u8>>,
-) -> RoutesRead {
-    // A scan that has gone (its own dumps failed) leaves the sends unheard.
-    let _ = to.send(Handed::Rules(side.dumps(rules)));
-    side.dump_streamed(
-        RouteNetlinkMessage::GetRoute(RouteMessage::default()),
-        |piece| match piece {
-            Piece::Messages(messages) => {
-                let mut buffer = back.try_recv().unwrap_or_default();
-                buffer.clear();
-                buffer.extend_from_slice(messages);
-                let _ = to.send(Handed::Routes(buffer));
-            }
-            Piece::Again => {
-                let _ = to.send(Handed::Again);
-            }
-        },
-    )
-}
-
 /// The messages of the dumps `named` into `dump`, or the first failure
 /// (named by its dump).
-fn answered<'a>(
+fn answered(
     nl: &Netlink,
-    named: impl Iterator<Item = &'a str>,
+    named: impl Iterator<Item = &'static str>,
     answers: Answers,
     dump: &mut Dump,
 ) -> Result<()> {

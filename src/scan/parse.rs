@@ -165,6 +165,7 @@ fn link_to_interface(link: &LinkState) -> Interface {
         mac,
         mtu: link.mtu,
         oper_state: oper_state_name(link.oper_state),
+        flags: crate::model::link_flags(link.flags),
         controller: None,
         eligible: ineligible_reason.is_none(),
         named_only,
@@ -173,6 +174,7 @@ fn link_to_interface(link: &LinkState) -> Interface {
         address_details: Vec::new(),
         tap: None,
         wiring: None,
+        l3: None,
         wiring_note: None,
         bridge: None,
     }

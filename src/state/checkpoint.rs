@@ -115,6 +115,19 @@ impl<D> Checkpoint<D> {
         &self.netns
     }
 
+    /// The wiring mode attach was asked for.
+    pub fn mode(&self) -> crate::model::Wiring {
+        self.plan.mode
+    }
+
+    /// The TAPs (or macvtaps) attach planned, with their queue counts, in order.
+    pub fn taps(&self) -> impl Iterator<Item = (&str, u32)> {
+        self.plan
+            .nics
+            .iter()
+            .map(|n| (n.tap.name.as_str(), n.tap.queues))
+    }
+
     /// Where attach got to.
     pub fn phase(&self) -> Phase {
         match self.stage {
@@ -201,7 +214,8 @@ pub(crate) mod tests {
             group: 1,
             nics: vec![],
             taps: None,
-            tc_redirect: Some(crate::plan::TC_REDIRECT.to_string()),
+            tc_redirect: None,
+            l3: None,
         };
         Checkpoint {
             version: VERSION,

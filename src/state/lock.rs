@@ -46,7 +46,7 @@ impl Lock {
                     if Instant::now() >= deadline {
                         return Err(Error::Busy {
                             id: what.to_string(),
-                            path,
+                            lock: path,
                         });
                     }
                     std::thread::sleep(Duration::from_millis(5));

@@ -16,6 +16,7 @@ mod lock;
 mod netns_proof;
 mod news;
 mod parse;
+mod registry;
 mod write;
 
 use std::fs;
@@ -33,7 +34,9 @@ pub use checkpoint::{Checkpoint, Phase, VERSION, VERSION_1};
 pub(crate) use checkpoint::{Created, CreatedKind, Stage};
 pub(crate) use lock::{Lock, LOCK_TIMEOUT};
 pub(crate) use news::{News, Told};
-pub(crate) use write::{read_entry, write_atomic};
+pub use registry::{Registry, RegistryEntry};
+pub(crate) use write::read_entry;
+pub use write::write_atomic;
 
 use parse::{current, parse};
 
@@ -78,16 +81,18 @@ impl StateDir {
 
     /// Whether the directory exists, after checking it is a real directory
     /// that passes the trust rule.
-    pub(crate) fn check(&self) -> Result<bool> {
+    pub fn check(&self) -> Result<bool> {
         match fs::symlink_metadata(&self.dir) {
-            Ok(m) if m.file_type().is_symlink() => Err(Error::Invalid(format!(
-                "state dir {}: is a symlink; refusing",
-                self.dir.display()
-            ))),
-            Ok(m) if !m.is_dir() => Err(Error::Invalid(format!(
-                "state dir {}: not a directory",
-                self.dir.display()
-            ))),
+            Ok(m) if m.file_type().is_symlink() => Err(Error::StateFile {
+                what: "state dir",
+                path: self.dir.clone(),
+                why: "is a symlink; refusing".into(),
+            }),
+            Ok(m) if !m.is_dir() => Err(Error::StateFile {
+                what: "state dir",
+                path: self.dir.clone(),
+                why: "not a directory".into(),
+            }),
             Ok(m) => match entry::untrusted(&m) {
                 Some(why) => Err(entry::untrusted_error(&self.dir, why)),
                 None => Ok(true),
@@ -320,7 +325,7 @@ mod tests {
         assert!(lock_path.exists(), "a live checkpoint keeps its lock file");
         let held = sd.lock(&s1, Duration::from_secs(1)).unwrap();
         let busy = sd.lock(&s1, Duration::from_millis(20)).unwrap_err();
-        assert_eq!(busy.exit_code(), crate::error::exit::BUSY);
+        assert!(matches!(busy.primary(), crate::error::Error::Busy { .. }));
         held.release();
         assert!(
             sd.lock(&s1, Duration::from_secs(1)).is_ok(),
@@ -337,7 +342,10 @@ mod tests {
         v["description"] = serde_json::json!({"not": ["a", "description"]});
         fs::write(sd.file(&s1), v.to_string()).unwrap();
         let err = sd.load(&s1).unwrap_err();
-        assert_eq!(err.exit_code(), crate::error::exit::CORRUPT_STATE);
+        assert!(matches!(
+            err.primary(),
+            crate::error::Error::CorruptState { .. }
+        ));
         let cp = sd.load_for_teardown(&s1).unwrap().unwrap();
         assert_eq!(cp.netns.inode, 10, "what teardown needs is read");
         // Still JSON it must be: a cut-off description is a corrupt file.
@@ -345,7 +353,10 @@ mod tests {
         let cut = text.find("\"description\"").unwrap() + 20;
         fs::write(sd.file(&s1), &text[..cut]).unwrap();
         let err = sd.load_for_teardown(&s1).unwrap_err();
-        assert_eq!(err.exit_code(), crate::error::exit::CORRUPT_STATE);
+        assert!(matches!(
+            err.primary(),
+            crate::error::Error::CorruptState { .. }
+        ));
         fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -384,7 +395,10 @@ mod tests {
         let s1 = id("s1");
         fs::write(sd.file(&s1), b"{\"version\": 1, \"id\": ").unwrap();
         let err = sd.load(&s1).unwrap_err();
-        assert_eq!(err.exit_code(), crate::error::exit::CORRUPT_STATE);
+        assert!(matches!(
+            err.primary(),
+            crate::error::Error::CorruptState { .. }
+        ));
         assert!(err.to_string().contains("s1.json"));
         assert!(sd.file(&s1).exists());
         fs::remove_dir_all(&dir).unwrap();

@@ -11,12 +11,17 @@ use crate::kernel::netns::NetNs;
 use crate::model::Description;
 
 impl StateDir {
-    /// Fail (exit 12) unless the netns recorded for `id` is the one its
+    /// Fail ([`Error::CheckFailed`]) unless the netns recorded for `id` is the one its
     /// path names now: a pod restart can put a new netns at the path, and
     /// the kernel can give it the old one's inode number; the cookie tells
-    /// them apart. Exit 14 without a checkpoint. Returns the netns so
+    /// them apart. [`Error::NotFound`] without a checkpoint. Returns the netns so
     /// proven: act on this open file, never on the path again.
-    pub fn prove_netns(&self, id: &SandboxId) -> Result<NetNs> {
+    pub fn prove_netns(&self, id: &SandboxId) -> Result<crate::netns::Netns> {
+        self.proven_netns(id).map(crate::netns::Netns)
+    }
+
+    /// [`StateDir::prove_netns`], as the kernel layer's handle.
+    pub(crate) fn proven_netns(&self, id: &SandboxId) -> Result<NetNs> {
         let cp = self.load(id)?.ok_or_else(|| Error::NotFound {
             id: id.to_string(),
             dir: self.path().to_path_buf(),
@@ -33,11 +38,16 @@ impl StateDir {
     /// is dumped. [`StateDir::description`] reads no kernel state and has
     /// no routes or rules.
     ///
-    /// Exit 14 without a checkpoint; 12 when attach did not finish or the
-    /// path names another netns now; 3 when the netns is gone, 6 when it
-    /// may not be opened, 10 when the dump fails. Blocks the calling
-    /// thread.
-    pub fn description_live(&self, id: &SandboxId) -> Result<Description> {
+    /// [`Error::NotFound`] without a checkpoint; [`Error::CheckFailed`] when
+    /// attach did not finish or the path names another netns now;
+    /// [`Error::NetnsMissing`] when the netns is gone, [`Error::Permission`]
+    /// when it may not be opened, [`Error::Kernel`] when the dump fails.
+    /// Blocks the calling thread.
+    pub fn description_live(
+        &self,
+        id: &SandboxId,
+        table_answer_limit: usize,
+    ) -> Result<Description> {
         let cp = self.load(id)?.ok_or_else(|| Error::NotFound {
             id: id.to_string(),
             dir: self.path().to_path_buf(),
@@ -47,7 +57,7 @@ impl StateDir {
         }
         let ns = prove(id, &cp)?;
         let desc = finished(id, cp)?;
-        let live = crate::scan::pod_view_ns(&ns)?;
+        let live = crate::scan::pod_view_ns(&ns, table_answer_limit)?;
         Ok(desc.with_live_tables(live))
     }
 }
@@ -56,7 +66,7 @@ impl StateDir {
 pub(super) fn finished(id: &SandboxId, cp: Checkpoint) -> Result<Description> {
     cp.into_description().ok_or_else(|| Error::CheckFailed {
         id: id.to_string(),
-        problems: "attach did not finish (run detach, then attach again)".into(),
+        problems: vec!["attach did not finish (run detach, then attach again)".into()],
     })
 }
 
@@ -71,9 +81,9 @@ fn prove(id: &SandboxId, cp: &Checkpoint) -> Result<NetNs> {
     }
     Err(Error::CheckFailed {
             id: id.to_string(),
-            problems: format!(
+            problems: vec![format!(
                 "netns {} is now another namespace (inode {} dev {} cookie {:?}; attach recorded inode {} dev {} cookie {:?}): the pod netns was replaced; detach and attach again",
                 cp.netns.path, now.inode, now.dev, now.cookie, recorded.inode, recorded.dev, recorded.cookie
-            ),
+            )],
         })
 }

@@ -12,12 +12,10 @@ use crate::id::SandboxId;
 
 /// `cp` as the current version: a description without its routes and rules
 /// (a version-1 file holds them: their digest is the one a later file
-/// records). A version-2 file is a version-3 one without `tc_redirect`:
-/// versions 1 and 2 made u32 + mirred only, so that is what they record.
+/// records). A version-2 file is a version-3 one without `tc_redirect`
+/// (versions 1 and 2 made u32 + mirred only; teardown goes by the filters
+/// a dump shows).
 pub(super) fn current(mut cp: Checkpoint) -> Checkpoint {
-    if cp.version < VERSION {
-        cp.plan.tc_redirect = Some(crate::plan::TC_REDIRECT.to_string());
-    }
     if let Stage::Complete(Some(desc)) = &mut cp.stage {
         if cp.tables_digest.is_none() {
             cp.tables_digest = Some(desc.tables_digest());

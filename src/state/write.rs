@@ -20,16 +20,17 @@ pub fn read_entry(path: &Path) -> Result<Option<String>> {
     match entry::read(path) {
         Ok(t) => Ok(Some(t)),
         Err(EntryError::Missing) => Ok(None),
-        Err(EntryError::NotRegular(what)) => Err(Error::Invalid(format!(
-            "{}: {what}, not a regular file",
-            path.display()
-        ))),
+        Err(EntryError::NotRegular(what)) => Err(Error::StateFile {
+            what: "state file",
+            path: path.into(),
+            why: format!("{what}, not a regular file"),
+        }),
         Err(EntryError::Untrusted(why)) => Err(entry::untrusted_error(path, why)),
-        Err(EntryError::TooLarge(n)) => Err(Error::Invalid(format!(
-            "{}: {}",
-            path.display(),
-            super::parse::too_large(n)
-        ))),
+        Err(EntryError::TooLarge(n)) => Err(Error::StateFile {
+            what: "state file",
+            path: path.into(),
+            why: super::parse::too_large(n),
+        }),
         Err(EntryError::Io(e)) => Err(Error::io("read", path, e)),
     }
 }
@@ -53,8 +54,11 @@ pub fn remove_temp_of(path: &Path) {
 /// temp file, and one a killed writer left is replaced (or removed with the
 /// id: [`remove_temp_of`]). No directory listing per call.
 pub fn write_locked(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
-    let tmp =
-        temp_of(path).ok_or_else(|| Error::Invalid(format!("{}: no file name", path.display())))?;
+    let tmp = temp_of(path).ok_or_else(|| Error::StateFile {
+        what: "state file",
+        path: path.into(),
+        why: "no file name".into(),
+    })?;
     let written = match create_write_replace(&tmp, path, bytes, mode) {
         // A leftover goes first, then one more try: the new file gets our
         // mode, and nothing written over is anyone else's (a hard link, say).

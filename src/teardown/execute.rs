@@ -21,7 +21,7 @@ pub struct UndoReport {
 }
 
 impl UndoReport {
-    /// Warnings on success; otherwise the first error, keeping its exit code,
+    /// Warnings on success; otherwise the first error (the one to act on),
     /// with a count of the others.
     pub fn into_result(self) -> Result<Vec<String>> {
         Error::first_of(self.errors).map_or(Ok(self.warnings), Err)
@@ -42,35 +42,12 @@ pub fn observe(nl: &Netlink, with_filters: impl Fn(&links::LinkState) -> bool) -
         .map(|l| (l.ifindex, l.name.clone()))
         .collect();
     let indexes: Vec<u32> = wanted.iter().map(|(i, _)| *i).collect();
-    let dumped = filters_on_two_sockets(nl, &indexes)?;
+    let dumped = tc::filters_of(&nl.batch, &indexes);
     for ((idx, name), filters) in wanted.iter().zip(dumped) {
         let filters = filters.map_err(|e| nl.err("dump tc filters", name, e))?;
         now.filters.insert(*idx, filters);
     }
     Ok(now)
-}
-
-/// Below this many links, one socket dumps every link's filters: handing
-/// half to the netns thread costs a wake-up and a context switch.
-const SPLIT_FILTER_DUMPS: usize = 16;
-
-/// The ingress filters of `indexes`, in order: with many links, the netns
-/// thread dumps the second half on its socket while this thread dumps the
-/// first (a socket takes one dump at a time; 64 filter dumps one after the
-/// other were most of what a 64-NIC detach reads).
-fn filters_on_two_sockets(
-    nl: &Netlink,
-    indexes: &[u32],
-) -> Result<Vec<std::result::Result<Vec<tc::FilterInfo>, KernelError>>> {
-    if indexes.len() < SPLIT_FILTER_DUMPS {
-        return Ok(tc::filters_of(&nl.batch, indexes));
-    }
-    let (mine, theirs) = indexes.split_at(indexes.len() / 2);
-    let (side, theirs) = (nl.side.clone(), theirs.to_vec());
-    let pending = nl.worker.start(move || tc::filters_of(&side, &theirs))?;
-    let mut dumped = tc::filters_of(&nl.batch, mine);
-    dumped.extend(pending.wait()?);
-    Ok(dumped)
 }
 
 /// The permanent neighbours of the netns, as `(ifindex, ip, lladdr)`.

@@ -13,7 +13,7 @@ use crate::state::{created_ifindex, Created};
 pub fn missing(plan: &Plan, created: &[Created], now: &Observed) -> Vec<String> {
     per_nic(plan, created, now)
         .into_iter()
-        .flat_map(NicProblems::all)
+        .flat_map(|n| n.missing.into_iter().chain(n.drifted))
         .collect()
 }
 
@@ -24,13 +24,6 @@ pub struct NicProblems {
     pub(crate) missing: Option<String>,
     /// What differs from the record while both are there.
     pub(crate) drifted: Vec<String>,
-}
-
-impl NicProblems {
-    /// Every problem, the missing object first.
-    pub fn all(self) -> Vec<String> {
-        self.missing.into_iter().chain(self.drifted).collect()
-    }
 }
 
 /// [`missing`] per NIC, in `plan.nics` order.
@@ -131,6 +124,17 @@ fn wiring_drift(
     (pod, tap): (&LinkState, &LinkState),
     problems: &mut Vec<String>,
 ) {
+    if nic.serve
+        && !now
+            .filters_of(tap.ifindex)
+            .iter()
+            .any(|f| f.prio == crate::kernel::tc::STOP_PRIO)
+    {
+        problems.push(format!(
+            "the filter on {} that keeps the served guest's DHCP and router solicitations in is missing",
+            tap.name
+        ));
+    }
     if let Some(tcp) = &nic.tc {
         for (from, to) in [(pod, tap), (tap, pod)] {
             let ok = now

@@ -11,6 +11,8 @@ pub mod decide;
 #[cfg(test)]
 mod decide_tests;
 pub mod execute;
+pub mod l3;
+pub mod l3_decide;
 mod link_identity;
 pub mod markers;
 #[cfg(test)]
@@ -53,9 +55,16 @@ pub fn undo_recorded_after_pod(
     plan: &Plan,
     created: &[Created],
     proof: Proof,
-    netns_lock: std::os::fd::RawFd,
+    (netns_lock, after): (std::os::fd::RawFd, unlist::AfterPodLinks),
 ) -> UndoReport {
-    undo_in(nl, plan, created, proof, Scope::Whole, Some(netns_lock))
+    undo_in(
+        nl,
+        plan,
+        created,
+        proof,
+        Scope::Whole,
+        Some((netns_lock, after)),
+    )
 }
 
 /// [`undo_recorded`] for some NICs of a live attachment (`podtap watch`):
@@ -70,7 +79,7 @@ fn undo_in(
     created: &[Created],
     proof: Proof,
     scope: Scope,
-    deferred: Option<std::os::fd::RawFd>,
+    deferred: Option<(std::os::fd::RawFd, unlist::AfterPodLinks)>,
 ) -> UndoReport {
     let tc_pods: Vec<u32> = plan
         .nics
@@ -86,7 +95,7 @@ fn undo_in(
             // Deferred, the child waits for a pod interface that is still
             // there; with none left, it need not wait at all.
             let when = match deferred {
-                Some(netns_lock) => unlist::When::AfterPodLinks {
+                Some((netns_lock, after)) => unlist::When::AfterPodLinks {
                     pod_links: plan
                         .nics
                         .iter()
@@ -94,16 +103,56 @@ fn undo_in(
                         .filter(|i| now.links.contains_key(i))
                         .collect(),
                     netns_lock,
+                    after,
                 },
                 None => unlist::When::Now,
             };
-            execute::execute(nl, undo, false, prepared, when)
+            let routed = undo_routed(nl, plan, &now, scope);
+            let mut report = execute::execute(nl, undo, false, prepared, when);
+            report.warnings.extend(routed.warnings);
+            report.errors.extend(routed.errors);
+            report
         }
         Err(e) => UndoReport {
             warnings: Vec::new(),
             errors: vec![e],
         },
     }
+}
+
+/// Undo the routed wiring of `plan`'s NICs whose pod interface is still
+/// there, before their TAPs go (what is on a TAP goes with it); with the
+/// whole attachment, its nftables table and, when it was the netns's last
+/// routed attachment, the netns's `proxy_ndp`.
+fn undo_routed(nl: &Netlink, plan: &Plan, now: &decide::Observed, scope: Scope) -> UndoReport {
+    let nics: Vec<&crate::plan::NicPlan> = plan
+        .nics
+        .iter()
+        .filter(|n| n.l3.is_some() && now.links.contains_key(&n.pod.ifindex))
+        .collect();
+    let whole = scope == Scope::Whole;
+    let mut report = UndoReport::default();
+    if nics.is_empty() && !(whole && plan.l3.is_some()) {
+        return report;
+    }
+    let l3_now = match l3::observe(nl) {
+        Ok(n) => n,
+        Err(e) => {
+            report.errors.push(e);
+            return report;
+        }
+    };
+    let steps = l3_decide::undo(plan, &nics, &l3_now, whole);
+    report.errors = l3::execute(nl, steps, &mut report.warnings);
+    if let Some(value) = whole
+        .then(|| l3_decide::proxy_ndp_back(plan, &l3_now.tables))
+        .flatten()
+    {
+        if let Err(e) = l3::restore_proxy_ndp(nl, value) {
+            report.errors.push(e);
+        }
+    }
+    report
 }
 
 /// Without a checkpoint: undo what podtap's markers for `id` show (`detach --force`).
@@ -132,7 +181,7 @@ pub fn missing_per_nic(
     let wired: Vec<u32> = plan
         .nics
         .iter()
-        .filter(|n| n.tc.is_some())
+        .filter(|n| n.tc.is_some() || n.serve)
         .flat_map(|n| {
             std::iter::once(n.pod.ifindex)
                 .chain(crate::state::created_ifindex(created, &n.tap.name))
@@ -151,6 +200,9 @@ pub fn missing_per_nic(
                 m.device
             ));
         }
+    }
+    if plan.nics.iter().any(|n| n.l3.is_some()) {
+        l3::drift_into(nl, plan, created, &now, &mut per_nic)?;
     }
     Ok((now, per_nic))
 }

@@ -63,6 +63,7 @@ pub(super) fn nic(pod: u32, tap: &str, wiring: Wiring) -> NicPlan {
             owner: None,
             group: None,
         },
+        guest_mac: None,
         wiring,
         wiring_note: None,
         tc: (wiring == Wiring::Tc).then_some(TcPlan {
@@ -78,6 +79,8 @@ pub(super) fn nic(pod: u32, tap: &str, wiring: Wiring) -> NicPlan {
         macvtap: (wiring == Wiring::Macvtap).then(|| crate::plan::MacvtapPlan {
             device: format!("/dev/podtap/pod-1/{tap}"),
         }),
+        l3: None,
+        serve: false,
     }
 }
 
@@ -88,7 +91,8 @@ pub(super) fn the_plan(nics: Vec<NicPlan>) -> Plan {
         group: GROUP,
         nics,
         taps: None,
-        tc_redirect: Some(crate::plan::TC_REDIRECT.to_string()),
+        tc_redirect: None,
+        l3: None,
     }
 }
 

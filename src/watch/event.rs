@@ -59,6 +59,14 @@ pub enum Event {
         /// The description's revision.
         revision: u64,
     },
+    /// Routed wiring the kernel undid (a pod interface went down and up, a
+    /// TAP lost its routes) was built again.
+    Repaired {
+        /// The pod interface.
+        interface: String,
+        /// What was wrong, one line each.
+        problems: Vec<String>,
+    },
     /// A NIC of another attachment in this netns (a later CNI ADD, such as
     /// a Multus network) was hotplugged; or, on resume, one the VMM was missing.
     Plugged {
@@ -92,13 +100,13 @@ pub enum Event {
         /// What failed.
         error: String,
     },
-    /// The attachment was detached (or replaced); watch ends with exit 0.
+    /// The attachment was detached (or replaced); watch returns `Ok`.
     Detached {
         /// The sandbox id.
         id: String,
     },
     /// The caller's [`super::Stop`] fired (the CLI's: SIGTERM or SIGINT):
-    /// watch ends with exit 0, leaving the attachment as it is.
+    /// watch returns `Ok`, leaving the attachment as it is.
     Stopped {
         /// The sandbox id.
         id: String,
@@ -106,7 +114,7 @@ pub enum Event {
         signal: String,
     },
     /// The pod netns is gone (nothing but watch held it: the pod was
-    /// deleted): watch ends with exit 3, leaving the checkpoint for teardown.
+    /// deleted): watch returns [`crate::error::Error::PodDeleted`], leaving the checkpoint for teardown.
     #[serde(rename = "netns_gone")]
     NetnsGone {
         /// The sandbox id.

@@ -208,9 +208,9 @@ impl Liveness {
             id: id.to_string(),
             netns: path.to_string(),
         });
-        Error::NetnsMissing {
-            path: PathBuf::from(path),
-            hint: " (the pod was deleted; the checkpoint is left for detach)",
+        Error::PodDeleted {
+            id: id.to_string(),
+            netns: PathBuf::from(path),
         }
     }
 }

@@ -81,10 +81,9 @@ mod watcher;
 pub use event::Event;
 pub use wakeup::SETTLE;
 
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Input, Result};
 use crate::state::{SandboxId, StateDir};
 use ch_api::CloudHypervisorApi;
 use qmp::QmpVmm;
@@ -92,14 +91,15 @@ use vmm::VmmClient;
 use watcher::Watcher;
 
 /// Follow sandbox `id` until `stop` says so, until it is detached, or
-/// until its pod netns is gone (exit 3, see `gone.rs`), calling `emit` for
+/// until its pod netns is gone ([`Error::PodDeleted`], see `gone.rs`), calling `emit` for
 /// every [`Event`]. Blocks the calling thread. The watch touches no signal
 /// disposition or mask: its caller decides what stops it (the CLI blocks
 /// SIGTERM and SIGINT and passes a signalfd; a library caller a
 /// [`Stopper`]).
 ///
-/// Fails up front when there is no finished attachment for `id` (exit 14),
-/// its netns is gone (exit 3), or another watch follows it (exit 9).
+/// Fails up front when there is no finished attachment for `id`
+/// ([`Error::NotFound`], [`Error::CheckFailed`]), its netns is gone
+/// ([`Error::NetnsMissing`]), or another watch follows it ([`Error::Busy`]).
 pub fn watch(
     id: &SandboxId,
     state: &StateDir,
@@ -108,62 +108,22 @@ pub fn watch(
     emit: &mut dyn FnMut(&Event),
 ) -> Result<()> {
     let vmm = choose(opts)?;
-    Watcher::start(id, state, vmm).and_then(|mut w| {
+    Watcher::start(id, state, vmm, opts.table_answer_limit).and_then(|mut w| {
+        let serving = opts
+            .serve
+            .then(|| crate::serve::Serving::start(state, id, opts.table_answer_limit))
+            .transpose()?;
         let result = w.run(stop, emit);
         w.release();
+        drop(serving);
         result
     })
 }
 
-/// What ends a watch from outside: a file descriptor that becomes readable
-/// when the watch should end.
-pub trait Stop {
-    /// The descriptor to wait on (readable: stop).
-    fn fd(&self) -> BorrowedFd<'_>;
-    /// Once [`Stop::fd`] is readable: consume what made it so and name the
-    /// reason (the [`Event::Stopped`] `signal`), or `None` if it was nothing.
-    fn take(&self) -> Option<String>;
-}
-
-/// A [`Stop`] another thread (or a task) pulls: [`Stopper::stop`] makes
-/// the watch that waits on it return.
-#[derive(Debug)]
-pub struct Stopper {
-    read: OwnedFd,
-    write: OwnedFd,
-}
-
-impl Stopper {
-    /// A new stopper (a non-blocking pipe).
-    pub fn new() -> Result<Self> {
-        use nix::fcntl::OFlag;
-        let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)
-            .map_err(|e| Error::io("make", "a pipe for the watch's stopper", e.into()))?;
-        Ok(Stopper { read, write })
-    }
-
-    /// Make the watch waiting on this stopper return (a full pipe already does).
-    pub fn stop(&self) {
-        let _ = nix::unistd::write(&self.write, b"s");
-    }
-}
-
-impl Stop for Stopper {
-    fn fd(&self) -> BorrowedFd<'_> {
-        self.read.as_fd()
-    }
-
-    fn take(&self) -> Option<String> {
-        let mut byte = [0u8; 1];
-        match nix::unistd::read(&self.read, &mut byte) {
-            Ok(1) => Some("stopped".into()),
-            _ => None,
-        }
-    }
-}
+pub use crate::stop::{Stop, Stopper};
 
 /// Which VMM to hotplug into (neither: wire only, and report).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WatchOptions {
     /// QEMU's QMP socket (`-qmp unix:PATH,server=on,wait=off`).
     pub qmp: Option<PathBuf>,
@@ -172,14 +132,34 @@ pub struct WatchOptions {
     /// Besides root, the uid a VMM socket's peer may run as to be sent TAP
     /// fds (SO_PEERCRED).
     pub vmm_uid: Option<u32>,
+    /// The most read of one dump of the pod's tables
+    /// ([`crate::attach::TABLE_ANSWER_LIMIT`] by default).
+    pub table_answer_limit: usize,
+    /// Also serve the attachment's served NICs (DHCP, router solicitations),
+    /// the ones it hotplugs too, on a thread of its own: for a node without
+    /// `podtap serve` ([`crate::serve::daemon`]).
+    pub serve: bool,
+}
+
+impl Default for WatchOptions {
+    fn default() -> Self {
+        WatchOptions {
+            qmp: None,
+            cloud_hypervisor_api: None,
+            vmm_uid: None,
+            table_answer_limit: crate::plan::TABLE_ANSWER_LIMIT,
+            serve: false,
+        }
+    }
 }
 
 /// The VMM client `opts` names, if one (naming both is an error). Above
 /// the clients: it imports them, they never import it.
 fn choose(opts: &WatchOptions) -> Result<Option<Box<dyn VmmClient>>> {
     match (&opts.qmp, &opts.cloud_hypervisor_api) {
-        (Some(_), Some(_)) => Err(Error::Invalid(
-            "watch: give --qmp or --cloud-hypervisor-api, not both".into(),
+        (Some(_), Some(_)) => Err(Error::invalid(
+            Input::VmmSocket,
+            "a QMP socket or a Cloud Hypervisor API socket, not both",
         )),
         (Some(q), None) => Ok(Some(Box::new(QmpVmm::new(q, opts.vmm_uid)))),
         (None, Some(c)) => Ok(Some(Box::new(CloudHypervisorApi::new(c, opts.vmm_uid)))),

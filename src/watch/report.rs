@@ -121,6 +121,13 @@ impl Outcome<'_> {
                 interfaces,
                 revision: rev,
             }),
+            Change::Repaired {
+                interface,
+                problems,
+            } => emit(&Event::Repaired {
+                interface,
+                problems,
+            }),
         }
     }
 }

@@ -21,7 +21,7 @@ pub(super) type Reconciled = (Checkpoint, Vec<Change>, Vec<(SandboxId, Checkpoin
 /// interfaces not tried again; `boot_siblings`: see `siblings::adopt`. The
 /// other attachments of the netns are read once, here, for the round.
 pub(super) fn reconcile(
-    (state, id, ns): (&StateDir, &SandboxId, &NetNs),
+    (state, id, ns, table_answer_limit): (&StateDir, &SandboxId, &NetNs, usize),
     refused: &BTreeMap<u32, String>,
     boot_siblings: &mut BTreeSet<(String, u32)>,
     first: bool,
@@ -40,6 +40,7 @@ pub(super) fn reconcile(
             ns,
             refused,
             first,
+            table_answer_limit,
         };
         let result = round.run(&mut cp, &others);
         let adopted =
@@ -59,6 +60,7 @@ struct Round<'a> {
     ns: &'a NetNs,
     refused: &'a BTreeMap<u32, String>,
     first: bool,
+    table_answer_limit: usize,
 }
 
 impl Round<'_> {
@@ -69,7 +71,8 @@ impl Round<'_> {
         cp: &mut Checkpoint,
         others: &[(SandboxId, Checkpoint)],
     ) -> Result<Option<Vec<Change>>> {
-        let nl = Netlink::connect(self.ns)?;
+        let mut nl = Netlink::connect(self.ns)?;
+        nl.set_table_answer_limit(self.table_answer_limit);
         if !cp.is_netns(self.ns.identity(), nl.cookie) {
             return Ok(None);
         }
@@ -94,7 +97,7 @@ pub(super) fn finished(state: &StateDir, id: &SandboxId) -> Result<Checkpoint> {
     if cp.phase() != Phase::Complete || cp.description().is_none() {
         return Err(Error::CheckFailed {
             id: id.to_string(),
-            problems: "attach did not finish (run detach, then attach again)".into(),
+            problems: vec!["attach did not finish (run detach, then attach again)".into()],
         });
     }
     Ok(cp)

@@ -6,7 +6,7 @@ use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
 use super::vmm::{HotNic, VmmClient};
-use crate::error::{Error, Result};
+use crate::error::{Error, Input, Result};
 use crate::handover::open_tap_fds;
 use crate::kernel::netns::NetNs;
 use crate::model::Description;
@@ -92,18 +92,24 @@ pub(super) fn plug(vmm: &dyn VmmClient, ns: &NetNs, w: &Wanted, device: &str) ->
 fn hot_nic(desc: &Description, ifindex: u32, device: &str) -> Result<(HotNic, Description)> {
     let mut one = desc.clone();
     one.interfaces.retain(|i| i.ifindex == ifindex);
-    let iface = one
-        .interfaces
-        .first()
-        .ok_or_else(|| Error::Invalid(format!("interface {ifindex} is not in the description")))?;
-    let tap = iface
-        .tap
-        .as_ref()
-        .ok_or_else(|| Error::Invalid(format!("interface {} has no TAP", iface.name)))?;
-    let mac = iface
-        .guest_mac
-        .clone()
-        .ok_or_else(|| Error::Invalid(format!("interface {} has no guest MAC", iface.name)))?;
+    let iface = one.interfaces.first().ok_or_else(|| {
+        Error::invalid(
+            Input::Description,
+            format!("interface {ifindex} is not in it"),
+        )
+    })?;
+    let tap = iface.tap.as_ref().ok_or_else(|| {
+        Error::invalid(
+            Input::Description,
+            format!("interface {} has no TAP", iface.name),
+        )
+    })?;
+    let mac = iface.guest_mac.clone().ok_or_else(|| {
+        Error::invalid(
+            Input::Description,
+            format!("interface {} has no guest MAC", iface.name),
+        )
+    })?;
     let nic = HotNic {
         device: device.into(),
         mac,

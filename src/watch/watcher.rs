@@ -42,6 +42,8 @@ pub(super) struct Watcher<'a> {
     last: Option<Checkpoint>,
     /// Whether anything but this watch still holds the netns.
     alive: Liveness,
+    /// The most read of one dump of the pod's tables.
+    table_answer_limit: usize,
 }
 
 impl<'a> Watcher<'a> {
@@ -50,21 +52,22 @@ impl<'a> Watcher<'a> {
         id: &'a SandboxId,
         state: &'a StateDir,
         vmm: Option<Box<dyn VmmClient>>,
+        table_answer_limit: usize,
     ) -> Result<Self> {
         let cp = finished(state, id)?;
         // A name no sandbox id can have (ids never start with '.').
         let own = Lock::acquire(
             state.path().join(format!(".watch-{id}.lock")),
-            &format!("{id} (another podtap watch follows it)"),
+            &format!("{id} (another watch follows it)"),
             Duration::ZERO,
         )?;
         let ns = match teardown::open_recorded(&cp, &state.file(id), &[])? {
             Ok(ns) => ns,
             Err(why) => {
+                tracing::warn!("sandbox {id}: {why}");
                 return Err(Error::NetnsMissing {
-                    path: PathBuf::from(format!("{} ({why})", cp.netns.path)),
-                    hint: "",
-                })
+                    path: PathBuf::from(&cp.netns.path),
+                });
             }
         };
         // Subscribe before the first round, so no change falls between them.
@@ -83,6 +86,7 @@ impl<'a> Watcher<'a> {
             backoff: Backoff::default(),
             last: None,
             alive,
+            table_answer_limit,
         })
     }
 
@@ -165,7 +169,7 @@ impl<'a> Watcher<'a> {
             Some(h) => h.unplug_departed(self.state, &self.ns, emit),
             None => BTreeSet::new(),
         };
-        let scope = (self.state, self.id, &self.ns);
+        let scope = (self.state, self.id, &self.ns, self.table_answer_limit);
         let (cp, changes, others) =
             match reconcile(scope, &self.refused, &mut self.boot_siblings, first) {
                 Ok(Some(done)) => done,

@@ -1,43 +1,34 @@
-//! The child's system calls, each giving its result or the errno. All are
-//! async-signal-safe, as a child forked from a threaded process needs.
+//! The child's system calls, each giving its result or the errno: libc's
+//! own wrappers, all async-signal-safe (thin wrappers of one system call
+//! each, touching no lock and no allocator), as a child forked from a
+//! threaded process needs. After the fork the errno they set is the
+//! child's own.
 
 use std::os::fd::RawFd;
 
-/// One system call through libc's `syscall(2)` (async-signal-safe); its
-/// result, or -errno. After the fork the errno it sets is the child's own.
-fn call(nr: libc::c_long, a: [usize; 6]) -> isize {
-    // SAFETY: each caller below passes arguments valid for its call: fds,
-    // and pointers into live buffers of the given sizes.
-    let r = unsafe { libc::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]) };
-    if r < 0 {
-        -isize::try_from(nix::errno::Errno::last_raw()).unwrap_or(isize::MAX)
-    } else {
-        isize::try_from(r).unwrap_or(isize::MAX)
-    }
-}
-
+/// The result of a call that answers -1 and sets errno.
 fn result(ret: isize) -> Result<usize, i32> {
-    usize::try_from(ret).map_err(|_| i32::try_from(-ret).unwrap_or(libc::EINVAL))
+    usize::try_from(ret).map_err(|_| nix::errno::Errno::last_raw())
 }
 
-fn fd(fd: RawFd) -> usize {
-    usize::try_from(fd).unwrap_or(usize::MAX)
+fn int(ret: libc::c_int) -> Result<usize, i32> {
+    result(isize::try_from(ret).unwrap_or(-1))
 }
 
 pub(super) fn dup3(from: RawFd, to: RawFd) -> Result<usize, i32> {
-    result(call(libc::SYS_dup3, [fd(from), fd(to), 0, 0, 0, 0]))
+    // SAFETY: dup3 only reads its integer arguments.
+    int(unsafe { libc::dup3(from, to, 0) })
 }
 
 pub(super) fn close_range(first: u32, last: u32) -> Result<usize, i32> {
-    result(call(
-        libc::SYS_close_range,
-        [first as usize, last as usize, 0, 0, 0, 0],
-    ))
+    // SAFETY: close_range only closes fds of this process, none of which
+    // the child uses afterwards (the kept ones are outside the range).
+    int(unsafe { libc::close_range(first, last, 0) })
 }
 
 pub(super) fn send(sock: RawFd, data: &[u8]) -> Result<usize, i32> {
-    let p = data.as_ptr() as usize;
-    result(call(libc::SYS_sendto, [fd(sock), p, data.len(), 0, 0, 0]))
+    // SAFETY: `data` is a live buffer of the given length.
+    result(unsafe { libc::send(sock, data.as_ptr().cast(), data.len(), 0) })
 }
 
 /// recvfrom into `buf`: the length and the sender's netlink port.
@@ -45,26 +36,28 @@ pub(super) fn recv_from(sock: RawFd, buf: &mut [u8]) -> Result<(usize, u32), i32
     // SAFETY: all-zero is a valid sockaddr_nl.
     let mut from: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
     let mut len = super::SOCKADDR_NL_LEN;
-    let args = [
-        fd(sock),
-        buf.as_mut_ptr() as usize,
-        buf.len(),
-        0,
-        std::ptr::from_mut(&mut from) as usize,
-        std::ptr::from_mut(&mut len) as usize,
-    ];
-    let n = result(call(libc::SYS_recvfrom, args))?;
+    // SAFETY: `buf` and `from` are live and writable for the given lengths.
+    let n = result(unsafe {
+        libc::recvfrom(
+            sock,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            0,
+            std::ptr::from_mut(&mut from).cast(),
+            &mut len,
+        )
+    })?;
     Ok((n, from.nl_pid))
 }
 
 pub(super) fn write(to: RawFd, data: &[u8]) -> Result<usize, i32> {
-    let p = data.as_ptr() as usize;
-    result(call(libc::SYS_write, [fd(to), p, data.len(), 0, 0, 0]))
+    // SAFETY: `data` is a live buffer of the given length.
+    result(unsafe { libc::write(to, data.as_ptr().cast(), data.len()) })
 }
 
 pub(super) fn flock_nb(lock: RawFd) -> Result<usize, i32> {
-    let how = (libc::LOCK_EX | libc::LOCK_NB) as usize;
-    result(call(libc::SYS_flock, [fd(lock), how, 0, 0, 0, 0]))
+    // SAFETY: flock only reads its integer arguments.
+    int(unsafe { libc::flock(lock, libc::LOCK_EX | libc::LOCK_NB) })
 }
 
 pub(super) fn sleep_10ms() {
@@ -77,8 +70,8 @@ pub(super) fn sleep_ms(ms: u32) {
         tv_sec: libc::time_t::from(ms / 1000),
         tv_nsec: libc::c_long::from(ms % 1000) * 1_000_000,
     };
-    let p = std::ptr::from_ref(&step) as usize;
-    let _ = call(libc::SYS_nanosleep, [p, 0, 0, 0, 0, 0]);
+    // SAFETY: `step` is a live timespec; no remainder is asked for.
+    let _ = unsafe { libc::nanosleep(&step, std::ptr::null_mut()) };
 }
 
 /// Milliseconds on the monotonic clock.
@@ -87,9 +80,8 @@ pub(super) fn now_ms() -> u64 {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    let p = std::ptr::from_mut(&mut t) as usize;
-    let clock = usize::try_from(libc::CLOCK_MONOTONIC).unwrap_or(1);
-    let _ = call(libc::SYS_clock_gettime, [clock, p, 0, 0, 0, 0]);
+    // SAFETY: `t` is a live, writable timespec.
+    let _ = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
     let secs = u64::try_from(t.tv_sec).unwrap_or(0);
     let ms = u64::try_from(t.tv_nsec).unwrap_or(0) / 1_000_000;
     secs.saturating_mul(1000).saturating_add(ms)
@@ -102,19 +94,13 @@ pub(super) fn readable_within(sock: RawFd, ms: u64) -> bool {
         events: libc::POLLIN,
         revents: 0,
     };
-    let ms = ms.min(60_000);
-    let timeout = libc::timespec {
-        tv_sec: libc::time_t::try_from(ms / 1000).unwrap_or(0),
-        tv_nsec: libc::c_long::try_from(ms % 1000).unwrap_or(0) * 1_000_000,
-    };
-    let p = std::ptr::from_mut(&mut pfd) as usize;
-    let t = std::ptr::from_ref(&timeout) as usize;
-    // ppoll, not poll: aarch64 has no poll system call.
-    matches!(result(call(libc::SYS_ppoll, [p, 1, t, 0, 0, 0])), Ok(1))
+    let ms = libc::c_int::try_from(ms.min(60_000)).unwrap_or(60_000);
+    // SAFETY: one live pollfd.
+    unsafe { libc::poll(&mut pfd, 1, ms) == 1 }
 }
 
 pub(super) fn exit(code: u8) -> ! {
-    loop {
-        let _ = call(libc::SYS_exit, [usize::from(code), 0, 0, 0, 0, 0]);
-    }
+    // SAFETY: _exit ends the process without running this process's atexit
+    // handlers or flushing buffers the parent owns.
+    unsafe { libc::_exit(libc::c_int::from(code)) }
 }

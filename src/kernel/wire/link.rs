@@ -44,6 +44,8 @@ pub struct LinkState {
     pub up: bool,
     /// A loopback device (`IFF_LOOPBACK`).
     pub loopback: bool,
+    /// `ifi_flags`: every `IFF_*` flag of the link.
+    pub flags: u32,
     /// `IFLA_OPERSTATE` (RFC 2863, `IF_OPER_*`), when sent.
     pub oper_state: Option<u8>,
     /// Transmit queue length.
@@ -112,6 +114,7 @@ pub fn parse(body: &[u8]) -> Option<LinkState> {
         link_type: u16::from_ne_bytes([header[2], header[3]]),
         up: flags & IFF_UP != 0,
         loopback: flags & IFF_LOOPBACK != 0,
+        flags,
         ..LinkState::default()
     };
     for (kind, value, _) in attributes(&body[IFINFOMSG_LEN..]) {

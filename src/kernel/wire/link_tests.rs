@@ -63,6 +63,7 @@ fn the_raw_reader_agrees_with_the_typed_parse() {
         mtu: 9000,
         up: true,
         loopback: false,
+        flags: 0x1 | 0x2,
         oper_state: None,
         txqlen: Some(1000),
         alias: Some("podtap:pod-1".into()),

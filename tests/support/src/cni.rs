@@ -80,8 +80,7 @@ impl Chain {
         for name in ["bridge", "macvlan", "host-local", "ptp"] {
             let _ = std::os::unix::fs::symlink(format!("{PLUGINS}/{name}"), bin.path().join(name));
         }
-        std::os::unix::fs::symlink(podtap, bin.path().join("podtap"))
-            .expect("link podtap");
+        std::os::unix::fs::symlink(podtap, bin.path().join("podtap")).expect("link podtap");
         Chain {
             conf,
             bin,
@@ -223,8 +222,7 @@ impl Chain {
 
 /// The repository's conflist with test-private paths and subnet.
 pub fn conflist(file: &str, state: &Path, data: &Path, net: u32) -> Value {
-    let path = crate::repo().join("hooks/cni")
-        .join(file);
+    let path = crate::repo().join("hooks/cni").join(file);
     let mut conf: Value =
         serde_json::from_str(&std::fs::read_to_string(&path).expect("read conflist"))
             .expect("conflist is JSON");
@@ -265,4 +263,25 @@ pub fn cni_plugin(
             .env("CNI_PATH", PLUGINS),
         &conf.to_string(),
     )
+}
+
+/// CNI `plugin`'s ADD in the netns `node` for the pod netns `pod` (its
+/// name as the container id), interface `ifname`; fails the test when the
+/// plugin does.
+pub fn cni_add(node: &Netns, pod: &Netns, plugin: &str, ifname: &str, conf: &Value) {
+    let out = cni_plugin(
+        &node.name,
+        "ADD",
+        plugin,
+        &pod.name,
+        &pod.path_str(),
+        ifname,
+        conf,
+    );
+    assert!(
+        out.status.success(),
+        "CNI {plugin} ADD: {}{}",
+        stdout(&out),
+        stderr(&out)
+    );
 }

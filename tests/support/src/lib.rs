@@ -13,32 +13,33 @@
 pub mod churn;
 pub mod cni;
 pub mod dirs;
+pub mod listen;
 pub mod netns;
 pub mod pod;
 pub mod podtap;
 pub mod run;
 pub mod scan;
+pub mod serve;
 pub mod shapes;
 pub mod snapshot;
+pub mod standin;
 pub mod vm;
 pub mod watch;
 pub mod wiring;
 
-pub use cni::{cni_plugin, conflist, container_id, Chain, Run, PLUGINS};
+pub use cni::{cni_add, cni_plugin, conflist, container_id, Chain, Run, PLUGINS};
 pub use dirs::{checkpoint_path, StateDir, TempDir};
-pub use netns::{
-    in_netns, settle, settle_taps, taps, wait_for_deferred_teardown, Netns, Sleeper,
-};
+pub use netns::{in_netns, settle, settle_taps, taps, wait_for_deferred_teardown, Netns, Sleeper};
 pub use pod::Pod;
 pub use podtap::{
-    attach, attach_cmd, attach_json, check, detach, iface, json_ok, oci_hook, podtap, podtap_cmd, podtap_ok,
-    podtap_state,
+    attach, attach_cmd, attach_json, check, detach, iface, json_ok, oci_hook, podtap, podtap_cmd,
+    podtap_ok, podtap_state,
 };
 pub use run::{
     exit_code, net_tools_or_skip, poll, root_or_skip, run_with_stdin, sh, sh_ok, stderr, stdout,
     tool_or_skip, unique, wait_for,
 };
-pub use snapshot::{settled_snapshot, snapshot, wait_for_drained_bridges};
+pub use snapshot::{full_snapshot, settled_snapshot, snapshot, wait_for_drained_bridges};
 pub use watch::Watch;
 
 /// The repository (the podtap package's own directory).

@@ -1,8 +1,8 @@
 //! Network namespaces made with iproute2, and reading them.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::Command;
-use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;

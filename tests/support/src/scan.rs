@@ -9,7 +9,6 @@ use serde_json::{json, Value};
 use crate::netns::{settle, Netns};
 use crate::podtap::iface;
 
-
 /// What iproute2 says about a netns.
 #[derive(Debug, PartialEq)]
 pub struct IpView {
@@ -377,4 +376,3 @@ pub fn assert_matches_ip(sc: &Scanned) {
     assert_routes_match_ip(sc);
     assert_static_neighbours_match_ip(sc);
 }
-

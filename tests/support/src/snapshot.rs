@@ -111,3 +111,33 @@ pub fn settled_snapshot(ns: &Netns) -> String {
     settle(ns);
     snapshot(ns)
 }
+
+/// [`settled_snapshot`] plus all else routed wiring may change: IPv6 routes
+/// of every table, policy rules of both families, proxy and permanent
+/// neighbours, every net sysctl (but the connection tracker's live count),
+/// and the nftables ruleset (`nft -s`: without counters, which traffic moves).
+pub fn full_snapshot(ns: &Netns) -> String {
+    let mut out = settled_snapshot(ns);
+    for args in [
+        "-6 route show table all",
+        "rule show",
+        "-6 rule show",
+        "neigh show proxy",
+        "-6 neigh show proxy",
+        "neigh show nud permanent",
+        "-6 neigh show nud permanent",
+    ] {
+        out.push_str(&format!("## ip {args}\n{}", ns.ip(args)));
+    }
+    let sysctl = ns.exec("sysctl -a");
+    out.push_str("## sysctl\n");
+    for line in sysctl.lines() {
+        if line.starts_with("net.") && !line.starts_with("net.netfilter.nf_conntrack_count") {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out.push_str("## nft\n");
+    out.push_str(&ns.exec("nft -s list ruleset"));
+    out
+}

@@ -152,14 +152,23 @@ pub fn boot_live(
     extra: &[&str],
     during: impl FnOnce(&Console),
 ) -> String {
-    use std::io::{BufRead, BufReader};
     let (kernel, initrd) = guest();
-    let mut child = Command::new("timeout")
-        .args(["150", script, id, kernel, initrd])
+    let mut cmd = Command::new("timeout");
+    cmd.args(["150", script, id, kernel, initrd])
         .args(extra)
         .env("PODTAP", bin)
         .env("PODTAP_STATE_DIR", state)
-        .env("GUEST_APPEND", append)
+        .env("GUEST_APPEND", append);
+    boot_command(cmd, &format!("{script} {id}"), during)
+}
+
+/// Run `cmd`, which boots a guest started with `podtap.hold` and prints its
+/// console on stdout (named `what` in messages): once it says
+/// `PODTAP-READY`, run `during` with its live console, then wait for the
+/// guest to finish and return the whole console.
+pub fn boot_command(mut cmd: Command, what: &str, during: impl FnOnce(&Console)) -> String {
+    use std::io::{BufRead, BufReader};
+    let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -190,7 +199,7 @@ pub fn boot_live(
     let out = child.wait_with_output().expect("wait for the VMM");
     let console = reader.join().expect("console reader");
     eprintln!(
-        "--- {script} {id}: exit {:?}\n{console}\n--- stderr:\n{}",
+        "--- {what}: exit {:?}\n{console}\n--- stderr:\n{}",
         out.status.code(),
         stderr(&out)
     );

@@ -100,7 +100,9 @@ pub fn redirect_kind(ns: &Netns, from: &str, to: &str) -> Option<&'static str> {
             && l.contains(&format!(" flowid :{ifindex:x} "))
             && l.contains(" direct-action ")
             && l.contains(" name podtap_redir ")
-            && REDIRECT_TAGS.iter().any(|t| l.contains(&format!(" tag {t}")))
+            && REDIRECT_TAGS
+                .iter()
+                .any(|t| l.contains(&format!(" tag {t}")))
     });
     bpf.then_some("bpf")
 }
@@ -120,8 +122,18 @@ pub fn verify_tc(pod: &Pod, pod_if: &str, tap: &str) {
         );
     }
     let want = Some(default_redirect());
-    assert_eq!(redirect_kind(&pod.pod, pod_if, tap), want, "{pod_if} -> {tap}:\n{}", filters(&pod.pod, pod_if));
-    assert_eq!(redirect_kind(&pod.pod, tap, pod_if), want, "{tap} -> {pod_if}:\n{}", filters(&pod.pod, tap));
+    assert_eq!(
+        redirect_kind(&pod.pod, pod_if, tap),
+        want,
+        "{pod_if} -> {tap}:\n{}",
+        filters(&pod.pod, pod_if)
+    );
+    assert_eq!(
+        redirect_kind(&pod.pod, tap, pod_if),
+        want,
+        "{tap} -> {pod_if}:\n{}",
+        filters(&pod.pod, tap)
+    );
 }
 
 pub fn verify_timings(desc: &Value, id: &str) {
