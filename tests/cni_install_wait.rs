@@ -14,6 +14,10 @@
 //! - Multus: its daemon writes `00-multus.conf` (thick: type multus-shim)
 //!   on start and whenever the cluster network's conf changes
 //!   (deployments/multus-daemonset-thick.yml), 0.3.1.
+//!
+//! SIGTERM ends the wait and leaves podtap chained (a rolling update's
+//! next pod takes over); `--uninstall` alone takes it off. The installers
+//! here sweep a state dir of their own, never the node's `/run/podtap`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -78,6 +82,7 @@ fn chained(path: &Path) -> bool {
 /// `cni-install --wait` on `conf`, killed (SIGKILL) if a test panics.
 struct Installer {
     child: Child,
+    _state: TempDir,
 }
 
 impl Installer {
@@ -88,15 +93,21 @@ impl Installer {
     }
 
     fn start_with(conf: &Path, bin: &Path) -> Self {
+        let state = TempDir::new();
         let child = Command::new(BIN)
             .args(["cni-install", "--wait", "--conf-dir"])
             .arg(conf)
             .arg("--bin-dir")
             .arg(bin)
+            .arg("--plugin-state-dir")
+            .arg(state.path())
             .stderr(Stdio::piped())
             .spawn()
             .expect("start cni-install --wait");
-        Installer { child }
+        Installer {
+            child,
+            _state: state,
+        }
     }
 
     /// SIGTERM, as the kubelet stops the DaemonSet's pod; its stderr.
@@ -120,6 +131,24 @@ impl Drop for Installer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `cni-install --uninstall`: what takes podtap off a node.
+fn uninstall(conf: &Path, bin: &Path) {
+    let out = Command::new(BIN)
+        .args(["cni-install", "--uninstall", "--conf-dir"])
+        .arg(conf)
+        .arg("--bin-dir")
+        .arg(bin)
+        .arg("--plugin-state-dir")
+        .arg(conf.join("state"))
+        .output()
+        .expect("run cni-install --uninstall");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn eventually(what: &str, cond: impl Fn() -> bool) {
@@ -169,6 +198,11 @@ fn flannel_and_calico_rewrites_are_chained_again_and_uninstall_keeps_theirs() {
         );
 
         let said = installer.stop();
+        assert!(
+            chained(&file),
+            "{name}: SIGTERM leaves podtap chained; {said}"
+        );
+        uninstall(&dir, &dir.join("bin"));
         assert_eq!(
             std::fs::read(&file).expect("conf"),
             text(&newer),
@@ -237,6 +271,7 @@ fn cilium_agent_restarts_are_chained_again() {
     }
     eventually("chained again after the agent's rewrite", || chained(&file));
     installer.stop();
+    uninstall(&dir, &dir.join("bin"));
     assert_eq!(std::fs::read(&file).expect("conf"), text(&cilium()));
 }
 
@@ -260,6 +295,7 @@ fn multus_nodes_chain_the_cluster_network_and_leave_multus_alone() {
     );
     assert!(chained(&cluster));
     installer.stop();
+    uninstall(&dir, &dir.join("bin"));
     assert_eq!(std::fs::read(&own).expect("multus"), text(&multus_conf));
     assert_eq!(std::fs::read(&cluster).expect("flannel"), text(&flannel()));
     let left: Vec<_> = std::fs::read_dir(&dir)
@@ -275,7 +311,7 @@ fn multus_nodes_chain_the_cluster_network_and_leave_multus_alone() {
 }
 
 /// A rolling update with maxSurge: the new pod runs before the old one
-/// stops, and the old one's uninstall takes the entry and the binary away.
+/// stops; neither's stop takes the entry or the binary away.
 #[test]
 fn a_surge_rollout_keeps_podtap_installed() {
     let (_keep, dir) = conf_dir();
@@ -287,9 +323,11 @@ fn a_surge_rollout_keeps_podtap_installed() {
     let new = Installer::start_with(&dir, bin.path());
     std::thread::sleep(Duration::from_millis(300));
     old.stop();
-    eventually("chained again by the new pod", || chained(&file));
-    eventually("binary back", || bin.path().join("podtap").exists());
+    assert!(chained(&file), "the old pod's stop leaves podtap chained");
+    assert!(bin.path().join("podtap").exists(), "and its binary");
     new.stop();
+    assert!(chained(&file) && bin.path().join("podtap").exists());
+    uninstall(&dir, bin.path());
     assert_eq!(std::fs::read(&file).expect("conf"), text(&flannel()));
     assert!(!bin.path().join("podtap").exists());
 }
