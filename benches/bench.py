@@ -36,7 +36,23 @@ DP_VARIANTS = {
     "tc": "tc: u32 + mirred (podtap)",
     "bridge": "bridge (podtap)",
     "macvtap": "macvtap (podtap)",
+    "tc4": "tc: u32 + mirred, IPv4/UDP frames (podtap)",
+    "l3": "l3: routed, IPv4/UDP frames (podtap)",
 }
+# The podtap mode of each variant (the bare veth has none), and the variants whose
+# generator sends IPv4/UDP frames (standin gen4) to a stand-in that echoes them as
+# a routed guest would (echo4: IPv4 addresses and UDP ports swapped too). l3 needs
+# them: the pod netns routes, so the frames must be addressed to the pod's IPv4
+# address and eth0's MAC. tc4 sends the same frames through the tc wiring, so that
+# l3 is compared with tc on the same frames and the same stand-in loop.
+DP_MODE = {"tc": "tc", "bridge": "bridge", "macvtap": "macvtap", "tc4": "tc", "l3": "l3"}
+DP_IP = ("tc4", "l3")
+# gen4's source: an address the peer netns does not have, with the generator's MAC
+# as a permanent neighbour of the data-path pod's eth0. The routed echo then comes
+# back to the peer as the tc echo does, to a MAC that is not the peer veth's
+# (PACKET_OTHERHOST): the peer's IP stack drops it on arrival in both cases.
+GEN4_SRC = "198.18.0.9"
+GEN_MAC = "06:00:c6:12:00:01"   # standin.c's generator source MAC
 
 last_cpu_ms = 0.0            # CPU time of the last timed() process tree
 problems = []                # failures and leftovers: any entry makes the exit status 1
@@ -82,6 +98,14 @@ def timed(args, env=None, out_path=None):
     # CPU of the process and every descendant it waited for (user + sys)
     last_cpu_ms = (ru.ru_utime + ru.ru_stime) * 1000
     return (t1 - t0) / 1e6, p.returncode, ru.ru_maxrss, stdout, stderr
+
+
+PHASES = ("scan", "tap", "wiring", "checkpoint", "total")   # attachment.timings_us
+
+
+def unphased(t):
+    """Microseconds of an attach's total that no phase counts (l3: the nftables table)."""
+    return t.get("total", 0) - sum(t.get(f, 0) for f in PHASES[:4])
 
 
 def pct(xs, q):
@@ -134,6 +158,56 @@ class Bench:
                 for l in links),
             "qdiscs": sorted((q["dev"], q["kind"], q["handle"]) for q in qd),
         }
+
+    def snapshot_deep(self, ns):
+        """What an l3 attach changes besides links and qdiscs, and its detach must
+        put back: addresses (in order, with their flags), routes and rules of
+        every table, proxy and permanent neighbours, the nftables ruleset, and
+        the IPv4/IPv6 conf and neigh sysctls. Taken before each l3 attach and
+        compared after its detach (untimed)."""
+        def j(*args):
+            return json.loads(sh(["ip", "-n", ns, "-j"] + list(args)).stdout or "[]")
+
+        def rows(xs):
+            return sorted(json.dumps(x, sort_keys=True) for x in xs)
+        addrs = [(i["ifname"], [(a.get("family"), a.get("local"), a.get("prefixlen"), a.get("scope"),
+                                 tuple(sorted(k for k, v in a.items() if v is True)))
+                                for a in i.get("addr_info", [])])
+                 for i in j("address", "show")]
+        sysctl = sh(["ip", "netns", "exec", ns, "grep", "-rs", ".", "/proc/sys/net/ipv4/conf",
+                     "/proc/sys/net/ipv6/conf", "/proc/sys/net/ipv4/neigh", "/proc/sys/net/ipv6/neigh",
+                     "/proc/sys/net/ipv4/ip_forward"], check=False).stdout.splitlines()
+        return {
+            "addresses": addrs,
+            "routes": rows(j("-4", "route", "show", "table", "all")) + rows(j("-6", "route", "show", "table", "all")),
+            "rules": rows(j("-4", "rule", "show")) + rows(j("-6", "rule", "show")),
+            "neighbours": rows(j("neigh", "show", "proxy")) + rows(j("neigh", "show", "nud", "permanent")),
+            "nft": sh(["ip", "netns", "exec", ns, "nft", "list", "ruleset"], check=False).stdout,
+            "sysctl": sorted(sysctl),
+        }
+
+    def check_deep(self, ns, before, who):
+        """An l3 detach left the pod netns as snapshot_deep found it before the
+        attach; a difference is a failure (what differs goes into the report)."""
+        benchlib.wait_idle((self.bin,), 10.0)  # a detach's child may still be at work
+        after = self.snapshot_deep(ns)
+        bad = []
+        for k in before:
+            if before[k] == after[k]:
+                continue
+            if k == "nft":
+                bad.append(f"nft ruleset: before {before[k].strip()[:150]!r}, after {after[k].strip()[:150]!r}")
+                continue
+            if k == "addresses" and sorted(map(str, before[k])) == sorted(map(str, after[k])):
+                bad.append("addresses: the same, in another order")
+                continue
+            b, a = list(map(str, before[k])), list(map(str, after[k]))
+            gone, new = [x for x in b if x not in a], [x for x in a if x not in b]
+            bad.append(f"{k}: gone {gone[:3]}{' …' if len(gone) > 3 else ''}, "
+                       f"new {new[:3]}{' …' if len(new) > 3 else ''}")
+        if bad:
+            problems.append(f"{who}: pod netns not restored in {ns}: {'; '.join(bad)}"[:1500])
+            log(problems[-1])
 
     def wait_drained(self, ns, timeout=5.0):
         """Bridges are deleted after detach returns (one rcu_barrier each, under RTNL,
@@ -211,10 +285,14 @@ class Bench:
     def c_podtap(self, mode, n, ns, rep, base):
         cid = f"{self.prefix}-{mode}{n}-r{rep}"
         outp = os.path.join(self.a.workdir, "attach.json")
+        # l3 changes addresses' routes, sysctls, neighbours and nftables too: the
+        # state before is taken here, untimed, and compared after the detach
+        deep = self.snapshot_deep(ns) if mode == "l3" else None
         ms, rc, rss, out, err = timed(
             [self.bin, "attach", "--netns", f"/var/run/netns/{ns}", "--id", cid, "--mode", mode],
             env=self.env, out_path=outp)
-        if rc != 0:
+        attached = rc == 0
+        if not attached:
             self.fail(f"podtap attach --mode {mode} n={n}", rc, err)
         else:
             self.record(("podtap", mode, "attach", n), ms)
@@ -229,9 +307,11 @@ class Bench:
         ms, rc, rss, _, err = timed([self.bin, "detach", "--id", cid], env=self.env)
         if rc != 0:
             self.fail(f"podtap detach ({mode}) n={n}", rc, err)
-        else:
+        elif attached:  # after a failed attach the detach finds nothing to undo: not a sample
             self.record(("podtap", mode, "detach", n), ms)
         self.check_clean(ns, base, f"podtap {mode} n={n}")
+        if deep is not None:
+            self.check_deep(ns, deep, f"podtap {mode} n={n}")
 
     def c_lib(self, n, ns, rep, base):
         """The library call (examples/bench_lib): attach + detach in one
@@ -533,8 +613,12 @@ class Bench:
         for ns in (pod, peer):
             sh(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"],
                check=False)
+        # the routed echo's way back to the generator (GEN4_SRC above)
+        sh(["ip", "-n", pod, "neigh", "add", GEN4_SRC, "lladdr", GEN_MAC, "dev", "eth0", "nud", "permanent"])
         base = self.snapshot_clean(pod)
         pod_mac = json.loads(sh(["ip", "-n", pod, "-j", "link", "show", "eth0"]).stdout)[0]["address"]
+        pod_ip = [a["local"] for a in json.loads(sh(["ip", "-n", pod, "-j", "-4", "address", "show", "eth0"]).stdout)[0]
+                  ["addr_info"]][0]
         variants = list(DP_VARIANTS)
         res = {}
         for r in range(rounds):
@@ -547,28 +631,47 @@ class Bench:
                 for v in order:
                     cid = f"{self.prefix}-dp"
                     dst = pod_mac
+                    ip = v in DP_IP
+                    deep = None
                     if v != "veth":
+                        if v == "l3":
+                            deep = self.snapshot_deep(pod)
                         rr = sh([self.bin, "attach", "--netns", f"/var/run/netns/{pod}", "--id", cid,
-                                 "--mode", v], check=False)
+                                 "--mode", DP_MODE[v]], check=False)
                         if rr.returncode != 0:
                             self.fail(f"datapath attach {v}", rr.returncode, rr.stderr)
                             continue
                     try:
                         if v != "veth":
                             iface = [i for i in json.loads(rr.stdout)["interfaces"] if i.get("tap")][0]
-                            dst = iface.get("guest_mac", pod_mac)
+                            guest_mac = iface.get("guest_mac", pod_mac)
+                            # tc, bridge, macvtap: to the guest's MAC. l3: to eth0's, which the
+                            # pod netns receives and routes to the TAP (the guest keeps the pod's
+                            # MAC, and answers the netns's ARP for the pod's address with it)
+                            dst = pod_mac if v == "l3" else guest_mac
                             # a macvtap is opened through its device node, as `podtap exec` does
                             tap = iface["tap"].get("device") or iface["tap"]["name"]
-                            echo = [standin, sink, "tap", tap, str(secs + 1.5)]
+                            if not ip:
+                                echo = [standin, sink, "tap", tap, str(secs + 1.5)]
+                            elif sink == "echo":
+                                echo = [standin, "echo4", "tap", tap, str(secs + 1.5), guest_mac]
+                            elif v == "l3":
+                                # answers the netns's one ARP request, then reads nothing
+                                echo = [standin, "hold4", "tap", tap, str(secs + 1.5), guest_mac]
+                            else:
+                                echo = [standin, "hold", "tap", tap, str(secs + 1.5)]
                         else:
                             echo = [standin, sink, "pkt", "eth0", str(secs + 1.5)]
+                        if ip:
+                            gen = [standin, "gen4", "v0", str(secs), str(size), dst, GEN4_SRC, pod_ip]
+                        else:
+                            gen = [standin, "gen", "v0", str(secs), str(size), dst]
                         e = subprocess.Popen(["ip", "netns", "exec", pod] + echo, stdin=subprocess.PIPE,
                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                         try:
                             ready = e.stdout.readline()
                             time.sleep(0.2)  # carrier up, bridge port forwarding
-                            g = sh(["ip", "netns", "exec", peer, standin, "gen", "v0", str(secs), str(size),
-                                    dst], check=False)
+                            g = sh(["ip", "netns", "exec", peer] + gen, check=False)
                             eout, eerr = e.communicate()
                         finally:
                             if e.poll() is None:
@@ -580,13 +683,24 @@ class Bench:
                             if rr.returncode != 0:
                                 self.fail(f"datapath detach {v}", rr.returncode, rr.stderr)
                         self.check_clean(pod, base, f"datapath {v}")
+                        if deep is not None:
+                            self.check_deep(pod, deep, f"datapath {v}")
                     if g.returncode != 0 or e.returncode != 0 or not ready:
                         self.fail(f"datapath {v} {sink} size {size}", g.returncode or e.returncode,
                                   g.stderr + eerr)
                         continue
                     gj = json.loads(g.stdout.strip().splitlines()[-1])
                     ej = json.loads(eout.strip().splitlines()[-1])
+                    if v == "l3" and not ej.get("arp_replies"):
+                        # the netns never resolved the guest: its frames died at the neighbour entry
+                        problems.append(f"datapath l3 {sink} size {size}: the stand-in answered no ARP request")
+                        log(problems[-1])
+                    if sink == "echo" and not gj["echoed"]:
+                        problems.append(f"datapath {v} size {size}: nothing echoed (sent {gj['tx']}, "
+                                        f"stand-in read {ej['rx']}, ARP replies {ej.get('arp_replies')})")
+                        log(problems[-1])
                     res.setdefault((v, size if sink == "echo" else "oneway"), []).append(dict(
+                        round=r,
                         sent_pps=gj["tx"] / gj["elapsed_s"],
                         rx_pps=ej["rx"] / gj["elapsed_s"],
                         echo_pps=gj["echoed"] / gj["elapsed_s"],
@@ -679,6 +793,9 @@ class Bench:
         self.identity_check(8, pods[8], bases[8])
         contenders = [
             ("podtap-tc", lambda n, r: self.c_podtap("tc", n, pods[n], r, bases[n])),
+            # routed: the fixture's interfaces have an IPv4 /24 and an IPv6 /64 each
+            # (benchlib.wire_pod), the addresses l3 routes to the TAPs
+            ("podtap-l3", lambda n, r: self.c_podtap("l3", n, pods[n], r, bases[n])),
             ("podtap-bridge", lambda n, r: self.c_podtap("bridge", n, pods[n], r, bases[n])),
             ("podtap-scan", lambda n, r: self.c_scan(n, pods[n], r, bases[n])),
             ("library", lambda n, r: self.c_lib(n, pods[n], r, bases[n])),
@@ -766,6 +883,8 @@ class Bench:
             ("podtap detach, tc", ("podtap", "tc", "detach")),
             ("podtap attach, bridge", ("podtap", "bridge", "attach")),
             ("podtap detach, bridge", ("podtap", "bridge", "detach")),
+            ("podtap attach, l3 (routed)", ("podtap", "l3", "attach")),
+            ("podtap detach, l3 (routed)", ("podtap", "l3", "detach")),
             ("podtap scan", ("podtap", "scan", "scan")),
             ("library call attach, tc (in-process)", ("lib", "tc", "attach")),
             ("library call detach, tc (in-process)", ("lib", "tc", "detach")),
@@ -873,6 +992,22 @@ class Bench:
                 mc = (m64 - m8) / 56
                 tgt.append((f"attach marginal cost per extra if ({mode}, (t64−t8)/56, wall)",
                             f"{mc:.3f} ms", "≤ 0.5 ms", mc <= 0.5))
+        for n in sizes:
+            if n == 1:
+                continue
+            kl, kt = ("podtap", "l3", "attach", n), ("podtap", "tc", "attach", n)
+            tgt.append((f"attach {n} if: podtap l3 / podtap tc", shown(kl, kt, 2), "≤ 1.3×", ratio(kl, kt) <= 1.3))
+            kl, kt = ("podtap", "l3", "detach", n), ("podtap", "tc", "detach", n)
+            tgt.append((f"detach {n} if: podtap l3 / podtap tc", shown(kl, kt, 2), "(none)", None))
+        dp = self.extra.get("datapath")
+        if dp:
+            for size, what in ((60, "64 B"), (1514, "1500 B")):
+                for f, d in (("rx_pps", "delivered (generator → guest)"), ("echo_pps", "echoed (guest → generator)")):
+                    xl = [x[f] for x in dp.get(("l3", size), [])]
+                    xt = [x[f] for x in dp.get(("tc4", size), [])]
+                    r = med(xl) / med(xt) if xl and xt and med(xt) else float("nan")
+                    tgt.append((f"data path {what} {d}: l3 / tc, same IPv4/UDP frames",
+                                benchlib.ratio_text(xl, xt, 2), "≥ 0.8×", r >= 0.8))
         for (what, mode, n), xs in sorted(self.rss.items()):
             if what == "attach" and mode == "tc" and n in (1, 64):
                 tgt.append((f"peak RSS, attach {n} if (max of {len(xs)})", f"{max(xs) / 1024:.1f} MiB",
@@ -885,25 +1020,45 @@ class Bench:
                         str(cc["left_links"] + cc["left_qdiscs"] + cc["left_checkpoints"]), "0",
                         cc["left_links"] + cc["left_qdiscs"] + cc["left_checkpoints"] == 0))
         for q, m, t, ok in tgt:
-            L.append(f"| {q} | {m} | {t} | {'yes' if ok else '**no**'} |")
+            L.append(f"| {q} | {m} | {t} | {'–' if ok is None else 'yes' if ok else '**no**'} |")
 
         L.append("\n### 3. podtap attach phases from `attachment.timings_us` (median µs)\n")
-        L.append("| mode | ifs | scan | tap | wiring | checkpoint | total (in-process) | process wall (ms) |")
-        L.append("|---|---|---|---|---|---|---|---|")
+        L.append("*unphased* is total minus the four phases (median of each sample's): in l3 mode mostly the "
+                 "nftables table's install, which comes after the wiring phase.\n")
+        L.append("| mode | ifs | scan | tap | wiring | checkpoint | unphased | total (in-process) | process wall (ms) |")
+        L.append("|---|---|---|---|---|---|---|---|---|")
         for (mode, n), ts in sorted(self.phases.items()):
-            c = {f: med([t.get(f, 0) for t in ts]) for f in ("scan", "tap", "wiring", "checkpoint", "total")}
+            c = {f: med([t.get(f, 0) for t in ts]) for f in PHASES}
             wall = med(S.get(("podtap", mode, "attach", n), []))
-            L.append(f"| {mode} | {n} | " + " | ".join(f"{c[f]:.0f}" for f in ("scan", "tap", "wiring", "checkpoint", "total"))
-                     + f" | {fm(wall)} |")
+            L.append(f"| {mode} | {n} | " + " | ".join(f"{c[f]:.0f}" for f in PHASES[:4])
+                     + f" | {med([unphased(t) for t in ts]):.0f} | {c['total']:.0f} | {fm(wall)} |")
         if 64 in sizes and 8 in sizes:
             L.append("")
-            for mode in ("tc", "bridge"):
+            for mode in ("tc", "bridge", "l3"):
                 p64, p8 = self.phases.get((mode, 64), []), self.phases.get((mode, 8), [])
                 if p64 and p8:
                     parts = ", ".join(
                         f"{f} {(med([t[f] for t in p64]) - med([t[f] for t in p8])) / 56:.0f}"
                         for f in ("scan", "tap", "wiring", "checkpoint", "total"))
                     L.append(f"- marginal µs per extra interface, {mode} (in-process): {parts}")
+        # where l3's attach spends what tc's does not: the phase medians' differences
+        l3rows = []
+        for n in sizes:
+            pl, pt = self.phases.get(("l3", n), []), self.phases.get(("tc", n), [])
+            if pl and pt:
+                d = {f: med([t.get(f, 0) for t in pl]) - med([t.get(f, 0) for t in pt]) for f in PHASES}
+                d["unphased"] = med([unphased(t) for t in pl]) - med([unphased(t) for t in pt])
+                parts = ", ".join(f"{f} {d[f]:+.0f}" for f in PHASES[:4] + ("unphased", "total"))
+                wl, wt = med(S.get(("podtap", "l3", "attach", n), [])), med(S.get(("podtap", "tc", "attach", n), []))
+                l3rows.append(f"- l3 minus tc, {n} if (µs, differences of medians): {parts}; "
+                              f"process wall {1000 * (wl - wt):+.0f}")
+        if l3rows:
+            L.append("\nWhere l3's attach differs from tc's. In l3 mode *scan* also reads what the routed NICs "
+                     "will change (their sysctls, IPv6 addresses and the routes that use them as source), "
+                     "*wiring* makes the changes (sysctls, the TAP's addresses, host routes, local routes "
+                     "deleted, proxy ARP/NDP entries) instead of tc's filters, and *unphased* holds the "
+                     "nftables table.\n")
+            L.extend(l3rows)
 
         L.append("\n### 4. Peak RSS (MiB, max over runs; `/usr/bin/time -f %M`, one untimed run per rep)\n")
         L.append("| podtap command | ifs | peak RSS |")
@@ -928,7 +1083,10 @@ class Bench:
             rounds, secs = self.extra["datapath_secs"]
             L.append(f"\n### 6. Data path: frames/s through the wiring ({rounds} round(s) × {secs} s per variant, median)\n")
             L.append("Generator in the peer netns → veth → [wiring] → stand-in (reads, swaps MACs, writes back) → "
-                     "[wiring] → veth → generator. *delivered* = frames the stand-in read; *echoed* = frames back at the generator.\n")
+                     "[wiring] → veth → generator. *delivered* = frames the stand-in read; *echoed* = frames back at the generator. "
+                     "The *IPv4/UDP frames* rows send UDP to the pod's address (l3: to eth0's MAC, and the pod netns "
+                     "routes them to the TAP and the echo back); their stand-in answers ARP and also swaps the IPv4 "
+                     "addresses and UDP ports.\n")
             L.append("| frame | wiring | offered (kpps) | delivered (kpps) | echoed (kpps) | delivered vs bare veth | echoed vs bare veth | generator CPU ns / frame sent | stand-in CPU ns / frame echoed |")
             L.append("|---|---|---|---|---|---|---|---|---|")
             label = {60: "64 B (60 + FCS)", 1514: "1500 B payload (1514 + FCS)"}
@@ -945,6 +1103,29 @@ class Bench:
                     L.append(f"| {label[size]} | {DP_VARIANTS[v]} | {s / 1e3:.0f} | {r / 1e3:.0f} | {e / 1e3:.0f} | "
                              f"{r / rb:.2f} | {e / eb:.2f} | "
                              f"{med([x['gen_ns_per_frame'] for x in xs]):.0f} | {med([x['echo_ns_per_frame'] for x in xs]):.0f} |")
+            if dp.get(("l3", 60)) or dp.get(("l3", 1514)) or dp.get(("tc4", 60)):
+                L.append("\n### 6d. l3 against tc: the same frames, the same host, the same run\n")
+                L.append("*l3 / tc* is the ratio of the medians with its 95% bootstrap interval (as in the ratios "
+                         "table); *per round* is the median (min–max) of the ratios within each round, where the "
+                         "variants ran one after the other. *tc* sends the same IPv4/UDP frames through u32 + mirred "
+                         "to the same stand-in loop; *tc, raw frames* is section 6's tc row.\n")
+                L.append("| frame | direction | l3 (kpps) | tc (kpps) | l3 / tc | per round | tc, raw frames (kpps) | l3 / tc, raw frames |")
+                L.append("|---|---|---|---|---|---|---|---|")
+                for size in (60, 1514):
+                    xl, xt, xr = dp.get(("l3", size), []), dp.get(("tc4", size), []), dp.get(("tc", size), [])
+                    for f, d in (("rx_pps", "delivered"), ("echo_pps", "echoed")):
+                        al, at, ar = ([x[f] for x in xs] for xs in (xl, xt, xr))
+                        if not al or not at:
+                            L.append(f"| {label[size]} | {d} | {'failed' if not al else fm(med(al) / 1e3)} | "
+                                     f"{'failed' if not at else fm(med(at) / 1e3)} | | | | |")
+                            continue
+                        byr = {x["round"]: x[f] for x in xt}
+                        rr = [x[f] / byr[x["round"]] for x in xl if byr.get(x["round"])]
+                        per = f"{med(rr):.2f} ({min(rr):.2f}–{max(rr):.2f})" if rr else "–"
+                        L.append(f"| {label[size]} | {d} | {med(al) / 1e3:.0f} | {med(at) / 1e3:.0f} | "
+                                 f"{benchlib.ratio_text(al, at, 2)} | {per} | "
+                                 f"{fm(med(ar) / 1e3) if ar else 'failed'} | "
+                                 f"{benchlib.ratio_text(al, ar, 2) if ar else '–'} |")
             ow = {v: dp.get((v, "oneway"), []) for v in DP_VARIANTS}
             if any(ow.values()):
                 L.append("\n### 6c. One way: the forward path's CPU per frame (64 B, sink never reads)\n")
@@ -966,6 +1147,12 @@ class Bench:
                         rel = f"{med(rr):.3f} ({min(rr):.2f}–{max(rr):.2f})"
                     L.append(f"| {DP_VARIANTS[v]} | {med(ns):.0f} ({min(ns):.0f}–{max(ns):.0f}) | {rel} | "
                              f"{med([x['sent_pps'] for x in xs]) / 1e3:.0f} |")
+                byr = {x["round"]: x["gen_ns_per_frame"] for x in ow.get("tc4", [])}
+                rr = [x["gen_ns_per_frame"] / byr[x["round"]] for x in ow.get("l3", []) if byr.get(x["round"])]
+                if rr:
+                    L.append(f"\nl3 / tc on the same IPv4/UDP frames, generator CPU ns per frame sent "
+                             f"(median of the per-round ratios, min–max): {med(rr):.3f} ({min(rr):.2f}–{max(rr):.2f}). "
+                             "l3's one-way sink answers the netns's ARP request for the guest, then reads nothing.")
         tcp = self.extra.get("tcp")
         if tcp:
             n = max(len(v) for v in tcp.values())

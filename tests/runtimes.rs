@@ -46,7 +46,7 @@ fn host_podman_state() -> Vec<(String, Option<std::time::SystemTime>)> {
 }
 
 fn script(name: &str) -> String {
-    format!("{}/tests/runtimes/{name}", env!("CARGO_MANIFEST_DIR"))
+    format!("{}/tests/runtimes/{name}", podtap_testkit::repo().display())
 }
 
 /// Files left under the podtap state dir (checkpoints, registry entries, locks are dirs or files).
@@ -355,6 +355,8 @@ fn kill_cri_leftovers(work: &std::path::Path) {
         pids.extend(live_pid(&e.path().join("shim.pid"), &w));
         pids.extend(live_pid(&e.path().join("init.pid"), "sleep"));
     }
+    // The test guest's QEMU (scenario portforward).
+    pids.extend(live_pid(&work.join("qemu.pid"), "qemu-system"));
     for pid in pids {
         eprintln!("killing leftover process {pid} of {w}");
         let _ = Command::new("kill").args(["-9", &pid]).output();
@@ -364,6 +366,15 @@ fn kill_cri_leftovers(work: &std::path::Path) {
 /// Run `tests/runtimes/cri.sh SCENARIO` in a fresh node netns; returns its output,
 /// the work dir and the node. Leftover processes are killed whatever happened.
 fn cri(scenario: &str, subnet: &str) -> (std::process::Output, TempDir, Netns) {
+    cri_with(scenario, subnet, &[])
+}
+
+/// [`cri`] with more environment for the script.
+fn cri_with(
+    scenario: &str,
+    subnet: &str,
+    env: &[(&str, &str)],
+) -> (std::process::Output, TempDir, Netns) {
     let node = Netns::new("podtap-rt-");
     let work = TempDir::new();
     let out = Command::new("bash")
@@ -373,6 +384,7 @@ fn cri(scenario: &str, subnet: &str) -> (std::process::Output, TempDir, Netns) {
         .arg(BIN)
         .arg(subnet)
         .arg(scenario)
+        .envs(env.iter().copied())
         .output()
         .expect("run cri.sh");
     kill_cri_leftovers(work.path());
@@ -559,6 +571,100 @@ fn cri_failed_add_rolls_back() {
         }),
         "address still reserved after the failed ADD: {reserved:?}"
     );
+    drop(node);
+    assert_eq!(before, root_netns_fingerprint(), "root netns changed");
+}
+
+#[test]
+fn cri_port_forward_reaches_a_server_in_an_l3_guest() {
+    let test = "cri_port_forward_reaches_a_server_in_an_l3_guest";
+    if !(cri_or_skip(test)
+        && podtap_testkit::vm::vm_prerequisites(test)
+        && tool_or_skip(test, "nft"))
+    {
+        return;
+    }
+    let before = root_netns_fingerprint();
+    let (kernel, initrd) = podtap_testkit::vm::guest();
+    // CRI PortForward: containerd's streaming server dials `localhost:8080`
+    // (tcp4 first) inside the pod netns. In l3 mode podtap's nftables table
+    // there DNATs 127.0.0.1 to the guest's IPv4 address and SNATs it from
+    // 169.254.0.1 (the netns's address on the TAP), so the connection reaches
+    // the guest's httpd. First, a pod in tc mode: there the pod netns's
+    // 127.0.0.1 is the netns's own loopback, and tc only redirects what
+    // crosses eth0 and the TAP, so a port-forward reaches whatever listens in
+    // the pod netns, never the guest (nothing listens: refused). A guest
+    // attached in tc mode would change nothing, so none is booted for it.
+    let (out, work, node) = cri_with(
+        "portforward",
+        "198.19.224.0/24",
+        &[("GUEST_KERNEL", kernel), ("GUEST_INITRD", initrd)],
+    );
+    let text = cri_success(&out);
+    eprintln!("{text}\n--- stderr:\n{}", stderr(&out));
+
+    // tc: the conflist's mode, the port-forward fails, the pod is gone.
+    assert!(
+        facts(&text, "TC-CHECKPOINT")
+            .iter()
+            .any(|c| c.ends_with("-eth0.json tc created=tap")),
+        "no tc checkpoint for the first pod: {text}"
+    );
+    assert_eq!(facts(&text, "TC-PF-EXIT"), ["/ 1"], "{text}");
+    let tc_error = facts(&text, "TC-PF-ERROR").join(" ");
+    assert!(
+        tc_error.contains("connect: connection refused"),
+        "tc: the port-forward did not fail for want of a listener: {text}"
+    );
+    assert_eq!(facts(&text, "TC-REMOVE"), ["ok"], "{text}");
+
+    // l3: attached by the annotation, podtap's table in the pod netns.
+    assert_eq!(facts(&text, "STATE")[0], "SANDBOX_READY", "{text}");
+    assert_cri_attached(&text, "l3");
+    assert!(
+        facts(&text, "NFT")
+            .iter()
+            .any(|t| t.starts_with("inet podtap_")),
+        "no podtap nftables table in the l3 pod netns: {text}"
+    );
+    assert_eq!(facts(&text, "GUEST"), ["READY"], "{text}");
+    assert_eq!(
+        facts(&text, "PF-EXIT"),
+        ["/ 0", "/cgi-bin/ip 0"],
+        "port-forward to the l3 guest failed: {text}"
+    );
+    for status in facts(&text, "PF-STATUS") {
+        assert!(status.contains(" 200 "), "not 200: {status}: {text}");
+    }
+    // The guest's httpd answered, and saw the connection from the SNAT's
+    // source (busybox httpd listens on a dual-stack socket: it may name the
+    // peer in its IPv4-mapped form).
+    let body = facts(&text, "PF-BODY");
+    assert_eq!(body.len(), 2, "{text}");
+    assert_eq!(body[0], "/ podtap-guest-httpd", "{text}");
+    assert!(
+        [
+            "/cgi-bin/ip from 169.254.0.1",
+            "/cgi-bin/ip from [::ffff:169.254.0.1]"
+        ]
+        .contains(&body[1]),
+        "the guest did not see the connection from 169.254.0.1: {text}"
+    );
+    assert!(
+        facts(&text, "CONSOLE")
+            .iter()
+            .all(|l| !l.starts_with("PODTAP-ERROR")),
+        "the guest reported errors: {text}"
+    );
+    assert_eq!(facts(&text, "QEMU"), ["stopped"], "{text}");
+
+    // StopPodSandbox removed podtap's table from the (held) pod netns too.
+    assert_eq!(
+        facts(&text, "HELD-NFT"),
+        Vec::<&str>::new(),
+        "nftables tables left in the pod netns: {text}"
+    );
+    assert_cri_stopped_clean(&text, &work, &node);
     drop(node);
     assert_eq!(before, root_netns_fingerprint(), "root netns changed");
 }

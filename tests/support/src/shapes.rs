@@ -59,7 +59,10 @@ impl RoutedPod {
         let net = 100 + n;
         let address = format!("198.18.{net}.{}", 2 + std::process::id() % 200);
         let node_address = format!("198.19.{net}.1");
-        node.ip(&format!("link add {host} type veth peer name eth0 netns {}", pod.name));
+        node.ip(&format!(
+            "link add {host} type veth peer name eth0 netns {}",
+            pod.name
+        ));
         pod.ip(&format!("addr add {address}/32 dev eth0"));
         pod.ip("link set eth0 up");
         node.ip(&format!("link set {host} up"));
@@ -73,7 +76,10 @@ impl RoutedPod {
                 node.ip("link set uplink0 up");
                 node.ip("link set uplink1 up");
                 node.ip(&format!("addr add 198.18.{}.1/24 dev uplink0", 150 + n));
-                node.ip(&format!("route add default via 198.18.{}.2 dev uplink0", 150 + n));
+                node.ip(&format!(
+                    "route add default via 198.18.{}.2 dev uplink0",
+                    150 + n
+                ));
                 // The kernel answers ARP by proxy only on a forwarding
                 // device; Calico's nodes forward.
                 node.exec(&format!(
@@ -104,6 +110,38 @@ impl RoutedPod {
             gateway,
             node_address,
         }
+    }
+
+    /// [`RoutedPod::new`] with Calico's IPv6 too: the host veth's MAC is
+    /// `ee:ee:ee:ee:ee:ee`, so the pod's gateway is its link-local
+    /// `fe80::ecee:eeff:feee:eeee`; a /128 on eth0, a /128 route to it on
+    /// the node, and an address of the node beyond it. Returns the pod's
+    /// IPv6 address and that node address.
+    pub fn calico_dual_stack(n: u32) -> (Self, String, String) {
+        let rp = RoutedPod::new(Shape::Calico, n);
+        let net = 100 + n;
+        let p6 = format!("2001:db8:{net:x}::5");
+        let far6 = format!("2001:db8:ff:{net:x}::1");
+        rp.node.ip(&format!("link set {} down", rp.host));
+        rp.node
+            .ip(&format!("link set {} address ee:ee:ee:ee:ee:ee", rp.host));
+        rp.node.exec(&format!(
+            "sysctl -qw net.ipv6.conf.{}.accept_dad=0 net.ipv6.conf.all.forwarding=1",
+            rp.host
+        ));
+        rp.node.ip(&format!("link set {} up", rp.host));
+        // Down took the node's route to the pod with it.
+        rp.node
+            .ip(&format!("route replace {}/32 dev {}", rp.address, rp.host));
+        rp.node.ip(&format!("addr add {far6}/128 dev lo"));
+        rp.node
+            .ip(&format!("-6 route add {p6}/128 dev {}", rp.host));
+        rp.pod.ip(&format!("-6 addr add {p6}/128 dev eth0 nodad"));
+        rp.pod
+            .ip("-6 route add default via fe80::ecee:eeff:feee:eeee dev eth0");
+        crate::netns::settle(&rp.node);
+        crate::netns::settle(&rp.pod);
+        (rp, p6, far6)
     }
 
     /// The MAC of `ifname` in `ns`.
