@@ -18,12 +18,13 @@
 #
 # Then, each with its own section (none with --datapath-only), appended to
 # the Markdown: benches/routes.py (1 000 / 10 000 / 100 000 routes; --smoke: 1 000),
-# benches/scale.py (1/100/500 attachments; --smoke: 1/5/10), benches/watch_rest.py
+# benches/scale.py (1/100/500 attachments; --smoke: 1/5/10), benches/serve_scale.py
+# (one podtap serve serving 500 attachments; --smoke: 5), benches/watch_rest.py
 # (200 pods with a watch each; --smoke: 5) and benches/podstart.sh (containerd CRI
 # and podman run).
 #
-# Uses target/<host triple>/release/podtap (built with `cargo build --release`; the
-# triple is in the path because .cargo/config.toml links statically) unless
+# Uses target/<host triple>/release/podtap (built with `cargo build-node`, the
+# static node binary; the triple is in its path) unless
 # PODTAP_BIN names a binary, and examples/bench_lib (the library-call
 # contender) unless PODTAP_LIB_BENCH names one. Needs root, ip/tc (iproute2), jq, gcc, python3.
 # Every object lives in netns named ptb<PID>-*; the root netns is never touched;
@@ -61,13 +62,14 @@ for t in ip tc jq gcc python3; do
     command -v "$t" >/dev/null || { echo "run.sh: $t is required" >&2; exit 2; }
 done
 
-# .cargo/config.toml builds for the host's own triple (static linking): artifacts
-# land in target/<triple>/release.
-release=${CARGO_TARGET_DIR:-$repo/target}/$(rustc -vV | sed -n 's/^host: //p')/release
+# The node binary (`cargo build-node`, .cargo/config.toml: static-pie, what
+# nodes run) lands in target/<triple>/release.
+target=${CARGO_TARGET_DIR:-$repo/target}
+release=$target/$(rustc -vV | sed -n 's/^host: //p')/release
 if [ -n "${PODTAP_BIN:-}" ]; then
     bin=$PODTAP_BIN
 else
-    (cd "$repo" && cargo build --release --quiet --bin podtap)
+    (cd "$repo" && cargo build-node --quiet)
     bin=$release/podtap
 fi
 [ -x "$bin" ] || { echo "run.sh: no podtap binary at $bin" >&2; exit 2; }
@@ -76,7 +78,7 @@ if [ -n "${PODTAP_LIB_BENCH:-}" ]; then
     libbench=$PODTAP_LIB_BENCH
 else
     (cd "$repo" && cargo build --release --quiet --example bench_lib)
-    libbench=$release/examples/bench_lib
+    libbench=$target/release/examples/bench_lib
 fi
 [ -x "$libbench" ] || { echo "run.sh: no bench_lib at $libbench" >&2; exit 2; }
 
@@ -180,6 +182,12 @@ watch_args=(--bin "$bin" --prefix "$prefix-wr" --state-dir "/run/$prefix-watch")
 if [ "$smoke" = 1 ]; then watch_args+=(--smoke); fi
 if [ -n "$out" ]; then watch_args+=(--out "$out"); fi
 part python3 "$here/watch_rest.py" "${watch_args[@]}"
+# The responder at node scale: benches/serve_scale.py (one podtap serve, 500
+# attachments; --smoke: 5), its own netns and state dir.
+serve_args=(--bin "$bin" --prefix "$prefix-sv")
+if [ "$smoke" = 1 ]; then serve_args+=(--smoke); fi
+if [ -n "$out" ]; then serve_args+=(--out "$out" --append); fi
+part python3 "$here/serve_scale.py" "${serve_args[@]}"
 
 # Pod start under a real runtime: its own script, its section appended.
 if [ "$podstart" = 1 ]; then

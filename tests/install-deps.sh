@@ -20,6 +20,14 @@ have /usr/bin/time || need+=(time)
 have gcc || need+=(gcc)
 have iperf3 || need+=(iperf3)
 have ping || need+=(iputils-ping)
+# The routed mode's tests (tests/routed.rs, the CRI port-forward): the pod's
+# own netfilter and the tools that read it.
+have nft || need+=(nftables)
+have iptables || need+=(iptables)
+have conntrack || need+=(conntrack)
+have socat || need+=(socat)
+# The responder's tests (tests/serve*.rs): what leaves by the pod interface.
+have tcpdump || need+=(tcpdump)
 # libvirt (tests/libvirt.rs): a system libvirtd with the QEMU driver, run by the test
 # itself in a pod netns (tests/libvirt/libvirtd.sh); its services are never started.
 have libvirtd && have /etc/libvirt/qemu.conf || need+=(libvirt-daemon-system)

@@ -28,31 +28,12 @@ use podtap_testkit::vm::{
     nic_line, reach_in, vm_prerequisites, QEMU,
 };
 use podtap_testkit::{
-    cni_plugin, conflist, container_id, iface, podtap_ok, root_or_skip, settle, settled_snapshot,
-    sh, sh_ok, stderr, stdout, tool_or_skip, unique, Chain, Netns, StateDir, TempDir, PLUGINS,
+    cni_add, conflist, container_id, iface, podtap_ok, root_or_skip, settle, settled_snapshot, sh,
+    sh_ok, stderr, stdout, tool_or_skip, unique, Chain, Netns, StateDir, TempDir, PLUGINS,
 };
 
 /// The podtap binary under test.
 const BIN: &str = env!("CARGO_BIN_EXE_podtap");
-
-/// A CNI plugin run in the node netns, for the pod netns (ADD).
-fn cni_add(node: &Netns, pod: &Netns, plugin: &str, ifname: &str, conf: &serde_json::Value) {
-    let out = cni_plugin(
-        &node.name,
-        "ADD",
-        plugin,
-        &pod.name,
-        &pod.path_str(),
-        ifname,
-        conf,
-    );
-    assert!(
-        out.status.success(),
-        "CNI {plugin} ADD failed: {}{}",
-        stdout(&out),
-        stderr(&out)
-    );
-}
 
 /// Test 1+2: CNI bridge + macvlan pod, tc mode then bridge mode, QEMU by name.
 
@@ -466,30 +447,63 @@ fn fd_handover_multiqueue_mtu_and_routes() {
     );
 }
 
-/// `podtap demo --boot` boots the test guest on the demo pod's TAP (fd
-/// handover from podtap itself) and shows it pinging the peer.
+/// `podtap demo` boots the test guest on the demo pod's TAP (fd handover
+/// from podtap itself, served by podtap): the guest configures itself by
+/// DHCP, DHCPv6 and RA, pings the peer, and the peer pings it back.
 #[test]
-fn demo_boot_pings_the_peer() {
-    let test = "demo_boot_pings_the_peer";
+fn demo_boots_a_guest_that_configures_itself() {
+    let test = "demo_boots_a_guest_that_configures_itself";
     if !root_or_skip(test) || !tool_or_skip(test, QEMU) {
         return;
     }
     let (kernel, initrd) = guest();
     let out = Command::new(BIN)
-        .args(["demo", "--boot"])
+        .arg("demo")
         .env("PODTAP_GUEST_KERNEL", kernel)
         .env("PODTAP_GUEST_INITRD", initrd)
         .stdin(Stdio::null())
         .output()
-        .expect("run podtap demo --boot");
+        .expect("run podtap demo");
     let (text, log) = (stdout(&out), stderr(&out));
-    assert!(out.status.success(), "demo --boot failed: {text}{log}");
+    assert!(out.status.success(), "demo failed: {text}{log}");
     for line in [
+        "guest: PODTAP-DHCP dhcpcd eth0 ok",
+        "guest:   inet 198.18.0.2/24 brd 198.18.0.255 scope global dynamic noprefixroute eth0",
         "guest: PODTAP-PING OK 198.18.0.1",
         "guest: PODTAP-PING OK 2001:db8:0:1::1",
+        "peer:  PEER-PING OK 198.18.0.2",
+        "peer:  PEER-PING OK 2001:db8:0:1::2",
         "guest: PODTAP-DONE",
     ] {
         assert!(text.lines().any(|l| l == line), "no {line:?} in {text}");
     }
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("guest:   inet6 2001:db8:0:1::2/128")),
+        "the guest has no DHCPv6 address: {text}"
+    );
     assert!(log.contains("pod netns is exactly as before"), "{log}");
+}
+
+/// Without QEMU the demo still does its job on the pod, and says what it
+/// did not do and how to get it.
+#[test]
+fn demo_without_qemu_says_what_it_skipped() {
+    if !root_or_skip("demo_without_qemu_says_what_it_skipped") {
+        return;
+    }
+    let out = Command::new(BIN)
+        .arg("demo")
+        .env("PODTAP_QEMU", "/nonexistent/qemu-system-x86_64")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run podtap demo");
+    let (text, log) = (stdout(&out), stderr(&out));
+    assert!(out.status.success(), "demo failed: {text}{log}");
+    assert!(
+        log.contains("not booting a guest: /nonexistent/qemu-system-x86_64 is not installed (Debian: apt-get install qemu-system-x86)"),
+        "{log}"
+    );
+    assert!(log.contains("pod netns is exactly as before"), "{log}");
+    assert!(!text.contains("guest: "), "{text}");
 }

@@ -58,6 +58,9 @@ _podtap() {
             podtap,scan)
                 cmd="podtap__subcmd__scan"
                 ;;
+            podtap,serve)
+                cmd="podtap__subcmd__serve"
+                ;;
             podtap,show)
                 cmd="podtap__subcmd__show"
                 ;;
@@ -106,6 +109,9 @@ _podtap() {
             podtap__subcmd__help,scan)
                 cmd="podtap__subcmd__help__subcmd__scan"
                 ;;
+            podtap__subcmd__help,serve)
+                cmd="podtap__subcmd__help__subcmd__serve"
+                ;;
             podtap__subcmd__help,show)
                 cmd="podtap__subcmd__help__subcmd__show"
                 ;;
@@ -119,7 +125,7 @@ _podtap() {
 
     case "${cmd}" in
         podtap)
-            opts="-h -V --log-format --help --version scan attach detach check list render exec watch oci-hook cni-install demo doctor show completions man help"
+            opts="-h -V --log-format --help --version scan attach detach check list render exec watch serve oci-hook cni-install demo doctor show completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -137,7 +143,7 @@ _podtap() {
             return 0
             ;;
         podtap__subcmd__attach)
-            opts="-o -h --log-format --netns --id --mode --queues --no-vnet-hdr --tc-redirect --tap-owner --interfaces --dns-from --state-dir --output --help"
+            opts="-o -h --log-format --netns --id --mode --queues --no-vnet-hdr --tc-redirect --tap-owner --serve --nic --interfaces --dns-from --state-dir --output --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -156,7 +162,7 @@ _podtap() {
                     return 0
                     ;;
                 --mode)
-                    COMPREPLY=($(compgen -W "tc bridge macvtap" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "tc bridge macvtap l3" -- "${cur}"))
                     return 0
                     ;;
                 --queues)
@@ -164,10 +170,14 @@ _podtap() {
                     return 0
                     ;;
                 --tc-redirect)
-                    COMPREPLY=($(compgen -W "u32" -- "${cur}"))
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --tap-owner)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --nic)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -225,7 +235,7 @@ _podtap() {
             return 0
             ;;
         podtap__subcmd__cni__subcmd__install)
-            opts="-h --log-format --conf-dir --bin-dir --mode --plugin-state-dir --pod-policy --uninstall --wait --help"
+            opts="-h --log-format --conf-dir --bin-dir --mode --plugin-state-dir --serve --pod-policy --uninstall --wait --sweep-every --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -244,7 +254,7 @@ _podtap() {
                     return 0
                     ;;
                 --mode)
-                    COMPREPLY=($(compgen -W "tc bridge macvtap" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "tc bridge macvtap l3" -- "${cur}"))
                     return 0
                     ;;
                 --plugin-state-dir)
@@ -252,6 +262,10 @@ _podtap() {
                     return 0
                     ;;
                 --pod-policy)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sweep-every)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -281,7 +295,7 @@ _podtap() {
             return 0
             ;;
         podtap__subcmd__demo)
-            opts="-h --log-format --keep --boot --help"
+            opts="-h --log-format --keep --no-boot --boot --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -340,7 +354,7 @@ _podtap() {
                     return 0
                     ;;
                 --mode)
-                    COMPREPLY=($(compgen -W "tc bridge macvtap" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "tc bridge macvtap l3" -- "${cur}"))
                     return 0
                     ;;
                 --state-dir)
@@ -397,7 +411,7 @@ _podtap() {
             return 0
             ;;
         podtap__subcmd__help)
-            opts="scan attach detach check list render exec watch oci-hook cni-install demo doctor show completions man help"
+            opts="scan attach detach check list render exec watch serve oci-hook cni-install demo doctor show completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -606,6 +620,20 @@ _podtap() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        podtap__subcmd__help__subcmd__serve)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         podtap__subcmd__help__subcmd__show)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -679,7 +707,7 @@ _podtap() {
             return 0
             ;;
         podtap__subcmd__oci__subcmd__hook)
-            opts="-h --log-format --state-dir --output --pod-modes --pod-max-queues --pod-tap-owners --pod-tap-groups --help attach detach"
+            opts="-h --log-format --state-dir --output --pod-modes --pod-max-queues --pod-tap-owners --pod-tap-groups --pod-tap-names --pod-guest-macs --pod-serve --help attach detach"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -698,7 +726,7 @@ _podtap() {
                     return 0
                     ;;
                 --pod-modes)
-                    COMPREPLY=($(compgen -W "tc bridge macvtap" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "tc bridge macvtap l3" -- "${cur}"))
                     return 0
                     ;;
                 --pod-max-queues)
@@ -710,6 +738,10 @@ _podtap() {
                     return 0
                     ;;
                 --pod-tap-groups)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pod-tap-names)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -780,6 +812,28 @@ _podtap() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        podtap__subcmd__serve)
+            opts="-h --log-format --state-dir --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         podtap__subcmd__show)
             opts="-h --log-format --id --netns --json --state-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -811,7 +865,7 @@ _podtap() {
             return 0
             ;;
         podtap__subcmd__watch)
-            opts="-h --log-format --id --qmp --cloud-hypervisor-api --vmm-uid --state-dir --help"
+            opts="-h --log-format --id --qmp --cloud-hypervisor-api --vmm-uid --serve --state-dir --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

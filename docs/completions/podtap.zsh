@@ -48,16 +48,18 @@ _arguments "${_arguments_options[@]}" : \
 json\:"One JSON object per line, for log shippers"))' \
 '--netns=[The pod netns\: a pinned file (/var/run/netns/NAME) or /proc/PID/ns/net]:NETNS:_files' \
 '--id=[Sandbox id\: the checkpoint'\''s key (letters, digits, -_.\:@+=; at most 128 bytes)]:ID:_default' \
-'--mode=[Wiring between each pod interface and its TAP]:MODE:(tc bridge macvtap)' \
+'--mode=[Wiring between each pod interface and its TAP]:MODE:(tc bridge macvtap l3)' \
 '--queues=[Queues per TAP (1-256); more than 1 makes a multi-queue TAP]:QUEUES:_default' \
-'--tc-redirect=[tc mode'\''s redirect filter\: u32 + mirred (the only one)]:TC_REDIRECT:(u32)' \
+'--tc-redirect=[Accepted and ignored\: tc mode'\''s one redirect filter is u32 + mirred. An earlier release took \`u32\` here (and in \`PODTAP_TC_REDIRECT\`)]:TC_REDIRECT:_default' \
 '--tap-owner=[Let UID\[\:GID\] open the TAPs without CAP_NET_ADMIN (for an unprivileged or jailed VMM)]:UID[:GID]:_default' \
+'*--nic=[One interface'\''s own choices\: IFNAME\:KEY=VALUE\[,KEY=VALUE...\] with keys tap (the TAP'\''s name), mac (the guest NIC'\''s MAC), queues, owner (UID\[\:GID\]) and serve (yes/no); repeat for more interfaces]:IFNAME:KEY=VALUE,...:_default' \
 '*--interfaces=[Only these pod interfaces (comma-separated); default\: every eligible one]:INTERFACES:_default' \
 '--dns-from=[Record this resolv.conf (nameserver, domain, search, options) as the guest'\''s DNS]:FILE:_files' \
 '--state-dir=[State directory (tmpfs, like the netns it describes)]:STATE_DIR:_files' \
 '-o+[Write the JSON here instead of stdout]:OUTPUT:_files' \
 '--output=[Write the JSON here instead of stdout]:OUTPUT:_files' \
 '--no-vnet-hdr[Create TAPs without IFF_VNET_HDR]' \
+'--serve[Answer every NIC'\''s guest'\''s DHCPv4, DHCPv6 and router solicitations (podtap serve or watch --serve does), where the NIC can be served\: not macvtap, not without an address]' \
 '-h[Print help (see more with '\''--help'\'')]' \
 '--help[Print help (see more with '\''--help'\'')]' \
 && ret=0
@@ -130,6 +132,16 @@ json\:"One JSON object per line, for log shippers"))' \
 '--cloud-hypervisor-api=[Hotplug into the Cloud Hypervisor behind this API socket (vm.add-net with fds)]:CLOUD_HYPERVISOR_API:_files' \
 '--vmm-uid=[Send TAP fds to a VMM socket whose peer runs as this uid (besides root, always allowed); any other peer gets no fds (SO_PEERCRED)]:UID:_default' \
 '--state-dir=[State directory (tmpfs, like the netns it describes)]:STATE_DIR:_files' \
+'--serve[Also answer the served NICs'\'' guests (DHCP, router solicitations), those it hotplugs too\: for a node without podtap serve]' \
+'-h[Print help (see more with '\''--help'\'')]' \
+'--help[Print help (see more with '\''--help'\'')]' \
+&& ret=0
+;;
+(serve)
+_arguments "${_arguments_options[@]}" : \
+'--log-format=[Log format on stderr\: text, or one JSON object per line (PODTAP_LOG sets the level)]:LOG_FORMAT:((text\:"Human-readable lines"
+json\:"One JSON object per line, for log shippers"))' \
+'--state-dir=[State directory (tmpfs, like the netns it describes)]:STATE_DIR:_files' \
 '-h[Print help (see more with '\''--help'\'')]' \
 '--help[Print help (see more with '\''--help'\'')]' \
 && ret=0
@@ -140,10 +152,13 @@ _arguments "${_arguments_options[@]}" : \
 json\:"One JSON object per line, for log shippers"))' \
 '--state-dir=[State directory (tmpfs, like the netns it describes)]:STATE_DIR:_files' \
 '--output=[Write the description here when the annotation io.podtap.output (a path relative to the bundle) is absent; default <bundle>/podtap.json]:OUTPUT:_files' \
-'*--pod-modes=[Wiring modes a pod may pick with io.podtap.mode besides tc (comma-separated; default\: none)]:MODES:(tc bridge macvtap)' \
+'*--pod-modes=[Wiring modes a pod may pick with io.podtap.mode besides tc (comma-separated; default\: none)]:MODES:(tc bridge macvtap l3)' \
 '--pod-max-queues=[Most queues a pod may ask for with io.podtap.queues (default\: 1)]:N:_default' \
 '*--pod-tap-owners=[uids a pod may name as TAP owner with io.podtap.tap-owner (comma-separated; default\: none)]:UIDS:_default' \
 '*--pod-tap-groups=[gids a pod may name as TAP group with io.podtap.tap-owner (comma-separated; default\: none)]:GIDS:_default' \
+'*--pod-tap-names=[TAP names a pod may ask for with io.podtap.nic.IFNAME (comma-separated; default\: none)]:NAMES:_default' \
+'--pod-guest-macs[Let a pod choose its guest NICs'\'' MACs with io.podtap.nic.IFNAME (default\: never)]' \
+'--pod-serve[Let a pod ask for its guests to be served (io.podtap.serve, or serve=yes in io.podtap.nic.IFNAME) by podtap serve (default\: never)]' \
 '-h[Print help (see more with '\''--help'\'')]' \
 '--help[Print help (see more with '\''--help'\'')]' \
 ':action -- attach (createRuntime) or detach (poststop):(attach detach)' \
@@ -155,11 +170,13 @@ _arguments "${_arguments_options[@]}" : \
 json\:"One JSON object per line, for log shippers"))' \
 '--conf-dir=[The CNI configuration dir the runtime reads]:CONF_DIR:_files' \
 '--bin-dir=[The CNI plugin dir the runtime runs plugins from]:BIN_DIR:_files' \
-'--mode=[Wiring for pods on this node (an io.podtap.mode annotation may change it only where a podPolicy in the conflist allows\: docs/integration.md)]:MODE:(tc bridge macvtap)' \
+'--mode=[Wiring for pods on this node (an io.podtap.mode annotation may change it only where a podPolicy in the conflist allows\: docs/integration.md)]:MODE:(tc bridge macvtap l3)' \
 '--plugin-state-dir=[The state dir written into podtap'\''s plugin entry]:PLUGIN_STATE_DIR:_default' \
 '--pod-policy=[What pods may ask for by annotation, as podtap'\''s podPolicy (JSON, e.g. '\''{"modes"\:\["bridge"\],"maxQueues"\:2}'\''); default\: nothing beyond --mode]:JSON:_default' \
-'--uninstall[Undo the install\: restore the configuration byte for byte and remove the binary]' \
-'(--uninstall)--wait[After installing, keep podtap chained (the node'\''s CNI rewrites its conf when it restarts) until SIGTERM or SIGINT, then uninstall (a DaemonSet'\''s container\: deleting it takes podtap off the node)]' \
+'--sweep-every=[With --wait\: seconds between two sweeps of the state dir (0\: only at start)]:SECONDS:_default' \
+'--serve[Serve the pods'\'' guests their configuration ("serve"\: true in podtap'\''s entry; the DaemonSet'\''s podtap serve answers), unless the network brings its own DHCP (a dhcp IPAM, a macvlan/ipvlan/host-device without IPAM)]' \
+'--uninstall[Take podtap off the node\: restore the configuration byte for byte, remove the binary, and sweep the state dir. The one way podtap leaves a node (a stopped --wait does not)]' \
+'--wait[After installing, keep podtap chained (the node'\''s CNI rewrites its conf when it restarts) and sweep the state dir (at start and every --sweep-every) until SIGTERM or SIGINT, which leave podtap installed\: a DaemonSet'\''s rolling update never unchains it. With --uninstall\: uninstall, then stay until SIGTERM (hooks/k8s/uninstall.yaml)]' \
 '-h[Print help (see more with '\''--help'\'')]' \
 '--help[Print help (see more with '\''--help'\'')]' \
 && ret=0
@@ -169,7 +186,8 @@ _arguments "${_arguments_options[@]}" : \
 '--log-format=[Log format on stderr\: text, or one JSON object per line (PODTAP_LOG sets the level)]:LOG_FORMAT:((text\:"Human-readable lines"
 json\:"One JSON object per line, for log shippers"))' \
 '--keep[Keep the demo namespaces and print how to remove them (for poking around)]' \
-'--boot[Also boot the test guest under QEMU (when installed) and ping the peer through the TAP]' \
+'--no-boot[Do not boot the test guest, even where QEMU and the guest are at hand (by default the demo boots it on the TAP, the guest configures itself from podtap'\''s DHCP and router advertisements, and it and the peer ping each other)]' \
+'(--no-boot)--boot[Accepted for older scripts\: booting is the default now]' \
 '-h[Print help (see more with '\''--help'\'')]' \
 '--help[Print help (see more with '\''--help'\'')]' \
 && ret=0
@@ -178,7 +196,7 @@ json\:"One JSON object per line, for log shippers"))' \
 _arguments "${_arguments_options[@]}" : \
 '--log-format=[Log format on stderr\: text, or one JSON object per line (PODTAP_LOG sets the level)]:LOG_FORMAT:((text\:"Human-readable lines"
 json\:"One JSON object per line, for log shippers"))' \
-'--mode=[The wiring mode to check the node for (decides which checks are required)]:MODE:(tc bridge macvtap)' \
+'--mode=[The wiring mode to check the node for (decides which checks are required)]:MODE:(tc bridge macvtap l3)' \
 '--state-dir=[State directory (tmpfs, like the netns it describes)]:STATE_DIR:_files' \
 '--cni-conf-dir=[The CNI configuration dir the runtime reads]:CNI_CONF_DIR:_files' \
 '--cni-bin-dir=[The CNI plugin dir the runtime runs plugins from]:CNI_BIN_DIR:_files' \
@@ -264,6 +282,10 @@ _arguments "${_arguments_options[@]}" : \
 _arguments "${_arguments_options[@]}" : \
 && ret=0
 ;;
+(serve)
+_arguments "${_arguments_options[@]}" : \
+&& ret=0
+;;
 (oci-hook)
 _arguments "${_arguments_options[@]}" : \
 && ret=0
@@ -316,6 +338,7 @@ _podtap_commands() {
 'render:Render a description for a VMM or guest\: qemu, cloud-hypervisor, cloud-hypervisor-api, firecracker, libvirt, cloud-init, kernel-cmdline, guest-args, kata-agent' \
 'exec:Run a VMM with the TAP queue fds of sandbox ID appended to its arguments (fd handover), or run a command inside the pod netns (--enter-netns). It inherits stdio and those fds only' \
 'watch:Follow sandbox ID'\''s netns\: attach interfaces that appear later, undo those that leave, hotplug them into the running VM, and print one JSON event per line. Ends on SIGTERM/SIGINT or when the sandbox is detached (exit 0), or its pod netns is deleted (exit 3)' \
+'serve:Answer the DHCPv4, DHCPv6 and router solicitations of every served NIC'\''s guest, of every attachment in the state dir, from attach until detach (the node daemon); print one JSON event per line. Ends on SIGTERM/SIGINT (exit 0)' \
 'oci-hook:OCI runtime hook\: reads the container state JSON on stdin' \
 'cni-install:Install podtap on a node\: copy this binary into the CNI bin dir and chain podtap into the runtime'\''s network configuration (idempotent); --uninstall takes both out again' \
 'demo:Build a throwaway pod netns, run podtap on it, print the result, and remove everything' \
@@ -378,6 +401,7 @@ _podtap__subcmd__help_commands() {
 'render:Render a description for a VMM or guest\: qemu, cloud-hypervisor, cloud-hypervisor-api, firecracker, libvirt, cloud-init, kernel-cmdline, guest-args, kata-agent' \
 'exec:Run a VMM with the TAP queue fds of sandbox ID appended to its arguments (fd handover), or run a command inside the pod netns (--enter-netns). It inherits stdio and those fds only' \
 'watch:Follow sandbox ID'\''s netns\: attach interfaces that appear later, undo those that leave, hotplug them into the running VM, and print one JSON event per line. Ends on SIGTERM/SIGINT or when the sandbox is detached (exit 0), or its pod netns is deleted (exit 3)' \
+'serve:Answer the DHCPv4, DHCPv6 and router solicitations of every served NIC'\''s guest, of every attachment in the state dir, from attach until detach (the node daemon); print one JSON event per line. Ends on SIGTERM/SIGINT (exit 0)' \
 'oci-hook:OCI runtime hook\: reads the container state JSON on stdin' \
 'cni-install:Install podtap on a node\: copy this binary into the CNI bin dir and chain podtap into the runtime'\''s network configuration (idempotent); --uninstall takes both out again' \
 'demo:Build a throwaway pod netns, run podtap on it, print the result, and remove everything' \
@@ -459,6 +483,11 @@ _podtap__subcmd__help__subcmd__scan_commands() {
     local commands; commands=()
     _describe -t commands 'podtap help scan commands' commands "$@"
 }
+(( $+functions[_podtap__subcmd__help__subcmd__serve_commands] )) ||
+_podtap__subcmd__help__subcmd__serve_commands() {
+    local commands; commands=()
+    _describe -t commands 'podtap help serve commands' commands "$@"
+}
 (( $+functions[_podtap__subcmd__help__subcmd__show_commands] )) ||
 _podtap__subcmd__help__subcmd__show_commands() {
     local commands; commands=()
@@ -493,6 +522,11 @@ _podtap__subcmd__render_commands() {
 _podtap__subcmd__scan_commands() {
     local commands; commands=()
     _describe -t commands 'podtap scan commands' commands "$@"
+}
+(( $+functions[_podtap__subcmd__serve_commands] )) ||
+_podtap__subcmd__serve_commands() {
+    local commands; commands=()
+    _describe -t commands 'podtap serve commands' commands "$@"
 }
 (( $+functions[_podtap__subcmd__show_commands] )) ||
 _podtap__subcmd__show_commands() {

@@ -10,6 +10,7 @@
 # The kernel is Debian's linux-image-cloud-amd64 (its versioned dependency),
 # fetched with apt-get download + dpkg -x: nothing is installed on the host
 # except, if missing, qemu-system-x86, busybox-static, cpio and iproute2.
+# dhcpcd (Debian's dhcpcd-base) is fetched the same way, for DHCP guests.
 # See README.md in this directory.
 set -euo pipefail
 
@@ -146,6 +147,38 @@ if [[ ! -s "$KDIR/vmlinuz" || ! -s "$KDIR/modules.order" ]]; then
 fi
 log "kernel $(cat "$KDIR/version") from $(cat "$KDIR/package")"
 
+# --- dhcpcd (cached like the kernel) -----------------------------------------
+# Debian's dhcpcd-base, unpacked with dpkg -x (the host's dhcpcd, if any, is
+# not used): the binary, its hook runner and the resolv.conf hook. The other
+# hooks (hostname, NTP) and the udev plugin are left out.
+DDIR="$CACHE_DIR/dhcpcd"
+if [[ ! -x "$DDIR/root/usr/sbin/dhcpcd" || ! -s "$DDIR/package" ]]; then
+    fetch_dhcpcd() {
+        rm -rf "$TMP/ddeb" && mkdir "$TMP/ddeb" &&
+            (cd "$TMP/ddeb" && apt-get download -qq -o APT::Sandbox::User=root dhcpcd-base >&2)
+    }
+    if ! fetch_dhcpcd; then
+        log "dhcpcd-base not downloadable; running apt-get update"
+        apt-get update -qq
+        fetch_dhcpcd || die "cannot download dhcpcd-base"
+    fi
+    deb=$(ls "$TMP"/ddeb/*.deb)
+    mkdir "$TMP/dx"
+    dpkg -x "$deb" "$TMP/dx"
+    rm -rf "$DDIR.new"
+    mkdir -p "$DDIR.new/root/usr/sbin" "$DDIR.new/root/usr/lib/dhcpcd/dhcpcd-hooks"
+    for f in usr/sbin/dhcpcd usr/lib/dhcpcd/dhcpcd-run-hooks \
+             usr/lib/dhcpcd/dhcpcd-hooks/20-resolv.conf; do
+        [[ -f "$TMP/dx/$f" ]] || die "no /$f in $deb"
+        cp -p "$TMP/dx/$f" "$DDIR.new/root/$f"
+    done
+    dpkg-deb -f "$deb" Package Version | awk '{ printf "%s%s", sep, $2; sep = " " } END { print "" }' \
+        >"$DDIR.new/package"
+    rm -rf "$DDIR"
+    mv "$DDIR.new" "$DDIR"
+fi
+log "dhcpcd from $(cat "$DDIR/package")"
+
 # --- initramfs ---------------------------------------------------------------
 R="$TMP/root"
 mkdir -p "$R"/{bin,sbin,usr/bin,usr/sbin,proc,sys,dev,tmp,run,etc,lib/modules/podtap,usr/lib/podtap}
@@ -162,19 +195,35 @@ fi
 cp "$KDIR"/modules/*.ko "$R/lib/modules/podtap/"
 cp "$KDIR/modules.order" "$R/lib/modules/podtap/order"
 
+# copy_libs BINARY: the shared libraries BINARY needs (ldd, on this host),
+# at the same paths in the initramfs.
+copy_libs() {
+    ldd "$1" | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^\//) print $i }' |
+        while read -r lib; do
+            [[ -e "$R$lib" ]] && continue
+            mkdir -p "$R$(dirname "$lib")"
+            cp -L "$lib" "$R$lib"
+        done
+}
+
 # busybox ip has no "neigh replace" and no route metrics in its listings, so
 # the guest also gets the host's iproute2 ip (plus its shared libraries).
 full_ip=$(readlink -f "$(command -v ip)")
 cp "$full_ip" "$R/usr/lib/podtap/ip"
-ldd "$full_ip" | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^\//) print $i }' |
-    while read -r lib; do
-        mkdir -p "$R$(dirname "$lib")"
-        cp -L "$lib" "$R$lib"
-    done
+copy_libs "$full_ip"
+
+# dhcpcd: binary, hooks, its state dir, and its privilege-separation user
+# (chrooted into /usr/lib/dhcpcd, as on Debian). Its libraries (libc only on
+# bookworm) come from this host, like ip's.
+cp -a "$DDIR/root/." "$R/"
+copy_libs "$R/usr/sbin/dhcpcd"
+mkdir -p "$R/var/lib/dhcpcd" "$R/run/dhcpcd"
 
 install -m 0755 "$INIT_SRC" "$R/init"
 built_from=$(inputs_hash "$R/init")
-printf 'root:x:0:0:root:/:/bin/sh\n' >"$R/etc/passwd"
+printf 'root:x:0:0:root:/:/bin/sh\ndhcpcd:x:104:65534:DHCP Client Daemon:/usr/lib/dhcpcd:/bin/false\n' \
+    >"$R/etc/passwd"
+printf 'root:x:0:\nnogroup:x:65534:\n' >"$R/etc/group"
 
 (cd "$R" && find . -print0 | LC_ALL=C sort -z |
     cpio --null -o -H newc --quiet -R 0:0) | gzip -9n >"$TMP/initramfs.gz"
